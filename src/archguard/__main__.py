@@ -1,0 +1,3 @@
+from archguard._cli import main
+
+raise SystemExit(main())

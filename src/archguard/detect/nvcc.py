@@ -1,0 +1,107 @@
+"""Find the nvcc that torch's ``cpp_extension`` would use, and ask it what it emits.
+
+Search order (torch's ``_find_cuda_home``): ``CUDA_HOME``, ``CUDA_PATH``, the directory
+above ``nvcc`` on ``PATH``, then ``/usr/local/cuda``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from archguard.errors import NvccNotFound, NvccUnusable
+from archguard.toolkit import Toolkit
+
+DEFAULT_CUDA_HOME = "/usr/local/cuda"
+TIMEOUT_S = 60
+_RELEASE = re.compile(r"release ([0-9]+)\.([0-9]+), V([0-9.]+)")
+
+
+@dataclass(frozen=True)
+class NvccLocation:
+    cuda_home: str
+    nvcc: str
+    how: str  # "CUDA_HOME", "CUDA_PATH", "PATH", "default"
+
+
+def find_nvcc(
+    environ: Mapping[str, str] | None = None,
+    which: Callable[[str], str | None] = shutil.which,
+) -> NvccLocation:
+    env = os.environ if environ is None else environ
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        home = env.get(var)
+        if home:
+            nvcc = os.path.join(home, "bin", "nvcc")
+            if not os.path.isfile(nvcc):
+                raise NvccNotFound(
+                    f"{var}={home} but {nvcc} does not exist. torch's cpp_extension would use "
+                    f"that directory too: point {var} at a CUDA toolkit (the directory holding "
+                    "bin/nvcc), or unset it."
+                )
+            return NvccLocation(home, nvcc, var)
+    found = which("nvcc")
+    if found:
+        return NvccLocation(os.path.dirname(os.path.dirname(found)), found, "PATH")
+    nvcc = os.path.join(DEFAULT_CUDA_HOME, "bin", "nvcc")
+    if os.path.isfile(nvcc):
+        return NvccLocation(DEFAULT_CUDA_HOME, nvcc, "default")
+    raise NvccNotFound(
+        "no nvcc found: CUDA_HOME and CUDA_PATH are unset, nvcc is not on PATH, and "
+        f"{DEFAULT_CUDA_HOME}/bin/nvcc does not exist. Install a CUDA toolkit matching torch's "
+        "CUDA (or `pip install nvidia-cuda-nvcc` and its companions) and set CUDA_HOME; for "
+        "questions about a toolkit you do not have, use `archguard explain --cuda X.Y`."
+    )
+
+
+def _run(argv: list[str]) -> str:
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT_S,
+                              check=False, shell=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise NvccUnusable(f"`{' '.join(argv)}` could not run: {exc}") from None
+    if proc.returncode != 0:
+        raise NvccUnusable(
+            f"`{' '.join(argv)}` exited {proc.returncode}: {proc.stderr.strip()[:300]}"
+        )
+    return proc.stdout
+
+
+def parse_nvcc_version(text: str, nvcc: str = "nvcc") -> tuple[int, int]:
+    match = _RELEASE.search(text)
+    if not match:
+        raise NvccUnusable(
+            f"`{nvcc} --version` did not print a CUDA release (expected 'release X.Y, "
+            f"VX.Y.Z'); it printed: {text.strip()[:200]!r}"
+        )
+    return (int(match[1]), int(match[2]))
+
+
+def parse_target_list(text: str, prefix: str, what: str) -> list[str]:
+    names = text.split()
+    bad = [n for n in names if not re.fullmatch(prefix + r"_[0-9]{2,3}[af]?", n)]
+    if bad or not names:
+        raise NvccUnusable(f"`{what}` printed {text.strip()[:200]!r}, not a list of "
+                           f"{prefix}_XY targets")
+    return names
+
+
+def probe_toolkit(location: NvccLocation, run: Callable[[list[str]], str] = _run) -> Toolkit:
+    nvcc = location.nvcc
+    version = parse_nvcc_version(run([nvcc, "--version"]), nvcc)
+    code = parse_target_list(run([nvcc, "--list-gpu-code"]), "sm", f"{nvcc} --list-gpu-code")
+    arch = parse_target_list(run([nvcc, "--list-gpu-arch"]), "compute",
+                             f"{nvcc} --list-gpu-arch")
+    return Toolkit.from_lists(
+        version, code, arch,
+        source=f"nvcc {nvcc} (found via {location.how}; --list-gpu-code plus the a/f rule)",
+        nvcc=nvcc,
+    )
+
+
+def detect_toolkit(environ: Mapping[str, str] | None = None) -> Toolkit:
+    return probe_toolkit(find_nvcc(environ))

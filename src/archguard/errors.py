@@ -1,0 +1,146 @@
+"""archguard's errors: one type per cause, each a single paragraph a person can act on.
+
+Every error archguard raises on purpose is an :class:`ArchguardError`. The command line
+and the setuptools hook print ``str(error)`` (plus ``error.detail`` where there is one,
+e.g. the whole decision table) and exit non-zero: never a traceback. Each class carries a
+stable ``code`` that the README's error catalogue lists with its cause and fix.
+"""
+
+from __future__ import annotations
+
+
+class ArchguardError(Exception):
+    """Base class. ``str(err)`` is the one-paragraph message; ``detail`` is optional."""
+
+    code = "archguard-error"
+
+    def __init__(self, message: str, *, detail: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.detail = detail
+
+    def __str__(self) -> str:
+        return self.message
+
+    def render(self) -> str:
+        """The text shown to a person: ``archguard error [code]: message`` (+ detail)."""
+        text = f"archguard error [{self.code}]: {self.message}"
+        if self.detail:
+            text += "\n\n" + self.detail
+        return text
+
+
+class InvalidArch(ArchguardError, ValueError):
+    """An arch entry that is not a known CUDA arch in any accepted spelling."""
+
+    code = "invalid-arch"
+
+
+class PolicyError(ArchguardError):
+    """The policy file is unreadable, not plain data, or breaks the schema."""
+
+    code = "invalid-policy"
+
+
+class ConfigError(ArchguardError):
+    """``[tool.archguard]``, an ``ARCHGUARD_*`` variable or a command-line value is invalid."""
+
+    code = "invalid-config"
+
+
+class NoPolicyRow(ArchguardError):
+    """The policy has no row for the toolkit's CUDA version and nothing overrides it."""
+
+    code = "no-policy-row"
+
+
+class EmptyArchList(ArchguardError):
+    """Resolution left no cubin: there is nothing to build."""
+
+    code = "empty-arch-list"
+
+
+class UnknownToolkit(ArchguardError):
+    """A hypothetical CUDA version that the bundled toolkit table does not describe."""
+
+    code = "unknown-toolkit"
+
+
+class UnknownTorchBuild(ArchguardError):
+    """A hypothetical torch that the bundled torch table does not describe."""
+
+    code = "unknown-torch-build"
+
+
+class TorchNotFound(ArchguardError):
+    """torch is not importable where archguard looked for it."""
+
+    code = "torch-missing"
+
+
+class TorchNotCuda(ArchguardError):
+    """The installed torch is a CPU-only or ROCm build: it cannot build CUDA extensions."""
+
+    code = "torch-not-cuda"
+
+
+class NvccNotFound(ArchguardError):
+    """No nvcc where torch's ``cpp_extension`` would look for one."""
+
+    code = "nvcc-missing"
+
+
+class NvccUnusable(ArchguardError):
+    """nvcc was found but did not answer ``--version`` / ``--list-gpu-code`` as expected."""
+
+    code = "nvcc-unusable"
+
+
+class CudaMismatch(ArchguardError):
+    """torch was built for another CUDA major version than the nvcc that would compile."""
+
+    code = "cuda-major-mismatch"
+
+
+class NvccFlagError(ArchguardError):
+    """A package hard-codes an nvcc arch flag that archguard cannot clamp."""
+
+    code = "unsupported-arch-flag"
+
+
+class NotRepresentable(ArchguardError):
+    """The effective list cannot be written in the requested output format."""
+
+    code = "not-representable"
+
+
+class CuobjdumpNotFound(ArchguardError):
+    """``verify`` needs cuobjdump and found none."""
+
+    code = "cuobjdump-missing"
+
+
+class BinaryReadError(ArchguardError):
+    """``verify`` could not read a wheel, a shared object or cuobjdump's answer."""
+
+    code = "unreadable-binary"
+
+
+ALL_ERRORS: tuple[type[ArchguardError], ...] = (
+    InvalidArch,
+    PolicyError,
+    ConfigError,
+    NoPolicyRow,
+    EmptyArchList,
+    UnknownToolkit,
+    UnknownTorchBuild,
+    TorchNotFound,
+    TorchNotCuda,
+    NvccNotFound,
+    NvccUnusable,
+    CudaMismatch,
+    NvccFlagError,
+    NotRepresentable,
+    CuobjdumpNotFound,
+    BinaryReadError,
+)

@@ -1,0 +1,382 @@
+"""Resolution: from the policy, the toolkit, the torch and the package to one arch list.
+
+Pure: no torch import, no process, no environment lookup. Every step records, per arch, a
+:class:`Decision` (step, outcome, reason); ``explain``, the build log and the wheel's
+record all print from those records. The steps (SPEC §4):
+
+1. request   the package's ``arch_list_by_cuda[cuXYZ]``, else its ``arch_list``, else the
+             policy row for the toolkit's ``cuXYZ`` (``ARCHGUARD_ARCH_LIST`` beats all);
+             no row is an error, never a fall-back to a neighbouring row;
+2. exception drop what ``arch_exceptions[cuXYZ]`` records for this torch;
+3. toolkit   drop what this nvcc cannot emit;
+4. torch     drop every cubin whose served interval holds no device this torch runs on;
+5. ptx       keep declared ``+PTX``, move orphaned ones down, and fill the two PTX roles;
+6. empty     no cubin left is an :class:`~archguard.errors.EmptyArchList`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from archguard.arch import Arch, ArchEntry, Targets, format_list
+from archguard.config import PackageConfig
+from archguard.coverage import (
+    Device,
+    DeviceCoverage,
+    chosen_cubin,
+    coverage,
+    describe_devices,
+    known_devices,
+    runs_on,
+    served_devices,
+)
+from archguard.errors import EmptyArchList, NoPolicyRow
+from archguard.policy import ArchException, Policy
+from archguard.toolkit import Toolkit
+from archguard.torchbuild import TorchBuild
+
+REQUEST, EXCEPTION, TOOLKIT, TORCH, PTX = "request", "exception", "toolkit", "torch", "ptx"
+STEPS = (REQUEST, EXCEPTION, TOOLKIT, TORCH, PTX)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What one step did to one arch, and why.
+
+    ``outcome`` is one of: requested, not-requested, kept, dropped, added, moved, confirms,
+    note. ``ptx`` marks a decision about the entry's PTX rather than its cubin.
+    """
+
+    arch: Arch
+    step: str
+    outcome: str
+    reason: str
+    ptx: bool = False
+
+
+@dataclass(frozen=True)
+class Request:
+    entries: tuple[ArchEntry, ...]
+    origin: str  # which list was asked for: a policy row, a package key, the environment
+    reason: str | None = None  # the policy row's written reason
+
+
+def choose_request(
+    policy: Policy,
+    tag: str,
+    package: PackageConfig | None = None,
+    override: tuple[tuple[ArchEntry, ...], str] | None = None,
+) -> Request:
+    """Step 1: which list is asked for."""
+    if override is not None:
+        return Request(override[0], override[1])
+    if package is not None:
+        chosen = package.requested_for(tag)
+        if chosen is not None:
+            return Request(chosen[0], chosen[1])
+    row = policy.rows.get(tag)
+    if row is None:
+        rows = ", ".join(sorted(policy.rows)) or "none"
+        raise NoPolicyRow(
+            f"the policy ({policy.source}) has no row for {tag} (CUDA {tag[2:-1]}.{tag[-1]}); "
+            f"its rows are {rows}. archguard never falls back to a neighbouring row. Fix it "
+            f"either way: add a {tag} row to the policy through the ADR process (a farm can "
+            f"point ARCHGUARD_POLICY at its own policy file), or give the package an override "
+            f'in pyproject.toml: [tool.archguard] arch_list_by_cuda = {{ {tag} = "8.0;9.0+PTX" }}'
+            " (or arch_list)."
+        )
+    return Request(row.entries, f"policy row {tag}", row.reason)
+
+
+def _names(arches: Sequence[Arch], attr: str) -> str:
+    return " ".join(getattr(a, attr) for a in sorted(arches))
+
+
+def _hi(devices: Sequence[Device]) -> str:
+    return max(devices, key=lambda d: d.cc).cc_text
+
+
+def torch_gap(torch: TorchBuild, cubin: Arch, served: Sequence[Device]) -> str:
+    """Why ``torch`` cannot run on any of ``served`` (the devices a cubin would serve)."""
+    hi = _hi(served)
+    same_major = [c for c in torch.targets.cubins if c.major == cubin.major]
+    if same_major:
+        cubins = (f"it ships no {cubin.major}.x cubin at or below {hi} (its {cubin.major}.x "
+                  f"cubins: {_names(same_major, 'sm')})")
+    else:
+        cubins = f"it ships no {cubin.major}.x cubin at all"
+    ptx = (f"its PTX: {_names(list(torch.targets.ptx), 'compute')}" if torch.targets.ptx
+           else "it ships no PTX at all")
+    return f"{cubins} and no PTX at or below {hi} ({ptx})"
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """The outcome of one resolution, with every decision and the inputs that made it."""
+
+    tag: str
+    policy: Policy
+    toolkit: Toolkit
+    torch: TorchBuild
+    request: Request
+    decisions: tuple[Decision, ...]
+    effective: tuple[ArchEntry, ...]
+    notes: tuple[str, ...]
+    devices: tuple[Device, ...]
+
+    @property
+    def targets(self) -> Targets:
+        return Targets.from_entries(self.effective)
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.effective)
+
+    @property
+    def effective_text(self) -> str:
+        return format_list(self.effective)
+
+    @property
+    def requested_text(self) -> str:
+        return format_list(self.request.entries)
+
+    def coverage(self) -> tuple[DeviceCoverage, ...]:
+        return coverage(self.targets, self.devices)
+
+    def torch_coverage(self) -> tuple[DeviceCoverage, ...]:
+        return coverage(self.torch.targets, self.devices)
+
+    def dropped(self) -> tuple[Decision, ...]:
+        return tuple(d for d in self.decisions if d.outcome == "dropped" and not d.ptx)
+
+    def fate(self, arch: Arch) -> tuple[Decision, ...]:
+        return tuple(d for d in self.decisions if d.arch == arch)
+
+    def why(self, arch: Arch) -> tuple[Decision, ...]:
+        """Every decision about ``arch``; for an arch nobody asked for, what would happen."""
+        known = self.fate(arch)
+        if any(d.step == REQUEST for d in known):
+            return known
+        out = [Decision(arch, REQUEST, "not-requested",
+                        f"{self.request.origin} does not list it (it asks for "
+                        f"{self.requested_text})")]
+        for exc in _applicable_exceptions(self.policy, self.tag, self.torch):
+            if arch in exc.drop:
+                out.append(Decision(arch, EXCEPTION, "dropped", _exception_reason(self.tag, exc)))
+        out.append(_toolkit_decision(self.toolkit, arch))
+        if self.toolkit.emits_cubin(arch):
+            cubins = {e.arch for e in self.effective} | {arch}
+            out.append(_torch_decision(self.torch, arch, cubins, self.devices, self.tag,
+                                       recorded=None, hypothetical=True))
+        return (*out, *known)
+
+    def require_cubins(self) -> Resolution:
+        """Step 6: raise :class:`EmptyArchList` (with the whole table) when nothing is left."""
+        if self.ok:
+            return self
+        from archguard.report import decision_table  # noqa: PLC0415
+
+        cause = self.request.origin
+        raise EmptyArchList(
+            f"no cubin is left for {self.tag} with {self.torch.label}: every arch that "
+            f"{cause} asks for ({self.requested_text}) was dropped, so the wheel would hold no "
+            "SASS and archguard refuses to build it. "
+            + ("The override that caused this is " + cause + ": give it an arch this toolkit "
+               "emits and this torch can run. " if "policy row" not in cause else
+               "Fix the policy row through the ADR process. ")
+            + "The decision table follows.",
+            detail=decision_table(self),
+        )
+
+
+def _applicable_exceptions(
+    policy: Policy, tag: str, torch: TorchBuild
+) -> tuple[ArchException, ...]:
+    version = torch.public_version
+    if version is None:
+        return ()
+    return tuple(e for e in policy.exceptions_for(tag) if e.applies_to(version))
+
+
+def _exception_reason(tag: str, exc: ArchException) -> str:
+    return f"arch_exceptions[{tag}] for torch {exc.torch}: {exc.reason}"
+
+
+def _toolkit_decision(toolkit: Toolkit, arch: Arch) -> Decision:
+    if toolkit.emits_cubin(arch):
+        return Decision(arch, TOOLKIT, "kept", f"nvcc {toolkit.text} emits {arch.sm}")
+    plain = toolkit.plain_sass()
+    span = f"{plain[0].sm} ... {plain[-1].sm}" if plain else "nothing"
+    return Decision(
+        arch, TOOLKIT, "dropped",
+        f"nvcc {toolkit.text} cannot emit {arch.sm} (it emits {span})",
+    )
+
+
+def _torch_decision(
+    torch: TorchBuild,
+    arch: Arch,
+    cubins: set[Arch],
+    devices: Sequence[Device],
+    tag: str,
+    recorded: ArchException | None,
+    hypothetical: bool = False,
+    excepted: bool = False,
+) -> Decision:
+    served = served_devices(arch, cubins, devices)
+    if not served:
+        return Decision(arch, TORCH, "dropped",
+                        f"{arch.sm} would serve no known device in this list (nothing in "
+                        "devices.yml lies in its interval), so it is dead weight")
+    runnable = [d for d in served if runs_on(torch.targets, d.cc)]
+    if runnable:
+        on = describe_devices(runnable)
+        if len(runnable) == len(served):
+            on = "it" if len(served) == 1 else "all of them"
+        reason = f"{arch.sm} serves {describe_devices(served)}; {torch.label} runs on {on}"
+        if excepted:
+            return Decision(arch, TORCH, "note",
+                            f"the live clamp alone would keep it ({reason}); the recorded "
+                            "exception still drops it")
+        return Decision(arch, TORCH, "kept", reason)
+    reason = (f"{arch.sm} would serve {describe_devices(served)}, and {torch.label} cannot "
+              f"run on any of them: {torch_gap(torch, arch, served)}")
+    if excepted:
+        return Decision(arch, TORCH, "confirms", f"the clamp agrees with the record: {reason}")
+    if recorded is None and not hypothetical:
+        reason += (f". arch_exceptions[{tag}] does not record this drop for {torch.label}: "
+                   "the record is stale; add it through the ADR process")
+    return Decision(arch, TORCH, "dropped", reason)
+
+
+def resolve(
+    policy: Policy,
+    toolkit: Toolkit,
+    torch: TorchBuild,
+    package: PackageConfig | None = None,
+    override: tuple[tuple[ArchEntry, ...], str] | None = None,
+    devices: Sequence[Device] | None = None,
+) -> Resolution:
+    """Run steps 1-5. The result may be empty; call ``require_cubins()`` to enforce step 6."""
+    devices = tuple(devices or known_devices())
+    tag = toolkit.tag
+    request = choose_request(policy, tag, package, override)
+    decisions: list[Decision] = []
+    notes: list[str] = []
+    current: dict[Arch, bool] = {}
+    for entry in request.entries:
+        current[entry.arch] = entry.ptx
+        decisions.append(Decision(entry.arch, REQUEST, "requested",
+                                  f"{request.origin} asks for {entry}"))
+    declared_ptx = {a for a, p in current.items() if p}
+    orphans: dict[Arch, str] = {}  # declared +PTX that lost its carrier, and why
+
+    # Step 2: recorded exceptions.
+    recorded: dict[Arch, ArchException] = {}
+    if torch.public_version is None and policy.exceptions_for(tag):
+        notes.append(f"arch_exceptions[{tag}] not applied: the torch version is not known "
+                     "(pass --torch VERSION with --torch-arches)")
+    for exc in _applicable_exceptions(policy, tag, torch):
+        for arch in exc.drop:
+            recorded.setdefault(arch, exc)
+            if arch in current:
+                del current[arch]
+                decisions.append(Decision(arch, EXCEPTION, "dropped", _exception_reason(tag, exc)))
+                if arch in declared_ptx:
+                    orphans[arch] = "its arch was dropped by a recorded exception"
+
+    # Step 3: toolkit clamp.
+    for arch in sorted(current):
+        decision = _toolkit_decision(toolkit, arch)
+        decisions.append(decision)
+        if decision.outcome == "dropped":
+            del current[arch]
+            if arch in declared_ptx:
+                orphans[arch] = f"nvcc {toolkit.text} cannot emit {arch.sm}"
+        elif current[arch] and not toolkit.emits_ptx(arch.plain):
+            current[arch] = False
+            orphans[arch] = f"nvcc {toolkit.text} cannot emit {arch.plain.compute}"
+            decisions.append(Decision(arch, TOOLKIT, "dropped",
+                                      f"nvcc {toolkit.text} cannot emit {arch.plain.compute}",
+                                      ptx=True))
+
+    # Step 4: torch clamp, highest first within each major so intervals are final.
+    after_toolkit = set(current)
+    for arch in sorted(after_toolkit, reverse=True):
+        decision = _torch_decision(torch, arch, set(current), devices, tag, recorded.get(arch))
+        decisions.append(decision)
+        if decision.outcome == "dropped":
+            del current[arch]
+            if arch in declared_ptx:
+                orphans[arch] = f"{torch.label} cannot run where {arch.sm} would serve"
+    for arch in sorted(recorded):
+        if any(d.arch == arch and d.step == EXCEPTION for d in decisions):
+            cubins = set(current) | {arch}
+            decisions.append(_torch_decision(torch, arch, cubins, devices, tag, recorded[arch],
+                                             excepted=True))
+
+    # Step 5: PTX.
+    ptx_on: set[Arch] = set()
+    for arch, ptx in current.items():
+        if ptx:
+            ptx_on.add(arch)
+            decisions.append(Decision(arch, PTX, "kept",
+                                      f"declared {arch}+PTX in {request.origin}: "
+                                      f"{arch.plain.compute} stays", ptx=True))
+
+    def can_carry(a: Arch) -> bool:
+        return toolkit.emits_ptx(a.plain)
+
+    for orphan, why in sorted(orphans.items()):
+        below = [a for a in current if a.cc < orphan.cc and can_carry(a)]
+        if below:
+            carrier = max(below)
+            ptx_on.add(carrier)
+            decisions.append(Decision(orphan, PTX, "moved",
+                                      f"declared +PTX moved to {carrier}: {why}", ptx=True))
+            decisions.append(Decision(carrier, PTX, "moved",
+                                      f"carries the PTX declared on {orphan} ({why}): "
+                                      f"{carrier.plain.compute}", ptx=True))
+        else:
+            decisions.append(Decision(orphan, PTX, "dropped",
+                                      f"declared +PTX lost: {why}, and no surviving arch below "
+                                      "it can carry it", ptx=True))
+
+    if current:
+        highest = max(current, key=lambda a: (a.cc, a.suffix == ""))
+        if not any(p.cc == highest.cc for p in ptx_on):
+            candidates = [a for a in current if a.cc == highest.cc and can_carry(a)]
+            if candidates:
+                carrier = min(candidates)
+                ptx_on.add(carrier)
+                decisions.append(Decision(
+                    carrier, PTX, "added",
+                    f"role (i): the highest arch carries PTX; {carrier.plain.compute} is real "
+                    f"codegen for devices above {carrier.cc_text} (future majors)", ptx=True))
+        lowest = min(a.cc for a in current)
+        for device in devices:
+            if not (lowest <= device.cc <= highest.cc):
+                continue
+            if chosen_cubin(current, device.cc) is not None:
+                continue
+            if any(p.cc <= device.cc for p in ptx_on):
+                continue
+            below = [a for a in current if a.cc < device.cc and can_carry(a)]
+            if not below:
+                continue
+            carrier = max(below, key=lambda a: (a.cc, a.suffix == ""))
+            ptx_on.add(carrier)
+            decisions.append(Decision(
+                carrier, PTX, "added",
+                f"role (ii): no cubin serves {device} and no PTX at or below it reaches it; "
+                f"{carrier.plain.compute} on the highest arch below it catches it (JIT-only)",
+                ptx=True))
+
+    # One PTX per capability: compute_XY is plain, so 12.0 and 12.0a share it.
+    carriers: dict[tuple[int, int], Arch] = {}
+    for arch in sorted(ptx_on, key=lambda a: (a.cc, a.suffix != "")):
+        carriers.setdefault(arch.cc, arch)
+    effective = tuple(sorted(ArchEntry(a, carriers.get(a.cc) == a) for a in current))
+    return Resolution(tag, policy, toolkit, torch, request, tuple(decisions), effective,
+                      tuple(notes), devices)

@@ -1,0 +1,135 @@
+"""The command line as a user runs it: a subprocess, its stdout, stderr and exit status."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from test_resolve import COMBOS, spec_expected
+
+
+@pytest.mark.parametrize(("index", "torch"), COMBOS)
+def test_list_prints_the_expected_results_table(run_cli, index: str, torch: str) -> None:  # type: ignore[no-untyped-def]
+    cuda = f"{index[2:-1]}.{index[-1]}"
+    proc = run_cli("list", "--cuda", cuda, "--torch", torch)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == spec_expected(index, torch) + "\n"
+
+
+def test_explain_why_volta_on_cu128_torch_27(run_cli) -> None:  # type: ignore[no-untyped-def]
+    proc = run_cli("explain", "7.0", "--cuda", "12.8", "--torch", "2.7")
+    assert proc.returncode == 0, proc.stderr
+    why = proc.stdout.split("Why 7.0?")[1].split("Decisions")[0]
+    assert "dropped (exception)" in why
+    assert "ships no 7.x cubin" in why and "no PTX at or below 7.2" in why
+    assert "pytorch#157517" in why  # the recorded exception's reason, quoted
+
+
+def test_explain_why_volta_on_cu130(run_cli) -> None:  # type: ignore[no-untyped-def]
+    proc = run_cli("explain", "7.0", "--cuda", "13.0", "--torch", "2.13")
+    assert proc.returncode == 0, proc.stderr
+    assert "nvcc 13.0 cannot emit sm_70" in proc.stdout.split("Decisions")[0]
+
+
+def test_explain_shows_thor_jit_only(run_cli) -> None:  # type: ignore[no-untyped-def]
+    proc = run_cli("explain", "--cuda", "13.0", "--torch", "2.13")
+    jit = [line for line in proc.stdout.splitlines() if line.strip().startswith("jit-only")]
+    assert jit == ["  jit-only    11.0 (Jetson Thor) via compute_90"]
+
+
+def test_explain_json_has_schema_and_decisions(run_cli) -> None:  # type: ignore[no-untyped-def]
+    proc = run_cli("explain", "7.0", "--cuda", "12.8", "--torch", "2.7", "--format", "json")
+    data = json.loads(proc.stdout)
+    assert data["schema"] == "archguard.resolution/1"
+    assert data["effective"] == "7.5;8.0;8.6;9.0+PTX;10.0;12.0+PTX"
+    assert data["why"]["7.0"]["fate"] == "dropped (exception)"
+    assert {d["step"] for d in data["decisions"]} == {"request", "exception", "toolkit", "torch",
+                                                     "ptx"}
+    thor = next(c for c in data["coverage"] if c["cc"] == "11.0")
+    assert thor == {"cc": "11.0", "device": "Jetson Thor", "tier": "jit-only",
+                    "via": "compute_90", "torch_runs": False}
+
+
+def test_empty_override_fails_loudly_with_the_table_and_no_list(run_cli, project) -> None:  # type: ignore[no-untyped-def]
+    root = project('[tool.archguard]\narch_list = "12.0a"\n')
+    proc = run_cli("list", "--project", str(root), "--cuda", "12.6", "--torch", "2.8")
+    assert proc.returncode == 1
+    assert proc.stdout == ""
+    assert "archguard error [empty-arch-list]" in proc.stderr
+    assert "nvcc 12.6 cannot emit sm_120a" in proc.stderr  # the decision table
+    assert "[tool.archguard] arch_list" in proc.stderr  # the override that caused it
+    assert "Traceback" not in proc.stderr
+    explain = run_cli("explain", "--project", str(root), "--cuda", "12.6", "--torch", "2.8")
+    assert explain.returncode == 1
+    assert "Effective list  (empty: no cubin left)" in explain.stdout
+
+
+def test_no_policy_row_fails_with_the_fix(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    policy = tmp_path / "farm.yml"
+    policy.write_text("schema: 1\nrows:\n  cu126: {arch_list: '8.0', reason: farm}\n")
+    proc = run_cli("list", "--policy", str(policy), "--cuda", "12.8", "--torch", "2.8")
+    assert proc.returncode == 1
+    assert "archguard error [no-policy-row]" in proc.stderr
+    assert "arch_list_by_cuda" in proc.stderr and "ADR process" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("fmt", "expected"),
+    [
+        ("text", "7.5;8.0;8.6;9.0+PTX;10.0;12.0+PTX"),
+        ("torch", "7.5;8.0;8.6;9.0+PTX;10.0;12.0+PTX"),
+        ("cmake", "75-real;80-real;86-real;90;100-real;120"),
+        ("gencode", "-gencode=arch=compute_75,code=sm_75 -gencode=arch=compute_80,code=sm_80 "
+                    "-gencode=arch=compute_86,code=sm_86 -gencode=arch=compute_90,code=sm_90 "
+                    "-gencode=arch=compute_100,code=sm_100 -gencode=arch=compute_120,code=sm_120 "
+                    "-gencode=arch=compute_90,code=compute_90 "
+                    "-gencode=arch=compute_120,code=compute_120"),
+    ],
+)
+def test_list_formats(run_cli, fmt: str, expected: str) -> None:  # type: ignore[no-untyped-def]
+    proc = run_cli("list", "--cuda", "13.0", "--torch", "2.13", "--format", fmt)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == expected + "\n"
+
+
+def test_list_json_and_an_unrepresentable_torch_list(run_cli, project) -> None:  # type: ignore[no-untyped-def]
+    root = project('[tool.archguard]\narch_list = "9.0;10.0f"\n')
+    args = ("--project", str(root), "--cuda", "13.0", "--torch", "2.13")
+    data = json.loads(run_cli("list", *args, "--format", "json").stdout)
+    assert data["schema"] == "archguard.list/1"
+    assert data["effective"] == "9.0;10.0f+PTX"
+    assert data["torch_arch_list"] is None
+    assert data["gencode"][1] == "-gencode=arch=compute_100f,code=sm_100f"
+    proc = run_cli("list", *args, "--format", "torch")
+    assert proc.returncode == 1 and "torch has no 'f' targets" in proc.stderr
+
+
+def test_env_override_and_torch_arches(run_cli) -> None:  # type: ignore[no-untyped-def]
+    proc = run_cli("list", "--cuda", "12.8", "--torch-arches", "sm_80 sm_90", "--torch", "2.9",
+                   env={"ARCHGUARD_ARCH_LIST": "Ampere;Hopper"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "8.0;8.6+PTX;9.0+PTX\n"  # Ampere declares 8.6+PTX
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "needle"),
+    [
+        (["list", "--cuda", "12.5", "--torch", "2.8"], "unknown-toolkit", "12.4, 12.6"),
+        (["list", "--cuda", "12.8", "--torch", "2.3"], "unknown-torch-build", "2.7, 2.8"),
+        (["list", "--cuda", "twelve", "--torch", "2.3"], "invalid-config", "'twelve'"),
+        (["explain", "7.7", "--cuda", "12.8", "--torch", "2.7"], "invalid-arch", "sm_77"),
+        (["list", "--cuda", "12.8", "--torch-arches", "sm_80 gpu"], "invalid-arch", "'gpu'"),
+    ],
+)
+def test_errors_are_one_paragraph_without_traceback(run_cli, args, code, needle) -> None:  # type: ignore[no-untyped-def]
+    proc = run_cli(*args)
+    assert proc.returncode == 1
+    assert proc.stderr.startswith(f"archguard error [{code}]")
+    assert needle in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_usage_error_exit_status(run_cli) -> None:  # type: ignore[no-untyped-def]
+    assert run_cli("list", "--format", "yaml").returncode == 2
