@@ -211,8 +211,9 @@ def test_resolution_invariants(combo) -> None:  # type: ignore[no-untyped-def]
     toolkit, torch, pkg = combo
     res = resolve(POLICY, toolkit, torch, package=pkg)
     cubins = {e.arch for e in res.effective}
-    # a subset of what was asked
+    # a subset of what was asked, and never a plain/family twin nvcc would refuse
     assert cubins <= {e.arch for e in pkg.arch_list or ()}
+    assert not any(Arch(a.major, a.minor, "f") in cubins for a in cubins if not a.suffix)
     # every cubin is emitted by the toolkit and serves a device torch can run on
     for arch in cubins:
         assert toolkit.emits_cubin(arch)
@@ -234,3 +235,12 @@ def test_resolution_invariants(combo) -> None:  # type: ignore[no-untyped-def]
     again = resolve(POLICY, toolkit, torch, package=pkg)
     assert again.effective == res.effective and again.decisions == res.decisions
     assert format_list(res.effective) == res.effective_text
+
+
+def test_plain_and_family_twins_collapse_to_the_family_cubin() -> None:
+    """nvcc 13.0 refuses sm_100 and sm_100f in one compile; 10.0f serves the same devices."""
+    pkg = PackageConfig("pp", arch_list=parse_arch_list("9.0;10.0+PTX;10.0f"))
+    res = resolve_combo("cu130", "2.13", package=pkg)
+    assert res.effective_text == "9.0;10.0f+PTX"
+    (drop,) = [d for d in res.decisions if d.outcome == "dropped"]
+    assert drop.arch == Arch(10, 0) and "nvcc refuses" in drop.reason

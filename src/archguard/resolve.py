@@ -301,6 +301,19 @@ def resolve(
                                       f"nvcc {toolkit.text} cannot emit {arch.plain.compute}",
                                       ptx=True))
 
+    # nvcc refuses sm_XY and sm_XYf in one compile ("The same GPU code ... generated for
+    # non family-specific and family-specific GPU arch"); both serve the same devices.
+    for arch in sorted(current):
+        family = Arch(arch.major, arch.minor, "f")
+        if not arch.suffix and family in current:
+            del current[arch]
+            decisions.append(Decision(arch, TOOLKIT, "dropped",
+                                      f"{family} is also requested and serves the same devices; "
+                                      f"nvcc refuses to emit {arch.sm} and {family.sm} into one "
+                                      "binary"))
+            if arch in declared_ptx:
+                current[family] = True
+
     # Step 4: torch clamp, highest first within each major so intervals are final.
     after_toolkit = set(current)
     for arch in sorted(after_toolkit, reverse=True):

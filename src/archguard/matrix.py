@@ -1,0 +1,244 @@
+"""``archguard matrix``: the P.A.M page, every (CUDA, torch) cell in the bundled tables.
+
+For each cell: the effective list, what was dropped and why, the coverage tier of every
+known device, and beside it whether torch itself can run there. Exclusions are computed
+and printed, never implied (CW-ADR-0012). Formats: text, markdown, JSON, a GitHub Actions
+matrix (``include:`` entries for ``fromJSON``) and a self-contained HTML page.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from archguard import __version__
+from archguard.config import PackageConfig, Project, load_project
+from archguard.coverage import Tier, known_devices, runs_on
+from archguard.errors import ArchguardError, NotRepresentable
+from archguard.flags import cmake_architectures, gencode_flags, torch_arch_list
+from archguard.inputs import Query, choose_policy
+from archguard.policy import Policy
+from archguard.resolve import Resolution, resolve
+from archguard.toolkit import bundled_toolkit, parse_cuda_version
+from archguard.torchbuild import bundled_builds
+
+MATRIX_SCHEMA = "archguard.matrix/1"
+GITHUB_SCHEMA = "archguard.github-matrix/1"
+
+
+@dataclass(frozen=True)
+class Cell:
+    index: str
+    torch: str
+    resolution: Resolution | None
+    error: ArchguardError | None
+
+    @property
+    def cuda(self) -> str:
+        return f"{self.index[2:-1]}.{self.index[-1]}"
+
+
+def compute(policy: Policy, package: PackageConfig | None = None) -> list[Cell]:
+    cells = []
+    for build in bundled_builds():
+        version = parse_cuda_version(build.index)
+        try:
+            res = resolve(policy, bundled_toolkit(version), build.build, package)
+        except ArchguardError as exc:  # e.g. no policy row for this CUDA
+            cells.append(Cell(build.index, build.torch, None, exc))
+            continue
+        error = None
+        try:
+            res.require_cubins()
+        except ArchguardError as exc:
+            error = exc
+        cells.append(Cell(build.index, build.torch, res, error))
+    return cells
+
+
+def _dropped(res: Resolution) -> list[dict[str, str]]:
+    return [{"arch": str(d.arch), "step": d.step, "reason": d.reason} for d in res.dropped()]
+
+
+def _tiers(res: Resolution) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {t.value: [] for t in Tier}
+    for c in res.coverage():
+        out[c.tier.value].append(c.device.cc_text)
+    return out
+
+
+def as_json(cells: list[Cell], policy: Policy) -> dict[str, object]:
+    return {
+        "schema": MATRIX_SCHEMA,
+        "archguard": __version__,
+        "policy": {"source": policy.source, "sha256": policy.digest or None},
+        "devices": [{"cc": d.cc_text, "name": d.name} for d in known_devices()],
+        "combos": [
+            {
+                "cuda": c.cuda,
+                "cuda_tag": c.index,
+                "torch": c.torch,
+                "ok": c.error is None,
+                "error": str(c.error) if c.error else None,
+                "effective": c.resolution.effective_text if c.resolution else None,
+                "entries": [str(e) for e in c.resolution.effective] if c.resolution else [],
+                "dropped": _dropped(c.resolution) if c.resolution else [],
+                "coverage": [
+                    {"cc": cov.device.cc_text, "tier": cov.tier.value, "via": cov.via,
+                     "torch_runs": runs_on(c.resolution.torch.targets, cov.device.cc)}
+                    for cov in c.resolution.coverage()
+                ] if c.resolution else [],
+            }
+            for c in cells
+        ],
+    }
+
+
+def as_github(cells: list[Cell]) -> dict[str, object]:
+    include = []
+    for c in cells:
+        if c.resolution is None or c.error is not None:
+            continue
+        try:
+            torch_list: str | None = torch_arch_list(c.resolution.effective)
+        except NotRepresentable:
+            torch_list = None
+        include.append({
+            "cuda": c.cuda,
+            "cuda_tag": c.index,
+            "torch": c.torch,
+            "arch_list": c.resolution.effective_text,
+            "torch_cuda_arch_list": torch_list,
+            "cmake_cuda_architectures": cmake_architectures(c.resolution.effective),
+            "gencode": " ".join(gencode_flags(c.resolution.effective)),
+            "archguard_schema": GITHUB_SCHEMA,
+        })
+    return {"include": include}
+
+
+def _short_drops(res: Resolution) -> str:
+    return ", ".join(f"{d.arch} ({d.step})" for d in res.dropped()) or "-"
+
+
+def as_text(cells: list[Cell]) -> str:
+    rows = [("cuda", "torch", "effective list", "dropped (step)", "jit-only", "dead")]
+    errors = []
+    for c in cells:
+        if c.resolution is None or c.error is not None:
+            errors.append(f"{c.index:<6} {c.torch:<6} ERROR: {c.error}")
+            continue
+        t = _tiers(c.resolution)
+        rows.append((c.index, c.torch, c.resolution.effective_text, _short_drops(c.resolution),
+                     " ".join(t["jit-only"]) or "-", " ".join(t["dead"]) or "-"))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip()
+             for r in rows]
+    return "\n".join(lines + errors) + "\n"
+
+
+def as_markdown(cells: list[Cell], policy: Policy) -> str:
+    lines = [
+        f"# archguard matrix (archguard {__version__})",
+        "",
+        f"Policy: {policy.source}",
+        "",
+        "| CUDA | torch | effective list | dropped (step) | JIT-only | dead |",
+        "|---|---|---|---|---|---|",
+    ]
+    for c in cells:
+        if c.resolution is None or c.error is not None:
+            lines.append(f"| {c.index} | {c.torch} | **error**: {c.error} | | | |")
+            continue
+        t = _tiers(c.resolution)
+        lines.append(f"| {c.index} | {c.torch} | `{c.resolution.effective_text}` | "
+                     f"{_short_drops(c.resolution)} | {', '.join(t['jit-only']) or '-'} | "
+                     f"{', '.join(t['dead']) or '-'} |")
+    lines += ["", "Tiers are over the known devices: native (a cubin serves it), JIT-only "
+              "(only a PTX net reaches it), dead (nothing does)."]
+    return "\n".join(lines) + "\n"
+
+
+_CSS = """
+body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#1b1f24;background:#fff}
+h1{font-size:20px;margin:0 0 4px}p{margin:4px 0 12px;color:#444}
+table{border-collapse:collapse}th,td{border:1px solid #d0d7de;padding:3px 6px;text-align:center}
+th{background:#f3f4f6;font-weight:600}th.dev{writing-mode:vertical-rl;transform:rotate(180deg);
+white-space:nowrap;font-weight:500;font-size:12px}td.list{font-family:ui-monospace,monospace;
+text-align:left;white-space:nowrap}td.drop{text-align:left;font-size:12px;max-width:260px}
+td.native{background:#2da44e;color:#fff}td.jit-only{background:#d4a72c;color:#000}
+td.dead{background:#cf222e;color:#fff}td.notorch{background-image:repeating-linear-gradient(
+45deg,rgba(255,255,255,.45) 0 3px,transparent 3px 7px)}td.err{background:#ffebe9;text-align:left}
+.legend span{display:inline-block;padding:2px 8px;margin-right:6px;border-radius:3px}
+"""
+
+
+def as_html(cells: list[Cell], policy: Policy) -> str:
+    devices = known_devices()
+    e = html.escape
+    head = "".join(f'<th class="dev" title="{e(d.name)}">{e(d.cc_text)} {e(d.name)}</th>'
+                   for d in devices)
+    rows = []
+    for c in cells:
+        if c.resolution is None or c.error is not None:
+            rows.append(f"<tr><td>{e(c.index)}</td><td>{e(c.torch)}</td>"
+                        f'<td class="err" colspan="{len(devices) + 2}">{e(str(c.error))}</td>'
+                        "</tr>")
+            continue
+        res = c.resolution
+        tds = []
+        for cov in res.coverage():
+            torch_ok = runs_on(res.torch.targets, cov.device.cc)
+            mark = {"native": "N", "jit-only": "J", "dead": "-"}[cov.tier.value]
+            title = (f"{cov.device}: {cov.tier.value}" + (f" via {cov.via}" if cov.via else "")
+                     + ("" if torch_ok else f"; {res.torch.label} itself cannot run here"))
+            klass = cov.tier.value + ("" if torch_ok else " notorch")
+            tds.append(f'<td class="{klass}" title="{e(title)}">{mark}'
+                       f'{"" if torch_ok else "&#x2715;"}</td>')
+        drops = "; ".join(f"{d.arch} ({d.step})" for d in res.dropped()) or "-"
+        drop_title = "\n".join(f"{d.arch} ({d.step}): {d.reason}" for d in res.dropped())
+        rows.append(f"<tr><td>{e(c.index)}</td><td>{e(c.torch)}</td>"
+                    f'<td class="list">{e(res.effective_text)}</td>'
+                    f'<td class="drop" title="{e(drop_title)}">{e(drops)}</td>{"".join(tds)}'
+                    "</tr>")
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<title>archguard matrix</title><style>{_CSS}</style></head><body>
+<h1>archguard matrix: CUDA arch coverage per farm cell</h1>
+<p>archguard {e(__version__)}; policy: {e(policy.source)}. One row per (CUDA, torch) cell,
+one column per known device. Hover a cell for its reason.</p>
+<p class="legend"><span style="background:#2da44e;color:#fff">N native</span>
+<span style="background:#d4a72c">J JIT-only (PTX)</span>
+<span style="background:#cf222e;color:#fff">- dead</span>
+<span style="background:#888;color:#fff">&#x2715; torch itself cannot run there</span></p>
+<table><thead><tr><th>CUDA</th><th>torch</th><th>effective list</th><th>dropped</th>{head}</tr>
+</thead><tbody>
+{chr(10).join(rows)}
+</tbody></table></body></html>
+"""
+
+
+def run_matrix(args: argparse.Namespace) -> int:
+    project = (load_project(args.project) if args.project
+               else Project(Path(), None, False, None, False, False))  # no package overrides
+    policy = choose_policy(Query(policy=args.policy), project, os.environ)
+    cells = compute(policy, project.config)
+    if args.format == "json":
+        text = json.dumps(as_json(cells, policy), indent=2) + "\n"
+    elif args.format == "github":
+        text = json.dumps(as_github(cells), separators=(",", ":")) + "\n"
+    elif args.format == "markdown":
+        text = as_markdown(cells, policy)
+    elif args.format == "html":
+        text = as_html(cells, policy)
+    else:
+        text = as_text(cells)
+    if args.output:
+        args.output.write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    return 0 if all(c.error is None for c in cells) else 1

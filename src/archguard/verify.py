@@ -1,0 +1,233 @@
+"""``archguard verify``: what is really inside built binaries, against what was resolved.
+
+For wheels, ``.so`` files and directories: every CUDA binary's embedded cubins and PTX (read
+with a real cuobjdump, :mod:`archguard.detect.cuobjdump`) are compared with the resolution
+recorded in the wheel's ``.dist-info/archguard.json``, or with an expectation given on the
+command line (``--arch-list``, or ``--cuda``/``--torch``/``--torch-arches`` resolved like
+``explain``). Missing and unexpected targets are listed per binary, with the coverage tiers
+the binary actually gives; any difference exits non-zero.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from archguard.arch import Targets, parse_arch_list, parse_targets
+from archguard.coverage import Tier, coverage
+from archguard.detect.cuobjdump import find_cuobjdump, read_binary
+from archguard.errors import BinaryReadError
+
+VERIFY_SCHEMA = "archguard.verify/1"
+RECORD_NAME = "archguard.json"
+ELF_MAGIC = b"\x7fELF"
+
+
+@dataclass
+class Expectation:
+    targets: Targets
+    source: str
+
+
+@dataclass
+class Checked:
+    label: str
+    expected: Expectation | None
+    found: Targets | None  # None: no device code
+
+    @property
+    def missing(self) -> list[str]:
+        if self.expected is None or self.found is None:
+            return []
+        return _diff(self.expected.targets, self.found)
+
+    @property
+    def unexpected(self) -> list[str]:
+        if self.expected is None or self.found is None:
+            return []
+        return _diff(self.found, self.expected.targets)
+
+    @property
+    def ok(self) -> bool:
+        return self.found is None or (self.expected is not None and not self.missing
+                                      and not self.unexpected)
+
+
+def _diff(a: Targets, b: Targets) -> list[str]:
+    return ([x.sm for x in sorted(a.cubins - b.cubins)]
+            + [x.compute for x in sorted(a.ptx - b.ptx)])
+
+
+def record_expectation(text: str, where: str) -> Expectation:
+    try:
+        data = json.loads(text)
+        if data.get("schema") != "archguard.resolution/1":
+            raise ValueError(f"schema {data.get('schema')!r}")
+        names = list(data["targets"]["cubins"]) + list(data["targets"]["ptx"])
+        targets = (parse_targets(names, where) if names
+                   else Targets(frozenset(), frozenset()))
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise BinaryReadError(f"{where} is not a readable archguard record ({exc}).") from None
+    label = f"{where} ({data.get('effective')}; {data['cuda'].get('tag')}, torch " \
+            f"{data['torch'].get('version')})"
+    return Expectation(targets, label)
+
+
+def _is_elf(data: bytes) -> bool:
+    return data[:4] == ELF_MAGIC
+
+
+def _binary_name(name: str) -> bool:
+    base = PurePosixPath(name).name
+    return base.endswith((".so", ".pyd")) or ".so." in base
+
+
+def _iter_wheel(path: Path, tmp: Path) -> Iterator[tuple[str, Path, Expectation | None]]:
+    try:
+        zf = zipfile.ZipFile(path)
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise BinaryReadError(f"{path} is not a readable wheel: {exc}") from None
+    with zf:
+        records = [n for n in zf.namelist()
+                   if PurePosixPath(n).parent.name.endswith(".dist-info")
+                   and PurePosixPath(n).name == RECORD_NAME]
+        expectation = (record_expectation(zf.read(records[0]).decode("utf-8"),
+                                          f"{path.name}!{records[0]}") if records else None)
+        for index, name in enumerate(sorted(zf.namelist())):
+            if not _binary_name(name):
+                continue
+            data = zf.read(name)
+            if not _is_elf(data):
+                continue
+            target = tmp / f"{index}-{PurePosixPath(name).name}"
+            target.write_bytes(data)
+            yield f"{path.name}!{name}", target, expectation
+
+
+def _dir_record(root: Path) -> Expectation | None:
+    records = sorted(root.glob(f"**/*.dist-info/{RECORD_NAME}"))
+    if len(records) == 1:
+        return record_expectation(records[0].read_text(encoding="utf-8"), str(records[0]))
+    return None
+
+
+def _iter_paths(paths: list[Path], tmp: Path) -> Iterator[tuple[str, Path, Expectation | None]]:
+    for path in paths:
+        if not path.exists():
+            raise BinaryReadError(f"{path} does not exist.")
+        if path.is_dir():
+            record = _dir_record(path)
+            for item in sorted(path.rglob("*")):
+                if item.suffix == ".whl":
+                    yield from _iter_wheel(item, tmp)
+                elif item.is_file() and _binary_name(item.name):
+                    with item.open("rb") as f:
+                        if _is_elf(f.read(4)):
+                            yield str(item), item, record
+        elif path.suffix == ".whl":
+            yield from _iter_wheel(path, tmp)
+        else:
+            yield str(path), path, None
+
+
+def given_expectation(args: argparse.Namespace) -> Expectation | None:
+    if args.arch_list:
+        entries = parse_arch_list(args.arch_list, "--arch-list")
+        return Expectation(Targets.from_entries(entries), f"--arch-list {args.arch_list}")
+    if args.cuda or args.torch or args.torch_arches or args.project or args.policy:
+        from archguard.inputs import Query, gather  # noqa: PLC0415
+
+        query = Query(project_dir=args.project or Path(), cuda=args.cuda, torch=args.torch,
+                      torch_arches=args.torch_arches, policy=args.policy)
+        res = gather(query).resolve().require_cubins()
+        return Expectation(res.targets, f"resolution for {res.tag}, {res.torch.label}: "
+                                        f"{res.effective_text}")
+    return None
+
+
+def check(args: argparse.Namespace) -> list[Checked]:
+    cuobjdump = find_cuobjdump(args.cuobjdump)
+    given = given_expectation(args)
+    results = []
+    with tempfile.TemporaryDirectory(prefix="archguard-verify-") as tmp:
+        for label, path, recorded in _iter_paths(list(args.paths), Path(tmp)):
+            found = read_binary(path, cuobjdump).targets
+            results.append(Checked(label, given or recorded, found))
+    return results
+
+
+def _tiers(found: Targets) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {t.value: [] for t in Tier}
+    for c in coverage(found):
+        out[c.tier.value].append(c.device.cc_text + (f" via {c.via}" if c.tier is Tier.JIT
+                                                     else ""))
+    return out
+
+
+def run_verify(args: argparse.Namespace) -> int:
+    results = check(args)
+    cuda_binaries = [r for r in results if r.found is not None]
+    problems = []
+    if not cuda_binaries:
+        problems.append("no binary with CUDA device code was found in "
+                        + ", ".join(str(p) for p in args.paths))
+    for r in cuda_binaries:
+        if r.expected is None:
+            problems.append(f"{r.label}: no recorded resolution to compare with (pass "
+                            "--arch-list, or --cuda/--torch)")
+    ok = not problems and all(r.ok for r in results)
+    if args.format == "json":
+        sys.stdout.write(json.dumps({
+            "schema": VERIFY_SCHEMA,
+            "ok": ok,
+            "problems": problems,
+            "binaries": [
+                {
+                    "binary": r.label,
+                    "device_code": r.found is not None,
+                    "expected_from": r.expected.source if r.expected else None,
+                    "expected": r.expected.targets.names() if r.expected else None,
+                    "found": r.found.names() if r.found else None,
+                    "missing": r.missing,
+                    "unexpected": r.unexpected,
+                    "ok": r.ok and (r.found is None or r.expected is not None),
+                    "coverage": _tiers(r.found) if r.found else None,
+                }
+                for r in results
+            ],
+        }, indent=2) + "\n")
+    else:
+        out = ["archguard verify"]
+        for r in results:
+            out.append("")
+            out.append(r.label)
+            if r.found is None:
+                out.append("  no CUDA device code (not a CUDA binary)")
+                continue
+            if r.expected is not None:
+                out.append(f"  expected   {r.expected.targets}  ({r.expected.source})")
+            out.append(f"  found      {r.found}")
+            if r.missing:
+                out.append(f"  MISSING    {' '.join(r.missing)}")
+            if r.unexpected:
+                out.append(f"  UNEXPECTED {' '.join(r.unexpected)}")
+            if r.expected is not None and r.ok:
+                out.append("  OK         exactly the expected cubins and PTX")
+            for tier, items in _tiers(r.found).items():
+                out.append(f"  {tier:<10} {', '.join(items) or 'none'}")
+        out.append("")
+        for p in problems:
+            out.append(f"problem: {p}")
+        checked = len(cuda_binaries)
+        bad = sum(1 for r in cuda_binaries if not r.ok or r.expected is None)
+        out.append(f"result: {'OK' if ok else 'FAILED'} ({checked} CUDA binar"
+                   f"{'y' if checked == 1 else 'ies'} checked, {bad} with differences)")
+        sys.stdout.write("\n".join(out) + "\n")
+    return 0 if ok else 1
+
