@@ -65,8 +65,17 @@ def download(requirement: str, cache: Path) -> Path:
     found = sorted(cache.glob(stem + "-*.whl"))
     if not found:
         subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(cache),
-             requirement],
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "-q",
+                "-d",
+                str(cache),
+                requirement,
+            ],
             check=True,
         )
         found = sorted(cache.glob(stem + "-*.whl"))

@@ -19,8 +19,11 @@ from pathlib import Path
 
 
 def find_chromium(explicit: str | None) -> str:
-    for name in ([explicit] if explicit else []) + ["chromium", "chromium-browser",
-                                                    "google-chrome"]:
+    for name in ([explicit] if explicit else []) + [
+        "chromium",
+        "chromium-browser",
+        "google-chrome",
+    ]:
         found = shutil.which(name) if name else None
         if found:
             return found
@@ -39,19 +42,45 @@ def main(argv: list[str] | None = None) -> int:
     chromium = find_chromium(args.chromium)
     with tempfile.TemporaryDirectory(prefix="archguard-shot-") as tmp:
         page = Path(tmp, "matrix.html")
-        subprocess.run([sys.executable, "-m", "archguard", "matrix", "--format", "html",
-                        "-o", str(page), *extra], check=False)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "archguard",
+                "matrix",
+                "--format",
+                "html",
+                "-o",
+                str(page),
+                *extra,
+            ],
+            check=False,
+        )
         if not page.is_file():
             raise SystemExit("archguard matrix wrote no page")
         out = args.out.resolve()
         out.unlink(missing_ok=True)
         proc = subprocess.run(
-            [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-             "--no-first-run", "--disable-background-networking", "--disable-component-update",
-             "--disable-sync", f"--user-data-dir={tmp}/profile", "--hide-scrollbars",
-             f"--window-size={args.width},{args.height}", f"--screenshot={out}",
-             page.as_uri()],
-            capture_output=True, text=True, timeout=120, check=False,
+            [
+                chromium,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                f"--user-data-dir={tmp}/profile",
+                "--hide-scrollbars",
+                f"--window-size={args.width},{args.height}",
+                f"--screenshot={out}",
+                page.as_uri(),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
         )
         if not out.is_file() or out.stat().st_size == 0:
             sys.stderr.write(proc.stderr[-2000:])

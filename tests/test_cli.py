@@ -45,11 +45,21 @@ def test_explain_json_has_schema_and_decisions(run_cli) -> None:  # type: ignore
     assert data["schema"] == "archguard.resolution/1"
     assert data["effective"] == "7.5;8.0;8.6;9.0+PTX;10.0;12.0+PTX"
     assert data["why"]["7.0"]["fate"] == "dropped (exception)"
-    assert {d["step"] for d in data["decisions"]} == {"request", "exception", "toolkit", "torch",
-                                                     "ptx"}
+    assert {d["step"] for d in data["decisions"]} == {
+        "request",
+        "exception",
+        "toolkit",
+        "torch",
+        "ptx",
+    }
     thor = next(c for c in data["coverage"] if c["cc"] == "11.0")
-    assert thor == {"cc": "11.0", "device": "Jetson Thor", "tier": "jit-only",
-                    "via": "compute_90", "torch_runs": False}
+    assert thor == {
+        "cc": "11.0",
+        "device": "Jetson Thor",
+        "tier": "jit-only",
+        "via": "compute_90",
+        "torch_runs": False,
+    }
 
 
 def test_empty_override_fails_loudly_with_the_table_and_no_list(run_cli, project) -> None:  # type: ignore[no-untyped-def]
@@ -81,11 +91,14 @@ def test_no_policy_row_fails_with_the_fix(run_cli, tmp_path: Path) -> None:  # t
         ("text", "7.5;8.0;8.6;9.0+PTX;10.0;12.0+PTX"),
         ("torch", "7.5;8.0;8.6;9.0+PTX;10.0;12.0+PTX"),
         ("cmake", "75-real;80-real;86-real;90;100-real;120"),
-        ("gencode", "-gencode=arch=compute_75,code=sm_75 -gencode=arch=compute_80,code=sm_80 "
-                    "-gencode=arch=compute_86,code=sm_86 -gencode=arch=compute_90,code=sm_90 "
-                    "-gencode=arch=compute_100,code=sm_100 -gencode=arch=compute_120,code=sm_120 "
-                    "-gencode=arch=compute_90,code=compute_90 "
-                    "-gencode=arch=compute_120,code=compute_120"),
+        (
+            "gencode",
+            "-gencode=arch=compute_75,code=sm_75 -gencode=arch=compute_80,code=sm_80 "
+            "-gencode=arch=compute_86,code=sm_86 -gencode=arch=compute_90,code=sm_90 "
+            "-gencode=arch=compute_100,code=sm_100 -gencode=arch=compute_120,code=sm_120 "
+            "-gencode=arch=compute_90,code=compute_90 "
+            "-gencode=arch=compute_120,code=compute_120",
+        ),
     ],
 )
 def test_list_formats(run_cli, fmt: str, expected: str) -> None:  # type: ignore[no-untyped-def]
@@ -107,8 +120,16 @@ def test_list_json_and_an_unrepresentable_torch_list(run_cli, project) -> None: 
 
 
 def test_env_override_and_torch_arches(run_cli) -> None:  # type: ignore[no-untyped-def]
-    proc = run_cli("list", "--cuda", "12.8", "--torch-arches", "sm_80 sm_90", "--torch", "2.9",
-                   env={"ARCHGUARD_ARCH_LIST": "Ampere;Hopper"})
+    proc = run_cli(
+        "list",
+        "--cuda",
+        "12.8",
+        "--torch-arches",
+        "sm_80 sm_90",
+        "--torch",
+        "2.9",
+        env={"ARCHGUARD_ARCH_LIST": "Ampere;Hopper"},
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "8.0;8.6+PTX;9.0+PTX\n"  # Ampere declares 8.6+PTX
 

@@ -39,11 +39,11 @@ def test_requires_alone_activates(project) -> None:  # type: ignore[no-untyped-d
     ("table", "needles"),
     [
         ('arch_lists = "8.0"', ["unknown key 'arch_lists'", "Did you mean 'arch_list'?"]),
-        ('archlist_by_cuda = {}', ["Did you mean 'arch_list_by_cuda'?"]),
+        ("archlist_by_cuda = {}", ["Did you mean 'arch_list_by_cuda'?"]),
         ('arch_list = "8.0;banana"', ["'banana'", "arch_list"]),
         ('arch_list_by_cuda = { "12.8" = "8.0" }', ["Did you mean 'cu128'?"]),
-        ('arch_list = [8.0, 9.0]', ["quote every arch entry"]),
-        ('policy = 3', ["policy must be a path string"]),
+        ("arch_list = [8.0, 9.0]", ["quote every arch entry"]),
+        ("policy = 3", ["policy must be a path string"]),
     ],
 )
 def test_bad_tables_name_file_key_and_fix(project, table: str, needles: list[str]) -> None:  # type: ignore[no-untyped-def]
@@ -74,8 +74,9 @@ def test_table_without_requirement_is_warned_about(project) -> None:  # type: ig
     assert any("isolated `pip wheel` would build without archguard" in w for w in p.warnings())
 
 
-@pytest.mark.parametrize(("value", "disabled"), [("1", True), ("yes", True), ("0", False),
-                                                 ("", False), ("off", False)])
+@pytest.mark.parametrize(
+    ("value", "disabled"), [("1", True), ("yes", True), ("0", False), ("", False), ("off", False)]
+)
 def test_disable_values(value: str, disabled: bool) -> None:
     assert env_disabled({"ARCHGUARD_DISABLE": value}) is disabled
 

@@ -63,8 +63,15 @@ def test_a_good_file_loads(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("change", "needles"),
     [
-        (("arch_list:", "arch_lst:"), ["rows.cu130", "unknown key 'arch_lst'",
-                                        "did you mean 'arch_list'", "missing required key"]),
+        (
+            ("arch_list:", "arch_lst:"),
+            [
+                "rows.cu130",
+                "unknown key 'arch_lst'",
+                "did you mean 'arch_list'",
+                "missing required key",
+            ],
+        ),
         (('"8.0;9.0+PTX"', '"8.0;9.5+PTX"'), ["rows.cu130.arch_list", "'9.5'", "sm_95"]),
         (('reason: "test row"', 'reason: ""'), ["rows.cu130.reason", "non-empty"]),
         (('    reason: "test row"\n', ""), ["missing required key 'reason'"]),
@@ -72,8 +79,10 @@ def test_a_good_file_loads(tmp_path: Path) -> None:
         (('">=2.12"', '">=two"'), ["arch_exceptions.cu130[0].torch", "not a version specifier"]),
         (('drop: "8.0"', 'drop: "8.0q"'), ["arch_exceptions.cu130[0].drop", "'8.0q'"]),
         (("schema: 1", "schema: 2"), ["schema", "write schema: 1"]),
-        (("arch_exceptions:\n  cu130", "arch_exceptions:\n  cu128"),
-         ["arch_exceptions.cu128", "no policy row 'cu128'"]),
+        (
+            ("arch_exceptions:\n  cu130", "arch_exceptions:\n  cu128"),
+            ["arch_exceptions.cu128", "no policy row 'cu128'"],
+        ),
         (("rows:", "rowz:"), ["unknown key 'rowz'", "did you mean 'rows'"]),
     ],
 )
@@ -96,8 +105,7 @@ def test_bad_policies_name_file_key_value_and_fix(
         ("!!python/object/apply:os.system ['echo pwned']", "is not plain data"),
         ("schema: !!python/name:os.system\nrows: {}", "is not plain data"),
         ("rows: !!set {a, b}", "is not plain data"),
-        ("schema: 1\nrows:\n  cu130: {arch_list: '8.0', reason: 2026-08-01}",
-         "timestamp"),
+        ("schema: 1\nrows:\n  cu130: {arch_list: '8.0', reason: 2026-08-01}", "timestamp"),
         ("a: &x [1]\nb: *x", "anchors and aliases are not allowed"),
         ("schema: 1\nschema: 1", "duplicate key 'schema'"),
         ("rows: [", "not valid YAML"),
@@ -141,13 +149,21 @@ def test_missing_file_names_the_path(tmp_path: Path) -> None:
 def test_check_policy_cli(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
     ok = run_cli("check-policy")
     assert ok.returncode == 0, ok.stderr
-    assert "valid (6 rows: cu124, cu126, cu128, cu129, cu130, cu132; 3 arch exceptions)" in ok.stdout
+    assert (
+        "valid (6 rows: cu124, cu126, cu128, cu129, cu130, cu132; 3 arch exceptions)" in ok.stdout
+    )
     bad = run_cli("check-policy", str(write(tmp_path, GOOD.replace("reason:", "reasn:"))))
     assert bad.returncode == 1
     assert "Traceback" not in bad.stderr
     assert "archguard error [invalid-policy]" in bad.stderr
     assert "did you mean 'reason'" in bad.stderr
-    env_bad = run_cli("list", "--cuda", "13.0", "--torch", "2.13",
-                      env={"ARCHGUARD_POLICY": str(tmp_path / "policy.yml")})
+    env_bad = run_cli(
+        "list",
+        "--cuda",
+        "13.0",
+        "--torch",
+        "2.13",
+        env={"ARCHGUARD_POLICY": str(tmp_path / "policy.yml")},
+    )
     assert env_bad.returncode == 1
     assert "(from ARCHGUARD_POLICY)" in env_bad.stderr

@@ -76,10 +76,26 @@ def test_thor_is_jit_only_via_compute_90_on_cu130() -> None:
     tiers = {c.device.cc_text: (c.tier, c.via) for c in res.coverage()}
     assert tiers["11.0"] == (Tier.JIT, "compute_90")
     native = [cc for cc, (tier, _) in tiers.items() if tier is Tier.NATIVE]
-    assert native == ["7.5", "8.0", "8.6", "8.7", "8.8", "8.9", "9.0", "10.0", "10.3", "12.0",
-                      "12.1"]
+    assert native == [
+        "7.5",
+        "8.0",
+        "8.6",
+        "8.7",
+        "8.8",
+        "8.9",
+        "9.0",
+        "10.0",
+        "10.3",
+        "12.0",
+        "12.1",
+    ]
     assert [cc for cc, (tier, _) in tiers.items() if tier is Tier.DEAD] == [
-        "6.0", "6.1", "6.2", "7.0", "7.2"]
+        "6.0",
+        "6.1",
+        "6.2",
+        "7.0",
+        "7.2",
+    ]
 
 
 def test_override_leaving_nothing_is_empty_and_refused() -> None:
@@ -96,16 +112,27 @@ def test_no_policy_row_names_the_version_the_rows_and_both_fixes(tmp_path: Path)
     path = tmp_path / "p.yml"
     path.write_text("schema: 1\nrows:\n  cu124: {arch_list: '8.0', reason: r}\n")
     with pytest.raises(NoPolicyRow) as info:
-        resolve(load_policy(path), bundled_toolkit((13, 0)), bundled_torch((13, 0), Version("2.13")))
+        resolve(
+            load_policy(path), bundled_toolkit((13, 0)), bundled_torch((13, 0), Version("2.13"))
+        )
     message = str(info.value)
-    for needle in ("cu130", "CUDA 13.0", "cu124", "ADR process", "arch_list_by_cuda",
-                   "never falls back"):
+    for needle in (
+        "cu130",
+        "CUDA 13.0",
+        "cu124",
+        "ADR process",
+        "arch_list_by_cuda",
+        "never falls back",
+    ):
         assert needle in message
 
 
 def test_package_by_cuda_wins_over_arch_list_and_env_wins_over_both() -> None:
-    pkg = PackageConfig("pp", arch_list=parse_arch_list("8.0"),
-                        arch_list_by_cuda={"cu130": parse_arch_list("8.6;9.0")})
+    pkg = PackageConfig(
+        "pp",
+        arch_list=parse_arch_list("8.0"),
+        arch_list_by_cuda={"cu130": parse_arch_list("8.6;9.0")},
+    )
     assert resolve_combo("cu130", "2.13", package=pkg).effective_text == "8.6;9.0+PTX"
     assert resolve_combo("cu128", "2.8", package=pkg).effective_text == "8.0+PTX"
     env = (parse_arch_list("12.0"), "ARCHGUARD_ARCH_LIST")
@@ -159,8 +186,12 @@ def test_role_ii_adds_ptx_below_the_major_gap_when_nobody_declared_one() -> None
 
 
 def test_live_clamp_drop_not_in_the_record_is_called_stale() -> None:
-    torch = TorchBuild(Version("2.9.0"), (12, 8),
-                       parse_targets("sm_75 sm_80 sm_86 sm_90 sm_100 sm_120", "t"), "test")
+    torch = TorchBuild(
+        Version("2.9.0"),
+        (12, 8),
+        parse_targets("sm_75 sm_80 sm_86 sm_90 sm_100 sm_120", "t"),
+        "test",
+    )
     res = resolve(POLICY, bundled_toolkit((12, 8)), torch)
     assert res.effective_text == NO_VOLTA
     (drop,) = [d for d in res.decisions if d.step == "torch" and d.outcome == "dropped"]
@@ -168,8 +199,12 @@ def test_live_clamp_drop_not_in_the_record_is_called_stale() -> None:
 
 
 def test_exceptions_need_a_torch_version() -> None:
-    torch = TorchBuild(None, None, parse_targets("sm_70 sm_75 sm_80 sm_86 sm_90 sm_100 sm_120",
-                                                 "t"), "--torch-arches")
+    torch = TorchBuild(
+        None,
+        None,
+        parse_targets("sm_70 sm_75 sm_80 sm_86 sm_90 sm_100 sm_120", "t"),
+        "--torch-arches",
+    )
     res = resolve(POLICY, bundled_toolkit((12, 8)), torch)
     assert res.effective_text == FULL
     assert any("not applied" in n for n in res.notes)
@@ -193,13 +228,15 @@ DEVICES = known_devices()
 def combos(draw):  # type: ignore[no-untyped-def]
     version = draw(st.sampled_from(TOOLKITS))
     toolkit = bundled_toolkit(version)
-    request = draw(st.lists(st.tuples(st.sampled_from(ARCHES), st.booleans()), min_size=1,
-                            max_size=10))
+    request = draw(
+        st.lists(st.tuples(st.sampled_from(ARCHES), st.booleans()), min_size=1, max_size=10)
+    )
     cubins = draw(st.sets(st.sampled_from([a for a in ARCHES if not a.suffix]), max_size=8))
     ptx = draw(st.sets(st.sampled_from([a for a in ARCHES if not a.suffix]), max_size=2))
     torch_version = draw(st.sampled_from(["2.6", "2.7", "2.11", "2.13"]))
-    torch = TorchBuild(Version(torch_version), version,
-                       Targets(frozenset(cubins), frozenset(ptx)), "hypothesis")
+    torch = TorchBuild(
+        Version(torch_version), version, Targets(frozenset(cubins), frozenset(ptx)), "hypothesis"
+    )
     entries = tuple(sorted({a: p for a, p in request}.items()))
     pkg = PackageConfig("pp", arch_list=tuple(ArchEntry(a, p) for a, p in entries))
     return toolkit, torch, pkg

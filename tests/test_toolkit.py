@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import os
+import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -19,13 +21,20 @@ from archguard.toolkit import (
 )
 
 CUDA_HOME = os.environ.get("ARCHGUARD_TEST_CUDA_HOME", "/usr/local/cuda")
-has_nvcc = pytest.mark.skipif(not Path(CUDA_HOME, "bin", "nvcc").is_file(),
-                              reason=f"no nvcc under {CUDA_HOME}")
+has_nvcc = pytest.mark.skipif(
+    not Path(CUDA_HOME, "bin", "nvcc").is_file(), reason=f"no nvcc under {CUDA_HOME}"
+)
 
 
 def test_table_covers_the_policy_rows() -> None:
-    assert {f"{v[0]}.{v[1]}" for v in bundled_rows()} >= {"12.4", "12.6", "12.8", "12.9",
-                                                        "13.0", "13.2"}
+    assert {f"{v[0]}.{v[1]}" for v in bundled_rows()} >= {
+        "12.4",
+        "12.6",
+        "12.8",
+        "12.9",
+        "13.0",
+        "13.2",
+    }
     for row in bundled_rows().values():
         assert "wheel" in row.toolkit.source  # provenance: which binary said so
 
@@ -55,13 +64,20 @@ def test_cuda_13_dropped_volta_and_12_9_added_family_targets() -> None:
 
 
 def test_unknown_toolkit_lists_the_known_ones() -> None:
-    with pytest.raises(UnknownToolkit, match="12.4, 12.6, 12.8, 12.9, 13.0, 13.2"):
+    with pytest.raises(UnknownToolkit, match=re.escape("12.4, 12.6, 12.8, 12.9, 13.0, 13.2")):
         bundled_toolkit((11, 8))
 
 
-@pytest.mark.parametrize(("text", "version"), [("12.8", (12, 8)), ("cu128", (12, 8)),
-                                               ("13", (13, 0)), ("12.8.93", (12, 8)),
-                                               ("cu130", (13, 0))])
+@pytest.mark.parametrize(
+    ("text", "version"),
+    [
+        ("12.8", (12, 8)),
+        ("cu128", (12, 8)),
+        ("13", (13, 0)),
+        ("12.8.93", (12, 8)),
+        ("cu130", (13, 0)),
+    ],
+)
 def test_cuda_spellings(text: str, version: tuple[int, int]) -> None:
     assert parse_cuda_version(text) == version
 
@@ -105,19 +121,30 @@ def test_live_nvcc_agrees_with_bundled_row() -> None:
 @has_nvcc
 def test_live_nvcc_emits_what_the_table_says(tmp_path: Path) -> None:
     """Compile a tiny kernel for an a and an f target the table claims, with the real nvcc."""
-    import subprocess
-
     live = probe_toolkit(find_nvcc({"CUDA_HOME": CUDA_HOME}))
     src = tmp_path / "k.cu"
     src.write_text("__global__ void k(float* x) { x[threadIdx.x] += 1.0f; }\n")
     for name in ("sm_90a", "sm_100f", "sm_120"):
         arch = target_arch(name)
         assert live.emits_cubin(arch)
-        proc = subprocess.run([str(live.nvcc), "-cubin", f"-arch={name}", str(src), "-o",
-                               str(tmp_path / f"{name}.cubin")], capture_output=True, text=True,
-                              check=False)
+        proc = subprocess.run(
+            [
+                str(live.nvcc),
+                "-cubin",
+                f"-arch={name}",
+                str(src),
+                "-o",
+                str(tmp_path / f"{name}.cubin"),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         assert proc.returncode == 0, proc.stderr
-    proc = subprocess.run([str(live.nvcc), "-cubin", "-arch=sm_70", str(src), "-o",
-                           str(tmp_path / "70.cubin")], capture_output=True, text=True,
-                          check=False)
+    proc = subprocess.run(
+        [str(live.nvcc), "-cubin", "-arch=sm_70", str(src), "-o", str(tmp_path / "70.cubin")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert proc.returncode != 0 and not live.emits_cubin(Arch(7, 0))

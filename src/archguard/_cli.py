@@ -20,24 +20,37 @@ EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
 def _add_inputs(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("inputs (default: the installed torch and nvcc)")
-    g.add_argument("--project", type=Path, default=Path(), metavar="DIR",
-                   help="package directory whose [tool.archguard] applies (default: .)")
-    g.add_argument("--cuda", metavar="X.Y",
-                   help="a hypothetical toolkit from the bundled table, e.g. 12.8")
-    g.add_argument("--torch", metavar="VERSION",
-                   help="a torch from the bundled table for that CUDA, e.g. 2.7")
-    g.add_argument("--torch-arches", metavar="LIST",
-                   help="describe the torch directly: 'sm_75 sm_80 ... compute_120'")
-    g.add_argument("--policy", metavar="FILE",
-                   help="policy file (default: ARCHGUARD_POLICY, [tool.archguard] policy, "
-                        "then the bundled one)")
+    g.add_argument(
+        "--project",
+        type=Path,
+        default=Path(),
+        metavar="DIR",
+        help="package directory whose [tool.archguard] applies (default: .)",
+    )
+    g.add_argument(
+        "--cuda", metavar="X.Y", help="a hypothetical toolkit from the bundled table, e.g. 12.8"
+    )
+    g.add_argument(
+        "--torch", metavar="VERSION", help="a torch from the bundled table for that CUDA, e.g. 2.7"
+    )
+    g.add_argument(
+        "--torch-arches",
+        metavar="LIST",
+        help="describe the torch directly: 'sm_75 sm_80 ... compute_120'",
+    )
+    g.add_argument(
+        "--policy",
+        metavar="FILE",
+        help="policy file (default: ARCHGUARD_POLICY, [tool.archguard] policy, "
+        "then the bundled one)",
+    )
 
 
 def main_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="archguard",
         description="Compute, explain and verify the CUDA arch list of PyTorch extension "
-                    "wheels from one owned policy.",
+        "wheels from one owned policy.",
     )
     parser.add_argument("--version", action="version", version=f"archguard {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -49,28 +62,38 @@ def main_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("list", help="just the effective arch list")
     _add_inputs(p)
-    p.add_argument("--format", choices=("text", "torch", "cmake", "gencode", "json"),
-                   default="text")
+    p.add_argument(
+        "--format", choices=("text", "torch", "cmake", "gencode", "json"), default="text"
+    )
 
     p = sub.add_parser("check-policy", help="validate a policy file")
     p.add_argument("file", nargs="?", help="default: ARCHGUARD_POLICY or the bundled policy")
 
     p = sub.add_parser("matrix", help="every (CUDA, torch) combination in the bundled tables")
-    p.add_argument("--project", type=Path, default=None, metavar="DIR",
-                   help="apply this package's [tool.archguard] overrides")
+    p.add_argument(
+        "--project",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="apply this package's [tool.archguard] overrides",
+    )
     p.add_argument("--policy", metavar="FILE")
-    p.add_argument("--format", choices=("text", "markdown", "html", "json", "github"),
-                   default="text")
+    p.add_argument(
+        "--format", choices=("text", "markdown", "html", "json", "github"), default="text"
+    )
     p.add_argument("-o", "--output", type=Path, metavar="FILE", help="write here, not stdout")
 
-    p = sub.add_parser("verify", help="compare the targets inside built binaries with the "
-                                      "recorded (or given) resolution")
+    p = sub.add_parser(
+        "verify",
+        help="compare the targets inside built binaries with the recorded (or given) resolution",
+    )
     p.add_argument("paths", nargs="+", metavar="WHEEL_OR_SO", type=Path)
     p.add_argument("--cuda", metavar="X.Y")
     p.add_argument("--torch", metavar="VERSION")
     p.add_argument("--torch-arches", metavar="LIST")
-    p.add_argument("--arch-list", metavar="LIST",
-                   help="expect exactly this list (canonical or torch syntax)")
+    p.add_argument(
+        "--arch-list", metavar="LIST", help="expect exactly this list (canonical or torch syntax)"
+    )
     p.add_argument("--project", type=Path, default=None, metavar="DIR")
     p.add_argument("--policy", metavar="FILE")
     p.add_argument("--cuobjdump", metavar="PATH", help="cuobjdump to use")
@@ -81,8 +104,13 @@ def main_parser() -> argparse.ArgumentParser:
 def _query(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     from archguard.inputs import Query  # noqa: PLC0415
 
-    return Query(project_dir=args.project, cuda=args.cuda, torch=args.torch,
-                 torch_arches=args.torch_arches, policy=args.policy)
+    return Query(
+        project_dir=args.project,
+        cuda=args.cuda,
+        torch=args.torch,
+        torch_arches=args.torch_arches,
+        policy=args.policy,
+    )
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
@@ -131,8 +159,10 @@ def cmd_check_policy(args: argparse.Namespace) -> int:
     else:
         policy = load_policy(None)
     exceptions = sum(len(v) for v in policy.exceptions.values())
-    print(f"{policy.source}: valid ({len(policy.rows)} rows: {', '.join(sorted(policy.rows))}; "
-          f"{exceptions} arch exceptions)")
+    print(
+        f"{policy.source}: valid ({len(policy.rows)} rows: {', '.join(sorted(policy.rows))}; "
+        f"{exceptions} arch exceptions)"
+    )
     return EXIT_OK
 
 

@@ -28,7 +28,7 @@ _PLAIN_TAGS = {
 
 
 class _Refused(Exception):
-    def __init__(self, message: str, mark: yaml.Mark | None) -> None:
+    def __init__(self, message: str, mark: object) -> None:
         super().__init__(message)
         self.mark = mark
 
@@ -36,8 +36,8 @@ class _Refused(Exception):
 class _PlainLoader(yaml.SafeLoader):
     """A SafeLoader whose composer refuses anchors and aliases outright."""
 
-    def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node:
-        event = self.peek_event()
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        event = self.peek_event()  # type: ignore[no-untyped-call]
         if isinstance(event, yaml.AliasEvent):
             raise _Refused(
                 f"alias '*{event.anchor}' (anchors and aliases are not allowed)",
@@ -48,13 +48,14 @@ class _PlainLoader(yaml.SafeLoader):
             raise _Refused(
                 f"anchor '&{anchor}' (anchors and aliases are not allowed)", event.start_mark
             )
-        return super().compose_node(parent, index)  # type: ignore[no-any-return]
+        return super().compose_node(parent, index)
 
 
-def _where(source: str, mark: yaml.Mark | None) -> str:
-    if mark is None:
+def _where(source: str, mark: object) -> str:
+    line, column = getattr(mark, "line", None), getattr(mark, "column", None)
+    if line is None or column is None:
         return source
-    return f"{source}, line {mark.line + 1}, column {mark.column + 1}"
+    return f"{source}, line {line + 1}, column {column + 1}"
 
 
 def _check_plain(root: yaml.Node, source: str, fail: Callable[[str], Exception]) -> None:

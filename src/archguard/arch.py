@@ -184,9 +184,7 @@ def parse_arch(
 def _parse_entry(piece: str, source: str, known: Collection[Arch]) -> list[ArchEntry]:
     named = _NAMED_LOWER.get(piece.lower())
     if named is not None:
-        return [
-            _parse_entry(p, f"{source} (from {piece!r})", known)[0] for p in named.split(";")
-        ]
+        return [_parse_entry(p, f"{source} (from {piece!r})", known)[0] for p in named.split(";")]
     if _COMPUTE.fullmatch(piece):
         raise InvalidArch(
             f"{piece!r} in {source} names PTX alone; an arch list entry is a cubin, "

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,7 +83,7 @@ def parse_config(table: object, source: str, root: Path) -> PackageConfig:
         problems.append(str(exc))
     raw = table.get("arch_list_by_cuda", {})
     if not isinstance(raw, dict):
-        problems.append(f"arch_list_by_cuda must be a table of cuXYZ = \"list\", not {raw!r}")
+        problems.append(f'arch_list_by_cuda must be a table of cuXYZ = "list", not {raw!r}')
         raw = {}
     for tag, value in raw.items():
         if not _TAG.fullmatch(tag):
@@ -142,13 +143,14 @@ class Project:
 
 
 def read_toml(path: Path) -> dict[str, object]:
-    try:
+    if sys.version_info >= (3, 11):
         import tomllib  # noqa: PLC0415
-    except ModuleNotFoundError:  # Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]  # noqa: PLC0415
+    else:  # pragma: no cover
+        import tomli as tomllib  # noqa: PLC0415
     try:
         with path.open("rb") as f:
-            return tomllib.load(f)
+            data: dict[str, object] = tomllib.load(f)
+            return data
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path} is not valid TOML: {exc}") from None
     except OSError as exc:
@@ -156,7 +158,7 @@ def read_toml(path: Path) -> dict[str, object]:
 
 
 def _requirement_names(requires: object) -> set[str]:
-    names = set()
+    names: set[str] = set()
     if isinstance(requires, list):
         for item in requires:
             if isinstance(item, str):

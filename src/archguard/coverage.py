@@ -125,7 +125,9 @@ def served_devices(
     devices = devices or known_devices()
     if cubin.suffix == "a":
         return tuple(d for d in devices if d.cc == cubin.cc)
-    higher = [c.cc for c in cubins if c.major == cubin.major and c.suffix != "a" and c.cc > cubin.cc]
+    higher = [
+        c.cc for c in cubins if c.major == cubin.major and c.suffix != "a" and c.cc > cubin.cc
+    ]
     end = min(higher) if higher else (cubin.major + 1, 0)
     return tuple(d for d in devices if cubin.cc <= d.cc < end)
 

@@ -17,8 +17,35 @@ from archguard.errors import NotRepresentable, NvccFlagError
 # torch.utils.cpp_extension._get_cuda_arch_flags (torch 2.13.0): supported_arches. An entry
 # outside this set makes torch raise "Unknown CUDA arch".
 TORCH_ACCEPTS = frozenset(
-    "3.5 3.7 5.0 5.2 5.3 6.0 6.1 6.2 7.0 7.2 7.5 8.0 8.6 8.7 8.9 9.0 9.0a 10.0 10.0a 11.0 "
-    "11.0a 10.3 10.3a 12.0 12.0a 12.1 12.1a".split()
+    (
+        "3.5",
+        "3.7",
+        "5.0",
+        "5.2",
+        "5.3",
+        "6.0",
+        "6.1",
+        "6.2",
+        "7.0",
+        "7.2",
+        "7.5",
+        "8.0",
+        "8.6",
+        "8.7",
+        "8.9",
+        "9.0",
+        "9.0a",
+        "10.0",
+        "10.0a",
+        "11.0",
+        "11.0a",
+        "10.3",
+        "10.3a",
+        "12.0",
+        "12.0a",
+        "12.1",
+        "12.1a",
+    )
 )
 
 
@@ -41,8 +68,10 @@ def torch_arch_list(entries: Sequence[ArchEntry]) -> str:
         if e.arch.suffix == "f":
             problems.append(f"{e} (torch has no 'f' targets)")
         elif e.arch.suffix == "a" and e.ptx:
-            problems.append(f"{e} (torch would embed {e.arch.compute} PTX, archguard embeds "
-                            f"plain {e.arch.plain.compute})")
+            problems.append(
+                f"{e} (torch would embed {e.arch.compute} PTX, archguard embeds "
+                f"plain {e.arch.plain.compute})"
+            )
         elif str(e.arch) not in TORCH_ACCEPTS:
             problems.append(f"{e} (not in torch's accepted list)")
     if problems:
@@ -72,9 +101,12 @@ def cmake_architectures(entries: Iterable[ArchEntry]) -> str:
 # Reading arch flags a package hard-codes.
 
 _NAMES = {
-    "-gencode": "gencode", "--generate-code": "gencode",
-    "-arch": "arch", "--gpu-architecture": "arch",
-    "-code": "code", "--gpu-code": "code",
+    "-gencode": "gencode",
+    "--generate-code": "gencode",
+    "-arch": "arch",
+    "--gpu-architecture": "arch",
+    "-code": "code",
+    "--gpu-code": "code",
 }
 _TARGET = re.compile(r"(sm|compute|lto)_([0-9]{2,3})([af]?)", re.ASCII)
 
@@ -98,9 +130,11 @@ def _target(text: str, flag: str) -> tuple[str, Arch]:
         )
     kind, digits, suffix = match.groups()
     if kind == "lto":
-        raise NvccFlagError(f"the nvcc flag {flag!r} asks for LTO IR ({text}); archguard "
-                            "does not clamp LTO targets. Remove the flag or set "
-                            "ARCHGUARD_DISABLE=1 for this package.")
+        raise NvccFlagError(
+            f"the nvcc flag {flag!r} asks for LTO IR ({text}); archguard "
+            "does not clamp LTO targets. Remove the flag or set "
+            "ARCHGUARD_DISABLE=1 for this package."
+        )
     return kind, Arch(int(digits[:-1]), int(digits[-1]), suffix)
 
 
@@ -111,9 +145,12 @@ def _values(text: str) -> list[str]:
 def _gencode_targets(value: str, flag: str) -> Targets:
     parts = dict(p.split("=", 1) for p in re.split(r",(?=\s*(?:arch|code)=)", value) if "=" in p)
     if "arch" not in parts or "code" not in parts:
-        raise NvccFlagError(f"the nvcc flag {flag!r} is not of the form "
-                            "arch=compute_XY,code=sm_XY; fix or remove it.")
-    cubins, ptx = set(), set()
+        raise NvccFlagError(
+            f"the nvcc flag {flag!r} is not of the form "
+            "arch=compute_XY,code=sm_XY; fix or remove it."
+        )
+    cubins: set[Arch] = set()
+    ptx: set[Arch] = set()
     for code in _values(parts["code"]):
         kind, arch = _target(code, flag)
         (cubins if kind == "sm" else ptx).add(arch)
@@ -165,7 +202,8 @@ def _arch_code(
 ) -> ArchFlag:
     tokens = (arch_value[0] if arch_value else ()) + (code_value[0] if code_value else ())
     flag = " ".join(tokens)
-    cubins, ptx = set(), set()
+    cubins: set[Arch] = set()
+    ptx: set[Arch] = set()
     if code_value is not None:
         for code in _values(code_value[1]):
             kind, arch = _target(code, flag)

@@ -56,8 +56,7 @@ class Gathered:
     warnings: list[str] = field(default_factory=list)
 
     def resolve(self) -> Resolution:
-        return resolve(self.policy, self.toolkit, self.torch,
-                       self.project.config, self.override)
+        return resolve(self.policy, self.toolkit, self.torch, self.project.config, self.override)
 
 
 def choose_policy(query: Query, project: Project, environ: Mapping[str, str]) -> Policy:
@@ -80,9 +79,11 @@ def compare_with_bundled(toolkit: Toolkit) -> str | None:
         return None
     only_live = sorted(a.sm for a in toolkit.sass - row.toolkit.sass)
     only_table = sorted(a.sm for a in row.toolkit.sass - toolkit.sass)
-    return (f"the live nvcc {toolkit.text} and archguard's bundled table disagree (only live: "
-            f"{' '.join(only_live) or '-'}; only in the table: {' '.join(only_table) or '-'}); "
-            "the live nvcc is used. Regenerate the table with scripts/probe_toolkits.py.")
+    return (
+        f"the live nvcc {toolkit.text} and archguard's bundled table disagree (only live: "
+        f"{' '.join(only_live) or '-'}; only in the table: {' '.join(only_table) or '-'}); "
+        "the live nvcc is used. Regenerate the table with scripts/probe_toolkits.py."
+    )
 
 
 def gather(query: Query, environ: Mapping[str, str] | None = None) -> Gathered:
@@ -131,15 +132,27 @@ def gather(query: Query, environ: Mapping[str, str] | None = None) -> Gathered:
         ("policy", policy.source),
         ("toolkit", f"CUDA {toolkit.text} (row {toolkit.tag}): {toolkit.source}"),
         ("torch", f"{torch.label}: {torch.targets} ({torch.source})"),
-        ("package", project.config.source if project.config else
-         f"no [tool.archguard] in {project.pyproject}" if project.pyproject else
-         f"no pyproject.toml in {project.root}"),
+        (
+            "package",
+            project.config.source
+            if project.config
+            else f"no [tool.archguard] in {project.pyproject}"
+            if project.pyproject
+            else f"no pyproject.toml in {project.root}",
+        ),
     ]
     if override is not None:
-        shown.append(("override", f"{override[1]}={env[override[1]]!r} (wins over the package "
-                                  "and the policy, still clamped)"))
+        shown.append(
+            (
+                "override",
+                f"{override[1]}={env[override[1]]!r} (wins over the package "
+                "and the policy, still clamped)",
+            )
+        )
     preset = env.get("TORCH_CUDA_ARCH_LIST")
     if preset is not None:
-        warnings.append(f"TORCH_CUDA_ARCH_LIST={preset!r} is set in this environment; an "
-                        "archguard build replaces it with the effective list.")
+        warnings.append(
+            f"TORCH_CUDA_ARCH_LIST={preset!r} is set in this environment; an "
+            "archguard build replaces it with the effective list."
+        )
     return Gathered(policy, project, toolkit, torch, override, shown, warnings)

@@ -89,10 +89,16 @@ def as_json(cells: list[Cell], policy: Policy) -> dict[str, object]:
                 "entries": [str(e) for e in c.resolution.effective] if c.resolution else [],
                 "dropped": _dropped(c.resolution) if c.resolution else [],
                 "coverage": [
-                    {"cc": cov.device.cc_text, "tier": cov.tier.value, "via": cov.via,
-                     "torch_runs": runs_on(c.resolution.torch.targets, cov.device.cc)}
+                    {
+                        "cc": cov.device.cc_text,
+                        "tier": cov.tier.value,
+                        "via": cov.via,
+                        "torch_runs": runs_on(c.resolution.torch.targets, cov.device.cc),
+                    }
                     for cov in c.resolution.coverage()
-                ] if c.resolution else [],
+                ]
+                if c.resolution
+                else [],
             }
             for c in cells
         ],
@@ -108,16 +114,18 @@ def as_github(cells: list[Cell]) -> dict[str, object]:
             torch_list: str | None = torch_arch_list(c.resolution.effective)
         except NotRepresentable:
             torch_list = None
-        include.append({
-            "cuda": c.cuda,
-            "cuda_tag": c.index,
-            "torch": c.torch,
-            "arch_list": c.resolution.effective_text,
-            "torch_cuda_arch_list": torch_list,
-            "cmake_cuda_architectures": cmake_architectures(c.resolution.effective),
-            "gencode": " ".join(gencode_flags(c.resolution.effective)),
-            "archguard_schema": GITHUB_SCHEMA,
-        })
+        include.append(
+            {
+                "cuda": c.cuda,
+                "cuda_tag": c.index,
+                "torch": c.torch,
+                "arch_list": c.resolution.effective_text,
+                "torch_cuda_arch_list": torch_list,
+                "cmake_cuda_architectures": cmake_architectures(c.resolution.effective),
+                "gencode": " ".join(gencode_flags(c.resolution.effective)),
+                "archguard_schema": GITHUB_SCHEMA,
+            }
+        )
     return {"include": include}
 
 
@@ -133,11 +141,18 @@ def as_text(cells: list[Cell]) -> str:
             errors.append(f"{c.index:<6} {c.torch:<6} ERROR: {c.error}")
             continue
         t = _tiers(c.resolution)
-        rows.append((c.index, c.torch, c.resolution.effective_text, _short_drops(c.resolution),
-                     " ".join(t["jit-only"]) or "-", " ".join(t["dead"]) or "-"))
+        rows.append(
+            (
+                c.index,
+                c.torch,
+                c.resolution.effective_text,
+                _short_drops(c.resolution),
+                " ".join(t["jit-only"]) or "-",
+                " ".join(t["dead"]) or "-",
+            )
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip()
-             for r in rows]
+    lines = ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     return "\n".join(lines + errors) + "\n"
 
 
@@ -155,11 +170,16 @@ def as_markdown(cells: list[Cell], policy: Policy) -> str:
             lines.append(f"| {c.index} | {c.torch} | **error**: {c.error} | | | |")
             continue
         t = _tiers(c.resolution)
-        lines.append(f"| {c.index} | {c.torch} | `{c.resolution.effective_text}` | "
-                     f"{_short_drops(c.resolution)} | {', '.join(t['jit-only']) or '-'} | "
-                     f"{', '.join(t['dead']) or '-'} |")
-    lines += ["", "Tiers are over the known devices: native (a cubin serves it), JIT-only "
-              "(only a PTX net reaches it), dead (nothing does)."]
+        lines.append(
+            f"| {c.index} | {c.torch} | `{c.resolution.effective_text}` | "
+            f"{_short_drops(c.resolution)} | {', '.join(t['jit-only']) or '-'} | "
+            f"{', '.join(t['dead']) or '-'} |"
+        )
+    lines += [
+        "",
+        "Tiers are over the known devices: native (a cubin serves it), JIT-only "
+        "(only a PTX net reaches it), dead (nothing does).",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -180,31 +200,41 @@ td.dead{background:#cf222e;color:#fff}td.notorch{background-image:repeating-line
 def as_html(cells: list[Cell], policy: Policy) -> str:
     devices = known_devices()
     e = html.escape
-    head = "".join(f'<th class="dev" title="{e(d.name)}">{e(d.cc_text)} {e(d.name)}</th>'
-                   for d in devices)
+    head = "".join(
+        f'<th class="dev" title="{e(d.name)}">{e(d.cc_text)} {e(d.name)}</th>' for d in devices
+    )
     rows = []
     for c in cells:
         if c.resolution is None or c.error is not None:
-            rows.append(f"<tr><td>{e(c.index)}</td><td>{e(c.torch)}</td>"
-                        f'<td class="err" colspan="{len(devices) + 2}">{e(str(c.error))}</td>'
-                        "</tr>")
+            rows.append(
+                f"<tr><td>{e(c.index)}</td><td>{e(c.torch)}</td>"
+                f'<td class="err" colspan="{len(devices) + 2}">{e(str(c.error))}</td>'
+                "</tr>"
+            )
             continue
         res = c.resolution
         tds = []
         for cov in res.coverage():
             torch_ok = runs_on(res.torch.targets, cov.device.cc)
             mark = {"native": "N", "jit-only": "J", "dead": "-"}[cov.tier.value]
-            title = (f"{cov.device}: {cov.tier.value}" + (f" via {cov.via}" if cov.via else "")
-                     + ("" if torch_ok else f"; {res.torch.label} itself cannot run here"))
+            title = (
+                f"{cov.device}: {cov.tier.value}"
+                + (f" via {cov.via}" if cov.via else "")
+                + ("" if torch_ok else f"; {res.torch.label} itself cannot run here")
+            )
             klass = cov.tier.value + ("" if torch_ok else " notorch")
-            tds.append(f'<td class="{klass}" title="{e(title)}">{mark}'
-                       f'{"" if torch_ok else "&#x2715;"}</td>')
+            tds.append(
+                f'<td class="{klass}" title="{e(title)}">{mark}'
+                f"{'' if torch_ok else '&#x2715;'}</td>"
+            )
         drops = "; ".join(f"{d.arch} ({d.step})" for d in res.dropped()) or "-"
         drop_title = "\n".join(f"{d.arch} ({d.step}): {d.reason}" for d in res.dropped())
-        rows.append(f"<tr><td>{e(c.index)}</td><td>{e(c.torch)}</td>"
-                    f'<td class="list">{e(res.effective_text)}</td>'
-                    f'<td class="drop" title="{e(drop_title)}">{e(drops)}</td>{"".join(tds)}'
-                    "</tr>")
+        rows.append(
+            f"<tr><td>{e(c.index)}</td><td>{e(c.torch)}</td>"
+            f'<td class="list">{e(res.effective_text)}</td>'
+            f'<td class="drop" title="{e(drop_title)}">{e(drops)}</td>{"".join(tds)}'
+            "</tr>"
+        )
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <title>archguard matrix</title><style>{_CSS}</style></head><body>
@@ -223,8 +253,11 @@ one column per known device. Hover a cell for its reason.</p>
 
 
 def run_matrix(args: argparse.Namespace) -> int:
-    project = (load_project(args.project) if args.project
-               else Project(Path(), None, False, None, False, False))  # no package overrides
+    project = (
+        load_project(args.project)
+        if args.project
+        else Project(Path(), None, False, None, False, False)
+    )  # no package overrides
     policy = choose_policy(Query(policy=args.policy), project, os.environ)
     cells = compute(policy, project.config)
     if args.format == "json":

@@ -71,12 +71,20 @@ class _Problems:
     def add(self, where: str, message: str) -> None:
         self.items.append(f"{where}: {message}")
 
-    def check_keys(self, where: str, mapping: Mapping[str, object], allowed: tuple[str, ...],
-                   required: tuple[str, ...]) -> None:
+    def check_keys(
+        self,
+        where: str,
+        mapping: Mapping[str, object],
+        allowed: tuple[str, ...],
+        required: tuple[str, ...],
+    ) -> None:
         for key in mapping:
             if key not in allowed:
-                self.add(where, f"unknown key {key!r}{_hint(str(key), allowed)}; allowed keys: "
-                         f"{', '.join(allowed)}")
+                self.add(
+                    where,
+                    f"unknown key {key!r}{_hint(str(key), allowed)}; allowed keys: "
+                    f"{', '.join(allowed)}",
+                )
         for key in required:
             if key not in mapping:
                 self.add(where, f"missing required key {key!r}")
@@ -94,8 +102,11 @@ class _Problems:
 
 def _reason(problems: _Problems, where: str, value: object) -> str:
     if not isinstance(value, str) or not value.strip():
-        problems.add(where, f"reason must be a non-empty string (got {value!r}); every policy "
-                     "decision carries its written reason")
+        problems.add(
+            where,
+            f"reason must be a non-empty string (got {value!r}); every policy "
+            "decision carries its written reason",
+        )
         return ""
     return " ".join(value.split())
 
@@ -104,14 +115,18 @@ def parse_policy(data: object, source: str) -> Policy:
     """Validate parsed policy data; raise one PolicyError listing every problem."""
     problems = _Problems(source)
     if not isinstance(data, dict):
-        problems.add("top level", f"must be a mapping with keys {', '.join(TOP_KEYS)}, "
-                     f"not {type(data).__name__}")
+        problems.add(
+            "top level",
+            f"must be a mapping with keys {', '.join(TOP_KEYS)}, not {type(data).__name__}",
+        )
         problems.raise_if_any()
     assert isinstance(data, dict)
     problems.check_keys("top level", data, TOP_KEYS, ("schema", "rows"))
     if "schema" in data and data["schema"] != SCHEMA:
-        problems.add("schema", f"{data['schema']!r} is not a schema this archguard reads; "
-                     f"write schema: {SCHEMA}")
+        problems.add(
+            "schema",
+            f"{data['schema']!r} is not a schema this archguard reads; write schema: {SCHEMA}",
+        )
 
     rows: dict[str, PolicyRow] = {}
     raw_rows = data.get("rows", {})
@@ -121,8 +136,9 @@ def parse_policy(data: object, source: str) -> Policy:
     for tag, row in raw_rows.items():
         where = f"rows.{tag}"
         if not _ROW_TAG.fullmatch(str(tag)):
-            problems.add(where, f"{tag!r} is not a CUDA row name; write cuXYZ, e.g. cu128 "
-                         "for CUDA 12.8")
+            problems.add(
+                where, f"{tag!r} is not a CUDA row name; write cuXYZ, e.g. cu128 for CUDA 12.8"
+            )
             continue
         if not isinstance(row, dict):
             problems.add(where, "must be a mapping with arch_list and reason")
@@ -144,9 +160,12 @@ def parse_policy(data: object, source: str) -> Policy:
     for tag, items in raw_exc.items():
         where = f"arch_exceptions.{tag}"
         if str(tag) not in raw_rows:
-            problems.add(where, f"there is no policy row {tag!r}"
-                         f"{_hint(str(tag), [str(t) for t in raw_rows])}; exceptions belong to "
-                         "an existing row")
+            problems.add(
+                where,
+                f"there is no policy row {tag!r}"
+                f"{_hint(str(tag), [str(t) for t in raw_rows])}; exceptions belong to "
+                "an existing row",
+            )
             continue
         if not isinstance(items, list) or not items:
             problems.add(where, "must be a non-empty list of {torch, drop, reason} entries")
@@ -165,8 +184,10 @@ def parse_policy(data: object, source: str) -> Policy:
                     raise InvalidSpecifier(repr(spec_text))
                 spec = SpecifierSet(spec_text)
             except InvalidSpecifier:
-                problems.add(f"{iwhere}.torch", f"{spec_text!r} is not a version specifier; "
-                             "write e.g. '==2.7.*' or '>=2.11'")
+                problems.add(
+                    f"{iwhere}.torch",
+                    f"{spec_text!r} is not a version specifier; write e.g. '==2.7.*' or '>=2.11'",
+                )
                 continue
             try:
                 drop = tuple(
@@ -209,9 +230,8 @@ def load_policy(path: str | os.PathLike[str] | None = None, origin: str = "") ->
     ``origin`` says who chose the file (e.g. ``ARCHGUARD_POLICY``), for messages and logs.
     """
     if path is None:
-        from archguard._data import bundled_text  # noqa: PLC0415
-
         from archguard import __version__  # noqa: PLC0415
+        from archguard._data import bundled_text  # noqa: PLC0415
 
         source = f"bundled arch_policy.yml (torch-archguard {__version__})"
         text = bundled_text("arch_policy.yml")

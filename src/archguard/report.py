@@ -13,8 +13,8 @@ from collections.abc import Iterable, Sequence
 from archguard import __version__
 from archguard.arch import Arch
 from archguard.coverage import DeviceCoverage, Tier, runs_on
-from archguard.flags import cmake_architectures, gencode_flags, torch_arch_list
 from archguard.errors import NotRepresentable
+from archguard.flags import cmake_architectures, gencode_flags, torch_arch_list
 from archguard.resolve import Decision, Resolution
 
 RESOLUTION_SCHEMA = "archguard.resolution/1"
@@ -23,8 +23,9 @@ WIDTH = 100
 
 
 def _wrap(text: str, indent: int, first: str = "") -> list[str]:
-    lines = textwrap.wrap(text, width=WIDTH - indent, break_long_words=False,
-                          break_on_hyphens=False) or [""]
+    lines = textwrap.wrap(
+        text, width=WIDTH - indent, break_long_words=False, break_on_hyphens=False
+    ) or [""]
     pad = " " * indent
     return [(first.ljust(indent) if i == 0 else pad) + line for i, line in enumerate(lines)]
 
@@ -110,8 +111,9 @@ def explain_text(
     torch_cannot = [c.device for c in res.torch_coverage() if c.tier is Tier.DEAD]
     if torch_cannot:
         out += _wrap(", ".join(str(d) for d in torch_cannot), 14, "  no torch")
-        out += _wrap(f"({res.torch.label} itself cannot run on these, whatever the wheel holds)",
-                     14, "")
+        out += _wrap(
+            f"({res.torch.label} itself cannot run on these, whatever the wheel holds)", 14, ""
+        )
     notes = [*res.notes, *warnings]
     if notes:
         out += ["", "Notes"]
@@ -153,8 +155,13 @@ def resolution_record(res: Resolution, why: Sequence[Arch] = ()) -> dict[str, ob
             "list": res.requested_text,
         },
         "decisions": [
-            {"arch": str(d.arch), "step": d.step, "outcome": d.outcome, "ptx": d.ptx,
-             "reason": d.reason}
+            {
+                "arch": str(d.arch),
+                "step": d.step,
+                "outcome": d.outcome,
+                "ptx": d.ptx,
+                "reason": d.reason,
+            }
             for d in res.decisions
         ],
         "effective": res.effective_text,
@@ -169,9 +176,13 @@ def resolution_record(res: Resolution, why: Sequence[Arch] = ()) -> dict[str, ob
     }
     if why:
         record["why"] = {
-            str(a): {"fate": fate(res, a),
-                     "decisions": [{"step": d.step, "outcome": d.outcome, "ptx": d.ptx,
-                                    "reason": d.reason} for d in res.why(a)]}
+            str(a): {
+                "fate": fate(res, a),
+                "decisions": [
+                    {"step": d.step, "outcome": d.outcome, "ptx": d.ptx, "reason": d.reason}
+                    for d in res.why(a)
+                ],
+            }
             for a in why
         }
     return record
@@ -195,13 +206,19 @@ def list_text(res: Resolution, fmt: str) -> str:
         torch_text: str | None = torch_arch_list(res.effective)
     except NotRepresentable:
         torch_text = None
-    return dumps({
-        "schema": LIST_SCHEMA,
-        "cuda": res.tag,
-        "torch": str(res.torch.version) if res.torch.version is not None else None,
-        "effective": res.effective_text,
-        "entries": [str(e) for e in res.effective],
-        "torch_arch_list": torch_text,
-        "cmake": cmake_architectures(res.effective),
-        "gencode": gencode_flags(res.effective),
-    })
+    return dumps(
+        {
+            "schema": LIST_SCHEMA,
+            "cuda": res.tag,
+            "torch": str(res.torch.version) if res.torch.version is not None else None,
+            "effective": res.effective_text,
+            "entries": [str(e) for e in res.effective],
+            "torch_arch_list": torch_text,
+            "cmake": cmake_architectures(res.effective),
+            "gencode": gencode_flags(res.effective),
+            "targets": {
+                "cubins": [a.sm for a in sorted(res.targets.cubins)],
+                "ptx": [a.compute for a in sorted(res.targets.ptx)],
+            },
+        }
+    )

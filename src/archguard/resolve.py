@@ -102,12 +102,17 @@ def torch_gap(torch: TorchBuild, cubin: Arch, served: Sequence[Device]) -> str:
     hi = _hi(served)
     same_major = [c for c in torch.targets.cubins if c.major == cubin.major]
     if same_major:
-        cubins = (f"it ships no {cubin.major}.x cubin at or below {hi} (its {cubin.major}.x "
-                  f"cubins: {_names(same_major, 'sm')})")
+        cubins = (
+            f"it ships no {cubin.major}.x cubin at or below {hi} (its {cubin.major}.x "
+            f"cubins: {_names(same_major, 'sm')})"
+        )
     else:
         cubins = f"it ships no {cubin.major}.x cubin at all"
-    ptx = (f"its PTX: {_names(list(torch.targets.ptx), 'compute')}" if torch.targets.ptx
-           else "it ships no PTX at all")
+    ptx = (
+        f"its PTX: {_names(list(torch.targets.ptx), 'compute')}"
+        if torch.targets.ptx
+        else "it ships no PTX at all"
+    )
     return f"{cubins} and no PTX at or below {hi} ({ptx})"
 
 
@@ -158,17 +163,31 @@ class Resolution:
         known = self.fate(arch)
         if any(d.step == REQUEST for d in known):
             return known
-        out = [Decision(arch, REQUEST, "not-requested",
-                        f"{self.request.origin} does not list it (it asks for "
-                        f"{self.requested_text})")]
+        out = [
+            Decision(
+                arch,
+                REQUEST,
+                "not-requested",
+                f"{self.request.origin} does not list it (it asks for {self.requested_text})",
+            )
+        ]
         for exc in _applicable_exceptions(self.policy, self.tag, self.torch):
             if arch in exc.drop:
                 out.append(Decision(arch, EXCEPTION, "dropped", _exception_reason(self.tag, exc)))
         out.append(_toolkit_decision(self.toolkit, arch))
         if self.toolkit.emits_cubin(arch):
             cubins = {e.arch for e in self.effective} | {arch}
-            out.append(_torch_decision(self.torch, arch, cubins, self.devices, self.tag,
-                                       recorded=None, hypothetical=True))
+            out.append(
+                _torch_decision(
+                    self.torch,
+                    arch,
+                    cubins,
+                    self.devices,
+                    self.tag,
+                    recorded=None,
+                    hypothetical=True,
+                )
+            )
         return (*out, *known)
 
     def require_cubins(self) -> Resolution:
@@ -182,9 +201,12 @@ class Resolution:
             f"no cubin is left for {self.tag} with {self.torch.label}: every arch that "
             f"{cause} asks for ({self.requested_text}) was dropped, so the wheel would hold no "
             "SASS and archguard refuses to build it. "
-            + ("The override that caused this is " + cause + ": give it an arch this toolkit "
-               "emits and this torch can run. " if "policy row" not in cause else
-               "Fix the policy row through the ADR process. ")
+            + (
+                "The override that caused this is " + cause + ": give it an arch this toolkit "
+                "emits and this torch can run. "
+                if "policy row" not in cause
+                else "Fix the policy row through the ADR process. "
+            )
             + "The decision table follows.",
             detail=decision_table(self),
         )
@@ -209,7 +231,9 @@ def _toolkit_decision(toolkit: Toolkit, arch: Arch) -> Decision:
     plain = toolkit.plain_sass()
     span = f"{plain[0].sm} ... {plain[-1].sm}" if plain else "nothing"
     return Decision(
-        arch, TOOLKIT, "dropped",
+        arch,
+        TOOLKIT,
+        "dropped",
         f"nvcc {toolkit.text} cannot emit {arch.sm} (it emits {span})",
     )
 
@@ -226,9 +250,13 @@ def _torch_decision(
 ) -> Decision:
     served = served_devices(arch, cubins, devices)
     if not served:
-        return Decision(arch, TORCH, "dropped",
-                        f"{arch.sm} would serve no known device in this list (nothing in "
-                        "devices.yml lies in its interval), so it is dead weight")
+        return Decision(
+            arch,
+            TORCH,
+            "dropped",
+            f"{arch.sm} would serve no known device in this list (nothing in "
+            "devices.yml lies in its interval), so it is dead weight",
+        )
     runnable = [d for d in served if runs_on(torch.targets, d.cc)]
     if runnable:
         on = describe_devices(runnable)
@@ -236,17 +264,25 @@ def _torch_decision(
             on = "it" if len(served) == 1 else "all of them"
         reason = f"{arch.sm} serves {describe_devices(served)}; {torch.label} runs on {on}"
         if excepted:
-            return Decision(arch, TORCH, "note",
-                            f"the live clamp alone would keep it ({reason}); the recorded "
-                            "exception still drops it")
+            return Decision(
+                arch,
+                TORCH,
+                "note",
+                f"the live clamp alone would keep it ({reason}); the recorded "
+                "exception still drops it",
+            )
         return Decision(arch, TORCH, "kept", reason)
-    reason = (f"{arch.sm} would serve {describe_devices(served)}, and {torch.label} cannot "
-              f"run on any of them: {torch_gap(torch, arch, served)}")
+    reason = (
+        f"{arch.sm} would serve {describe_devices(served)}, and {torch.label} cannot "
+        f"run on any of them: {torch_gap(torch, arch, served)}"
+    )
     if excepted:
         return Decision(arch, TORCH, "confirms", f"the clamp agrees with the record: {reason}")
     if recorded is None and not hypothetical:
-        reason += (f". arch_exceptions[{tag}] does not record this drop for {torch.label}: "
-                   "the record is stale; add it through the ADR process")
+        reason += (
+            f". arch_exceptions[{tag}] does not record this drop for {torch.label}: "
+            "the record is stale; add it through the ADR process"
+        )
     return Decision(arch, TORCH, "dropped", reason)
 
 
@@ -267,16 +303,19 @@ def resolve(
     current: dict[Arch, bool] = {}
     for entry in request.entries:
         current[entry.arch] = entry.ptx
-        decisions.append(Decision(entry.arch, REQUEST, "requested",
-                                  f"{request.origin} asks for {entry}"))
+        decisions.append(
+            Decision(entry.arch, REQUEST, "requested", f"{request.origin} asks for {entry}")
+        )
     declared_ptx = {a for a, p in current.items() if p}
     orphans: dict[Arch, str] = {}  # declared +PTX that lost its carrier, and why
 
     # Step 2: recorded exceptions.
     recorded: dict[Arch, ArchException] = {}
     if torch.public_version is None and policy.exceptions_for(tag):
-        notes.append(f"arch_exceptions[{tag}] not applied: the torch version is not known "
-                     "(pass --torch VERSION with --torch-arches)")
+        notes.append(
+            f"arch_exceptions[{tag}] not applied: the torch version is not known "
+            "(pass --torch VERSION with --torch-arches)"
+        )
     for exc in _applicable_exceptions(policy, tag, torch):
         for arch in exc.drop:
             recorded.setdefault(arch, exc)
@@ -297,9 +336,15 @@ def resolve(
         elif current[arch] and not toolkit.emits_ptx(arch.plain):
             current[arch] = False
             orphans[arch] = f"nvcc {toolkit.text} cannot emit {arch.plain.compute}"
-            decisions.append(Decision(arch, TOOLKIT, "dropped",
-                                      f"nvcc {toolkit.text} cannot emit {arch.plain.compute}",
-                                      ptx=True))
+            decisions.append(
+                Decision(
+                    arch,
+                    TOOLKIT,
+                    "dropped",
+                    f"nvcc {toolkit.text} cannot emit {arch.plain.compute}",
+                    ptx=True,
+                )
+            )
 
     # nvcc refuses sm_XY and sm_XYf in one compile ("The same GPU code ... generated for
     # non family-specific and family-specific GPU arch"); both serve the same devices.
@@ -307,10 +352,16 @@ def resolve(
         family = Arch(arch.major, arch.minor, "f")
         if not arch.suffix and family in current:
             del current[arch]
-            decisions.append(Decision(arch, TOOLKIT, "dropped",
-                                      f"{family} is also requested and serves the same devices; "
-                                      f"nvcc refuses to emit {arch.sm} and {family.sm} into one "
-                                      "binary"))
+            decisions.append(
+                Decision(
+                    arch,
+                    TOOLKIT,
+                    "dropped",
+                    f"{family} is also requested and serves the same devices; "
+                    f"nvcc refuses to emit {arch.sm} and {family.sm} into one "
+                    "binary",
+                )
+            )
             if arch in declared_ptx:
                 current[family] = True
 
@@ -326,17 +377,24 @@ def resolve(
     for arch in sorted(recorded):
         if any(d.arch == arch and d.step == EXCEPTION for d in decisions):
             cubins = set(current) | {arch}
-            decisions.append(_torch_decision(torch, arch, cubins, devices, tag, recorded[arch],
-                                             excepted=True))
+            decisions.append(
+                _torch_decision(torch, arch, cubins, devices, tag, recorded[arch], excepted=True)
+            )
 
     # Step 5: PTX.
     ptx_on: set[Arch] = set()
     for arch, ptx in current.items():
         if ptx:
             ptx_on.add(arch)
-            decisions.append(Decision(arch, PTX, "kept",
-                                      f"declared {arch}+PTX in {request.origin}: "
-                                      f"{arch.plain.compute} stays", ptx=True))
+            decisions.append(
+                Decision(
+                    arch,
+                    PTX,
+                    "kept",
+                    f"declared {arch}+PTX in {request.origin}: {arch.plain.compute} stays",
+                    ptx=True,
+                )
+            )
 
     def can_carry(a: Arch) -> bool:
         return toolkit.emits_ptx(a.plain)
@@ -346,15 +404,28 @@ def resolve(
         if below:
             carrier = max(below)
             ptx_on.add(carrier)
-            decisions.append(Decision(orphan, PTX, "moved",
-                                      f"declared +PTX moved to {carrier}: {why}", ptx=True))
-            decisions.append(Decision(carrier, PTX, "moved",
-                                      f"carries the PTX declared on {orphan} ({why}): "
-                                      f"{carrier.plain.compute}", ptx=True))
+            decisions.append(
+                Decision(orphan, PTX, "moved", f"declared +PTX moved to {carrier}: {why}", ptx=True)
+            )
+            decisions.append(
+                Decision(
+                    carrier,
+                    PTX,
+                    "moved",
+                    f"carries the PTX declared on {orphan} ({why}): {carrier.plain.compute}",
+                    ptx=True,
+                )
+            )
         else:
-            decisions.append(Decision(orphan, PTX, "dropped",
-                                      f"declared +PTX lost: {why}, and no surviving arch below "
-                                      "it can carry it", ptx=True))
+            decisions.append(
+                Decision(
+                    orphan,
+                    PTX,
+                    "dropped",
+                    f"declared +PTX lost: {why}, and no surviving arch below it can carry it",
+                    ptx=True,
+                )
+            )
 
     if current:
         highest = max(current, key=lambda a: (a.cc, a.suffix == ""))
@@ -363,10 +434,16 @@ def resolve(
             if candidates:
                 carrier = min(candidates)
                 ptx_on.add(carrier)
-                decisions.append(Decision(
-                    carrier, PTX, "added",
-                    f"role (i): the highest arch carries PTX; {carrier.plain.compute} is real "
-                    f"codegen for devices above {carrier.cc_text} (future majors)", ptx=True))
+                decisions.append(
+                    Decision(
+                        carrier,
+                        PTX,
+                        "added",
+                        f"role (i): the highest arch carries PTX; {carrier.plain.compute} is real "
+                        f"codegen for devices above {carrier.cc_text} (future majors)",
+                        ptx=True,
+                    )
+                )
         lowest = min(a.cc for a in current)
         for device in devices:
             if not (lowest <= device.cc <= highest.cc):
@@ -380,16 +457,22 @@ def resolve(
                 continue
             carrier = max(below, key=lambda a: (a.cc, a.suffix == ""))
             ptx_on.add(carrier)
-            decisions.append(Decision(
-                carrier, PTX, "added",
-                f"role (ii): no cubin serves {device} and no PTX at or below it reaches it; "
-                f"{carrier.plain.compute} on the highest arch below it catches it (JIT-only)",
-                ptx=True))
+            decisions.append(
+                Decision(
+                    carrier,
+                    PTX,
+                    "added",
+                    f"role (ii): no cubin serves {device} and no PTX at or below it reaches it; "
+                    f"{carrier.plain.compute} on the highest arch below it catches it (JIT-only)",
+                    ptx=True,
+                )
+            )
 
     # One PTX per capability: compute_XY is plain, so 12.0 and 12.0a share it.
     carriers: dict[tuple[int, int], Arch] = {}
     for arch in sorted(ptx_on, key=lambda a: (a.cc, a.suffix != "")):
         carriers.setdefault(arch.cc, arch)
     effective = tuple(sorted(ArchEntry(a, carriers.get(a.cc) == a) for a in current))
-    return Resolution(tag, policy, toolkit, torch, request, tuple(decisions), effective,
-                      tuple(notes), devices)
+    return Resolution(
+        tag, policy, toolkit, torch, request, tuple(decisions), effective, tuple(notes), devices
+    )

@@ -18,8 +18,11 @@ from archguard.arch import Arch
 from archguard.errors import ConfigError, UnknownToolkit
 
 _TARGET = re.compile(r"(?:sm|compute)_(?P<digits>[0-9]{2,3})(?P<suffix>[af]?)", re.ASCII)
-_CUDA = re.compile(r"(?:cu(?P<tag>[0-9]{3,4})|(?P<major>[0-9]{1,2})(?:\.(?P<minor>[0-9]{1,2}))?"
-                   r"(?:\.[0-9]+)*)", re.ASCII)
+_CUDA = re.compile(
+    r"(?:cu(?P<tag>[0-9]{3,4})|(?P<major>[0-9]{1,2})(?:\.(?P<minor>[0-9]{1,2}))?"
+    r"(?:\.[0-9]+)*)",
+    re.ASCII,
+)
 
 CudaVersion = tuple[int, int]
 
@@ -46,9 +49,7 @@ def parse_cuda_version(text: str, source: str = "--cuda") -> CudaVersion:
     """Accept '12.8', '12.8.93', '13', 'cu128'."""
     match = _CUDA.fullmatch(text.strip())
     if not match:
-        raise ConfigError(
-            f"{source}: {text!r} is not a CUDA version; write it as 12.8 (or cu128)."
-        )
+        raise ConfigError(f"{source}: {text!r} is not a CUDA version; write it as 12.8 (or cu128).")
     if match["tag"]:
         tag = match["tag"]
         return (int(tag[:-1]), int(tag[-1]))

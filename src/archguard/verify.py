@@ -55,13 +55,13 @@ class Checked:
 
     @property
     def ok(self) -> bool:
-        return self.found is None or (self.expected is not None and not self.missing
-                                      and not self.unexpected)
+        return self.found is None or (
+            self.expected is not None and not self.missing and not self.unexpected
+        )
 
 
 def _diff(a: Targets, b: Targets) -> list[str]:
-    return ([x.sm for x in sorted(a.cubins - b.cubins)]
-            + [x.compute for x in sorted(a.ptx - b.ptx)])
+    return [x.sm for x in sorted(a.cubins - b.cubins)] + [x.compute for x in sorted(a.ptx - b.ptx)]
 
 
 def record_expectation(text: str, where: str) -> Expectation:
@@ -70,12 +70,13 @@ def record_expectation(text: str, where: str) -> Expectation:
         if data.get("schema") != "archguard.resolution/1":
             raise ValueError(f"schema {data.get('schema')!r}")
         names = list(data["targets"]["cubins"]) + list(data["targets"]["ptx"])
-        targets = (parse_targets(names, where) if names
-                   else Targets(frozenset(), frozenset()))
+        targets = parse_targets(names, where) if names else Targets(frozenset(), frozenset())
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise BinaryReadError(f"{where} is not a readable archguard record ({exc}).") from None
-    label = f"{where} ({data.get('effective')}; {data['cuda'].get('tag')}, torch " \
-            f"{data['torch'].get('version')})"
+    label = (
+        f"{where} ({data.get('effective')}; {data['cuda'].get('tag')}, torch "
+        f"{data['torch'].get('version')})"
+    )
     return Expectation(targets, label)
 
 
@@ -94,11 +95,17 @@ def _iter_wheel(path: Path, tmp: Path) -> Iterator[tuple[str, Path, Expectation 
     except (OSError, zipfile.BadZipFile) as exc:
         raise BinaryReadError(f"{path} is not a readable wheel: {exc}") from None
     with zf:
-        records = [n for n in zf.namelist()
-                   if PurePosixPath(n).parent.name.endswith(".dist-info")
-                   and PurePosixPath(n).name == RECORD_NAME]
-        expectation = (record_expectation(zf.read(records[0]).decode("utf-8"),
-                                          f"{path.name}!{records[0]}") if records else None)
+        records = [
+            n
+            for n in zf.namelist()
+            if PurePosixPath(n).parent.name.endswith(".dist-info")
+            and PurePosixPath(n).name == RECORD_NAME
+        ]
+        expectation = (
+            record_expectation(zf.read(records[0]).decode("utf-8"), f"{path.name}!{records[0]}")
+            if records
+            else None
+        )
         for index, name in enumerate(sorted(zf.namelist())):
             if not _binary_name(name):
                 continue
@@ -143,11 +150,17 @@ def given_expectation(args: argparse.Namespace) -> Expectation | None:
     if args.cuda or args.torch or args.torch_arches or args.project or args.policy:
         from archguard.inputs import Query, gather  # noqa: PLC0415
 
-        query = Query(project_dir=args.project or Path(), cuda=args.cuda, torch=args.torch,
-                      torch_arches=args.torch_arches, policy=args.policy)
+        query = Query(
+            project_dir=args.project or Path(),
+            cuda=args.cuda,
+            torch=args.torch,
+            torch_arches=args.torch_arches,
+            policy=args.policy,
+        )
         res = gather(query).resolve().require_cubins()
-        return Expectation(res.targets, f"resolution for {res.tag}, {res.torch.label}: "
-                                        f"{res.effective_text}")
+        return Expectation(
+            res.targets, f"resolution for {res.tag}, {res.torch.label}: {res.effective_text}"
+        )
     return None
 
 
@@ -165,8 +178,7 @@ def check(args: argparse.Namespace) -> list[Checked]:
 def _tiers(found: Targets) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {t.value: [] for t in Tier}
     for c in coverage(found):
-        out[c.tier.value].append(c.device.cc_text + (f" via {c.via}" if c.tier is Tier.JIT
-                                                     else ""))
+        out[c.tier.value].append(c.device.cc_text + (f" via {c.via}" if c.tier is Tier.JIT else ""))
     return out
 
 
@@ -175,33 +187,42 @@ def run_verify(args: argparse.Namespace) -> int:
     cuda_binaries = [r for r in results if r.found is not None]
     problems = []
     if not cuda_binaries:
-        problems.append("no binary with CUDA device code was found in "
-                        + ", ".join(str(p) for p in args.paths))
+        problems.append(
+            "no binary with CUDA device code was found in " + ", ".join(str(p) for p in args.paths)
+        )
     for r in cuda_binaries:
         if r.expected is None:
-            problems.append(f"{r.label}: no recorded resolution to compare with (pass "
-                            "--arch-list, or --cuda/--torch)")
+            problems.append(
+                f"{r.label}: no recorded resolution to compare with (pass "
+                "--arch-list, or --cuda/--torch)"
+            )
     ok = not problems and all(r.ok for r in results)
     if args.format == "json":
-        sys.stdout.write(json.dumps({
-            "schema": VERIFY_SCHEMA,
-            "ok": ok,
-            "problems": problems,
-            "binaries": [
+        sys.stdout.write(
+            json.dumps(
                 {
-                    "binary": r.label,
-                    "device_code": r.found is not None,
-                    "expected_from": r.expected.source if r.expected else None,
-                    "expected": r.expected.targets.names() if r.expected else None,
-                    "found": r.found.names() if r.found else None,
-                    "missing": r.missing,
-                    "unexpected": r.unexpected,
-                    "ok": r.ok and (r.found is None or r.expected is not None),
-                    "coverage": _tiers(r.found) if r.found else None,
-                }
-                for r in results
-            ],
-        }, indent=2) + "\n")
+                    "schema": VERIFY_SCHEMA,
+                    "ok": ok,
+                    "problems": problems,
+                    "binaries": [
+                        {
+                            "binary": r.label,
+                            "device_code": r.found is not None,
+                            "expected_from": r.expected.source if r.expected else None,
+                            "expected": r.expected.targets.names() if r.expected else None,
+                            "found": r.found.names() if r.found else None,
+                            "missing": r.missing,
+                            "unexpected": r.unexpected,
+                            "ok": r.ok and (r.found is None or r.expected is not None),
+                            "coverage": _tiers(r.found) if r.found else None,
+                        }
+                        for r in results
+                    ],
+                },
+                indent=2,
+            )
+            + "\n"
+        )
     else:
         out = ["archguard verify"]
         for r in results:
@@ -226,8 +247,9 @@ def run_verify(args: argparse.Namespace) -> int:
             out.append(f"problem: {p}")
         checked = len(cuda_binaries)
         bad = sum(1 for r in cuda_binaries if not r.ok or r.expected is None)
-        out.append(f"result: {'OK' if ok else 'FAILED'} ({checked} CUDA binar"
-                   f"{'y' if checked == 1 else 'ies'} checked, {bad} with differences)")
+        out.append(
+            f"result: {'OK' if ok else 'FAILED'} ({checked} CUDA binar"
+            f"{'y' if checked == 1 else 'ies'} checked, {bad} with differences)"
+        )
         sys.stdout.write("\n".join(out) + "\n")
     return 0 if ok else 1
-

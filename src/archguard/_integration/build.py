@@ -42,27 +42,31 @@ class Session:
 
 
 def _setup_error(exc: ArchguardError) -> Exception:
+    """setuptools reports a SetupError raised in a command as one clean ``error:`` line."""
     from setuptools.errors import SetupError  # noqa: PLC0415
 
-    return SetupError(exc.render())
+    error: Exception = SetupError(exc.render())
+    return error
 
 
-def _log_resolution(res: Resolution, shown: Sequence[tuple[str, str]],
-                    warnings: Sequence[str]) -> None:
+def _log_resolution(
+    res: Resolution, shown: Sequence[tuple[str, str]], warnings: Sequence[str]
+) -> None:
     for key, value in shown:
         say(f"{key}: {value}")
     say(f"request: {res.request.origin}: {res.requested_text}")
     for d in res.decisions:
-        if d.outcome in ("dropped", "moved", "added") or d.step == "torch" and d.outcome != "kept":
+        notable = d.outcome in ("dropped", "moved", "added")
+        if notable or (d.step == "torch" and d.outcome != "kept"):
             say(f"{d.outcome}{' PTX' if d.ptx else ''} {d.arch} ({d.step}): {d.reason}")
     for note in [*res.notes, *warnings]:
         say(f"warning: {note}")
     say(f"effective arch list ({res.tag}): {res.effective_text}")
     tiers: dict[str, list[str]] = {}
     for c in res.coverage():
-        tiers.setdefault(c.tier.value, []).append(c.device.cc_text +
-                                                 (f" via {c.via}" if c.tier.value == "jit-only"
-                                                  else ""))
+        tiers.setdefault(c.tier.value, []).append(
+            c.device.cc_text + (f" via {c.via}" if c.tier.value == "jit-only" else "")
+        )
     say("coverage: " + "; ".join(f"{k} {', '.join(v)}" for k, v in tiers.items()))
 
 
@@ -76,9 +80,12 @@ def session_for(dist: Any) -> Session | None:
 
     try:
         if env_disabled(os.environ):
-            announce_once("disabled", f"disabled by ARCHGUARD_DISABLE="
-                                      f"{os.environ['ARCHGUARD_DISABLE']}: building without "
-                                      "an arch policy")
+            announce_once(
+                "disabled",
+                f"disabled by ARCHGUARD_DISABLE="
+                f"{os.environ['ARCHGUARD_DISABLE']}: building without "
+                "an arch policy",
+            )
             return None
         gathered = gather(Query(project_dir=Path(project_root(dist))))
         res = gathered.resolve()
@@ -91,8 +98,10 @@ def session_for(dist: Any) -> Session | None:
         torch_text: str | None = torch_arch_list(res.effective)
     except NotRepresentable as exc:
         torch_text = None
-        say(f"TORCH_CUDA_ARCH_LIST is unset for this build: {exc.message.split('. Use')[0]}; "
-            "archguard passes the -gencode flags to nvcc itself")
+        say(
+            f"TORCH_CUDA_ARCH_LIST is unset for this build: {exc.message.split('. Use')[0]}; "
+            "archguard passes the -gencode flags to nvcc itself"
+        )
     session = Session(res, torch_text)
     dist._archguard_session = session
     return session
@@ -100,8 +109,10 @@ def session_for(dist: Any) -> Session | None:
 
 def is_torch_build_extension(cls: type) -> bool:
     """Is torch's BuildExtension in the MRO? (Checked by name: no torch import here.)"""
-    return any(c.__name__ == "BuildExtension" and c.__module__ == "torch.utils.cpp_extension"
-               for c in cls.__mro__)
+    return any(
+        c.__name__ == "BuildExtension" and c.__module__ == "torch.utils.cpp_extension"
+        for c in cls.__mro__
+    )
 
 
 def _why_not(res: Resolution, arch: Arch) -> str:
@@ -109,8 +120,9 @@ def _why_not(res: Resolution, arch: Arch) -> str:
     return decisions[-1].reason if decisions else "not in the effective list"
 
 
-def plan_nvcc_args(args: Sequence[str], res: Resolution, ext_name: str
-                   ) -> tuple[list[str], list[str], list[str]]:
+def plan_nvcc_args(
+    args: Sequence[str], res: Resolution, ext_name: str
+) -> tuple[list[str], list[str], list[str]]:
     """(new nvcc args, warnings, notes): every arch flag out, the effective -gencode in."""
     rest, found = find_arch_flags(list(args))
     warnings: list[str] = []
@@ -123,8 +135,9 @@ def plan_nvcc_args(args: Sequence[str], res: Resolution, ext_name: str
         if extra:
             reasons = "; ".join(
                 f"{name}: {_why_not(res, arch)}"
-                for name, arch in [(a.sm, a) for a in sorted(flag.targets.cubins
-                                                               - effective.cubins)]
+                for name, arch in [
+                    (a.sm, a) for a in sorted(flag.targets.cubins - effective.cubins)
+                ]
             )
             warnings.append(
                 f"extension {ext_name}: dropped the hard-coded nvcc flag {text!r}: "
@@ -133,8 +146,10 @@ def plan_nvcc_args(args: Sequence[str], res: Resolution, ext_name: str
                 + ". Declare arches in [tool.archguard] arch_list instead of nvcc flags."
             )
         else:
-            notes.append(f"extension {ext_name}: the hard-coded nvcc flag {text!r} is within "
-                         "the effective list; archguard's flags replace it")
+            notes.append(
+                f"extension {ext_name}: the hard-coded nvcc flag {text!r} is within "
+                "the effective list; archguard's flags replace it"
+            )
     return rest + gencode_flags(res.effective), warnings, notes
 
 
@@ -148,8 +163,10 @@ def _environment(session: Session) -> Iterator[None]:
     before = os.environ.get(name)
     if before is not None and before != session.torch_arch_list:
         session.replaced = before
-        say(f"warning: {name}={before!r} was set in the environment; replaced by "
-            f"{session.torch_arch_list!r} for this build (archguard's effective list)")
+        say(
+            f"warning: {name}={before!r} was set in the environment; replaced by "
+            f"{session.torch_arch_list!r} for this build (archguard's effective list)"
+        )
     try:
         if session.torch_arch_list is None:
             os.environ.pop(name, None)
@@ -183,19 +200,23 @@ def archguard_build(cmd: Any) -> Iterator[None]:
                 if isinstance(original, dict):
                     args = {k: list(v) for k, v in original.items()}
                     if "nvcc" not in args and not torch_cmd:
-                        say(f"warning: extension {ext.name}: {type(cmd).__name__} is not "
+                        say(
+                            f"warning: extension {ext.name}: {type(cmd).__name__} is not "
                             "torch's BuildExtension and the extension has no 'nvcc' flags; "
                             "archguard cannot see its nvcc line. Check the wheel with "
-                            "`archguard verify`.")
+                            "`archguard verify`."
+                        )
                         continue
                     args.setdefault("nvcc", [])
                 elif torch_cmd:
                     flat = list(original or [])
                     args = {"cxx": flat, "nvcc": list(flat)}  # torch uses a list for both
                 else:
-                    say(f"warning: extension {ext.name}: {type(cmd).__name__} is not torch's "
+                    say(
+                        f"warning: extension {ext.name}: {type(cmd).__name__} is not torch's "
                         "BuildExtension; archguard set TORCH_CUDA_ARCH_LIST but cannot see the "
-                        "nvcc line. Check the wheel with `archguard verify`.")
+                        "nvcc line. Check the wheel with `archguard verify`."
+                    )
                     continue
                 record: dict[str, object] = {"name": ext.name}
                 for key in NVCC_KEYS:

@@ -59,11 +59,15 @@ def wrap(cls: type, mixin: type) -> type:
     if issubclass(cls, mixin):
         return cls
     if cls not in _cache:
-        _cache[cls] = type(cls.__name__, (mixin, cls), {
-            "__module__": cls.__module__,
-            "__doc__": cls.__doc__,
-            "__qualname__": getattr(cls, "__qualname__", cls.__name__),
-        })
+        _cache[cls] = type(
+            cls.__name__,
+            (mixin, cls),
+            {
+                "__module__": cls.__module__,
+                "__doc__": cls.__doc__,
+                "__qualname__": getattr(cls, "__qualname__", cls.__name__),
+            },
+        )
     return _cache[cls]
 
 

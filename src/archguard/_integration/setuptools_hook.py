@@ -28,7 +28,7 @@ def project_root(dist: Any) -> str:
         return str(root)
     script = getattr(dist, "script_name", None)
     if script and os.path.basename(script) == "setup.py" and os.path.isfile(script):
-        return os.path.dirname(os.path.abspath(script))
+        return str(os.path.dirname(os.path.abspath(script)))
     return os.getcwd()
 
 
@@ -48,13 +48,13 @@ def opted_in(root: str) -> bool:
             raw = f.read()
     except OSError:
         return False
-    if b"archguard" not in raw:  # fast path: most packages never mention it
+    if b"archguard" not in raw.lower():  # fast path: most packages never mention it
         return False
     try:
-        try:
+        if sys.version_info >= (3, 11):
             import tomllib
-        except ModuleNotFoundError:  # Python 3.10
-            import tomli as tomllib  # type: ignore[no-redef]
+        else:  # pragma: no cover
+            import tomli as tomllib
         data = tomllib.loads(raw.decode("utf-8"))
     except Exception:
         return False
@@ -95,11 +95,14 @@ def finalize_distribution_options(dist: Any) -> None:
     if not opted_in(root):
         return
     if _disabled():
-        announce_once("disabled", f"disabled by ARCHGUARD_DISABLE="
-                                  f"{os.environ['ARCHGUARD_DISABLE']}: building {root} "
-                                  "without an arch policy")
+        announce_once(
+            "disabled",
+            f"disabled by ARCHGUARD_DISABLE="
+            f"{os.environ['ARCHGUARD_DISABLE']}: building {root} "
+            "without an arch policy",
+        )
         return
-    from archguard._integration.commands import install  # noqa: PLC0415
+    from archguard._integration.commands import install
 
     install(dist)
 

@@ -77,8 +77,9 @@ class Embedded:
 
 def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
     try:
-        return subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT_S,
-                              check=False, shell=False)
+        return subprocess.run(
+            argv, capture_output=True, text=True, timeout=TIMEOUT_S, check=False, shell=False
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise BinaryReadError(f"`{' '.join(argv)}` could not run: {exc}") from None
 
@@ -97,8 +98,8 @@ def parse_headers(text: str) -> list[tuple[str, Arch]]:
     """Plain ``cuobjdump FILE`` output -> [(kind, arch with its a/f suffix)]."""
     out: list[tuple[str, Arch]] = []
     kind: str | None = None
-    for line in text.splitlines():
-        line = line.strip()
+    for raw in text.splitlines():
+        line = raw.strip()
         header = _HEADER.match(line)
         if header:
             kind = header[1]
@@ -111,8 +112,7 @@ def parse_headers(text: str) -> list[tuple[str, Arch]]:
     return out
 
 
-def combine(listing: list[tuple[str, str]], headers: list[tuple[str, Arch]],
-            where: str) -> Targets:
+def combine(listing: list[tuple[str, str]], headers: list[tuple[str, Arch]], where: str) -> Targets:
     """Check both views agree entry by entry; the headers supply the f suffix."""
     if len(listing) != len(headers) or any(
         lk != hk or name.removesuffix("f") != arch.sm.removesuffix("f")
@@ -132,8 +132,8 @@ def read_binary(path: Path, cuobjdump: str) -> Embedded:
     if NO_DEVICE_CODE in listed.stderr:
         return Embedded(None)
     if listed.returncode != 0 and not parse_listing(listed.stdout):
-        raise BinaryReadError(f"cuobjdump could not read {path}: "
-                              f"{(listed.stderr or listed.stdout).strip()[:300]}")
+        raise BinaryReadError(
+            f"cuobjdump could not read {path}: {(listed.stderr or listed.stdout).strip()[:300]}"
+        )
     headers = _run([cuobjdump, str(path)])
-    return Embedded(combine(parse_listing(listed.stdout), parse_headers(headers.stdout),
-                            str(path)))
+    return Embedded(combine(parse_listing(listed.stdout), parse_headers(headers.stdout), str(path)))

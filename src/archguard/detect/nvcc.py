@@ -60,8 +60,9 @@ def find_nvcc(
 
 def _run(argv: list[str]) -> str:
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT_S,
-                              check=False, shell=False)
+        proc = subprocess.run(
+            argv, capture_output=True, text=True, timeout=TIMEOUT_S, check=False, shell=False
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise NvccUnusable(f"`{' '.join(argv)}` could not run: {exc}") from None
     if proc.returncode != 0:
@@ -85,8 +86,9 @@ def parse_target_list(text: str, prefix: str, what: str) -> list[str]:
     names = text.split()
     bad = [n for n in names if not re.fullmatch(prefix + r"_[0-9]{2,3}[af]?", n)]
     if bad or not names:
-        raise NvccUnusable(f"`{what}` printed {text.strip()[:200]!r}, not a list of "
-                           f"{prefix}_XY targets")
+        raise NvccUnusable(
+            f"`{what}` printed {text.strip()[:200]!r}, not a list of {prefix}_XY targets"
+        )
     return names
 
 
@@ -94,10 +96,11 @@ def probe_toolkit(location: NvccLocation, run: Callable[[list[str]], str] = _run
     nvcc = location.nvcc
     version = parse_nvcc_version(run([nvcc, "--version"]), nvcc)
     code = parse_target_list(run([nvcc, "--list-gpu-code"]), "sm", f"{nvcc} --list-gpu-code")
-    arch = parse_target_list(run([nvcc, "--list-gpu-arch"]), "compute",
-                             f"{nvcc} --list-gpu-arch")
+    arch = parse_target_list(run([nvcc, "--list-gpu-arch"]), "compute", f"{nvcc} --list-gpu-arch")
     return Toolkit.from_lists(
-        version, code, arch,
+        version,
+        code,
+        arch,
         source=f"nvcc {nvcc} (found via {location.how}; --list-gpu-code plus the a/f rule)",
         nvcc=nvcc,
     )

@@ -59,8 +59,7 @@ def torch_build_from_module(torch: ModuleType) -> TorchBuild:
     if not cuda:
         raise TorchNotCuda(
             f"torch {version} ({where}) is a CPU-only build (torch.version.cuda is None): it "
-            "cannot build CUDA extensions, so there is no arch list to choose. "
-            + CUDA_BUILD_HINT
+            "cannot build CUDA extensions, so there is no arch list to choose. " + CUDA_BUILD_HINT
         )
     arch_list = list(torch.cuda.get_arch_list())
     if not arch_list:
@@ -78,8 +77,12 @@ def torch_build_from_module(torch: ModuleType) -> TorchBuild:
         targets = parse_targets(arch_list, source)
     except InvalidArch as exc:
         raise TorchNotCuda(f"{exc} archguard cannot read this torch's arch list.") from None
-    return TorchBuild(Version(version), parse_cuda_version(cuda, "torch.version.cuda"),
-                      targets, f"installed torch ({source})")
+    return TorchBuild(
+        Version(version),
+        parse_cuda_version(cuda, "torch.version.cuda"),
+        targets,
+        f"installed torch ({source})",
+    )
 
 
 def detect_torch(importer: Callable[[str], ModuleType] = importlib.import_module) -> TorchBuild:

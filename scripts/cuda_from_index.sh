@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Assemble a CUDA 13.0 toolkit (nvcc, headers, cudart) from NVIDIA's wheels on the package
+# index, for machines with no nvcc. Prints the directory to use as CUDA_HOME.
+#
+#   export CUDA_HOME="$(scripts/cuda_from_index.sh .cache/cuda-13.0)"
+#
+# The wheels install into one tree (nvidia/cu13/{bin,include,lib,nvvm}); torch's
+# cpp_extension links -lcudart, so the unversioned libcudart.so link is added.
+set -euo pipefail
+dest=${1:?usage: cuda_from_index.sh DIR}
+version=${CUDA_FROM_INDEX_VERSION:-13.0}
+py=${PYTHON:-python3}
+home="$dest/nvidia/cu13"
+if [ ! -x "$home/bin/nvcc" ]; then
+  "$py" -m pip install --isolated -q --disable-pip-version-check --target "$dest" \
+    "nvidia-cuda-nvcc==$version.*" "nvidia-cuda-crt==$version.*" "nvidia-nvvm==$version.*" \
+    "nvidia-cuda-cccl==$version.*" "nvidia-cuda-runtime==$version.*" >&2
+fi
+[ -e "$home/lib/libcudart.so" ] || ln -s libcudart.so.13 "$home/lib/libcudart.so"
+[ -e "$home/lib64" ] || ln -s lib "$home/lib64"
+"$home/bin/nvcc" --version >&2
+cd "$home" && pwd

@@ -1,0 +1,39 @@
+# Sourced by quickstart.sh and test.sh: one development environment in .venv with
+#   - a CUDA build of torch (torch==2.13.0 is +cu130 on the package index; --isolated skips
+#     local pip settings that prefer a +cpu wheel),
+#   - archguard itself (editable) with its test extras, and cuobjdump from the index,
+#   - an nvcc: $CUDA_HOME, else /usr/local/cuda, else assembled from the index.
+set -euo pipefail
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$repo"
+py=${PYTHON:-python3}
+"$py" -c 'import sys; sys.exit(sys.version_info < (3, 10))' \
+  || { echo "archguard needs Python >= 3.10 ($py is older)" >&2; exit 1; }
+TORCH_VERSION=${ARCHGUARD_TORCH_VERSION:-2.13.0}
+
+step() { printf '\n== %s\n' "$*" >&2; }
+
+if [ ! -x .venv/bin/python ]; then
+  step "creating .venv"
+  "$py" -m venv .venv
+fi
+VPY="$repo/.venv/bin/python"
+"$VPY" -m pip install -q --disable-pip-version-check --upgrade "pip>=25.3"
+if ! "$VPY" -c 'import sys, torch; sys.exit(0 if torch.version.cuda else 1)' 2>/dev/null; then
+  step "installing torch==$TORCH_VERSION (CUDA build, several GB)"
+  "$VPY" -m pip install --isolated -q --disable-pip-version-check "torch==$TORCH_VERSION"
+fi
+step "installing archguard (editable) with test tools and cuobjdump"
+"$VPY" -m pip install -q --disable-pip-version-check -e ".[test]" nvidia-cuda-cuobjdump
+
+if [ -n "${CUDA_HOME:-}" ] && [ -x "$CUDA_HOME/bin/nvcc" ]; then
+  :
+elif [ -x /usr/local/cuda/bin/nvcc ]; then
+  CUDA_HOME=/usr/local/cuda
+else
+  step "no nvcc on this machine: assembling CUDA 13.0 from the package index"
+  CUDA_HOME=$(PYTHON="$VPY" bash scripts/cuda_from_index.sh "$repo/.cache/cuda")
+fi
+export CUDA_HOME
+export ARCHGUARD_TEST_CUDA_HOME="$CUDA_HOME"
+step "CUDA_HOME=$CUDA_HOME ($("$CUDA_HOME/bin/nvcc" --version | tail -2 | head -1))"

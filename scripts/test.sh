@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Set up everything the tests need (see setup_env.sh), then run the whole suite.
+# Extra arguments go to pytest, e.g. `bash scripts/test.sh -m "not slow"`.
+source "$(dirname "$0")/setup_env.sh"
+
+# A CPU-only torch for the "cannot build CUDA extensions" test: only from a local wheel
+# directory (PIP_FIND_LINKS), never a multi-GB download. Without one, that test skips.
+cpu_wheel=""
+for dir in ${PIP_FIND_LINKS:-}; do
+  for w in "$dir"/torch-"$TORCH_VERSION"+cpu-*.whl; do [ -f "$w" ] && cpu_wheel=$w; done
+done
+if [ -n "$cpu_wheel" ]; then
+  if [ ! -x .venv-cpu/bin/python ]; then
+    step "creating .venv-cpu with $(basename "$cpu_wheel")"
+    "$py" -m venv .venv-cpu
+  fi
+  .venv-cpu/bin/python -m pip install -q --disable-pip-version-check --upgrade "pip>=25.3" setuptools
+  .venv-cpu/bin/python -m pip install -q --disable-pip-version-check "$cpu_wheel" -e .
+  export ARCHGUARD_TEST_CPU_PYTHON="$repo/.venv-cpu/bin/python"
+fi
+
+step "pytest"
+exec "$VPY" -m pytest "$@"

@@ -1,0 +1,3 @@
+from setuptools import Extension, setup
+
+setup(ext_modules=[Extension("cext", ["cext.c"])])

@@ -1,0 +1,130 @@
+"""Finding the real tools the build tests need, and running builds the way a farm does.
+
+Nothing here fakes a tool: a test that needs one skips (with the reason) when it is absent.
+``scripts/test.sh`` (and so CI) installs all of them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+CUDA_HOME = os.environ.get("ARCHGUARD_TEST_CUDA_HOME", "/usr/local/cuda")
+
+
+@cache
+def torch_cuda() -> str | None:
+    """torch.version.cuda of this Python's torch ('' for a CPU build, None if absent)."""
+    proc = subprocess.run(
+        [sys.executable, "-c", "import torch; print(torch.version.cuda or '')"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+@cache
+def cuobjdump() -> str | None:
+    from archguard.detect.cuobjdump import find_cuobjdump
+    from archguard.errors import CuobjdumpNotFound
+
+    try:
+        return find_cuobjdump(environ={"CUDA_HOME": CUDA_HOME, **os.environ})
+    except CuobjdumpNotFound:
+        return None
+
+
+def nvcc() -> str | None:
+    path = Path(CUDA_HOME, "bin", "nvcc")
+    return str(path) if path.is_file() else None
+
+
+needs_nvcc = pytest.mark.skipif(nvcc() is None, reason=f"no nvcc under {CUDA_HOME}")
+needs_cuobjdump = pytest.mark.skipif(
+    cuobjdump() is None, reason="no cuobjdump (pip install nvidia-cuda-cuobjdump)"
+)
+needs_cuda_torch = pytest.mark.skipif(
+    not torch_cuda(), reason="this Python has no CUDA build of torch"
+)
+
+
+def build_env(**extra: str) -> dict[str, str]:
+    """The environment of a farm build container: no GPU, no archguard settings."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("ARCHGUARD_") and k != "TORCH_CUDA_ARCH_LIST"
+    }
+    env.update({"CUDA_HOME": CUDA_HOME, "CUDA_VISIBLE_DEVICES": "", "MAX_JOBS": "2"})
+    env.update(extra)
+    return env
+
+
+def pip_wheel(
+    src: Path,
+    out: Path,
+    *,
+    isolated: bool = False,
+    env: dict[str, str] | None = None,
+    extra: tuple[str, ...] = (),
+    python: str = sys.executable,
+) -> subprocess.CompletedProcess[str]:
+    argv = [python, "-m", "pip", "wheel", "--no-deps", "-v", str(src), "-w", str(out), *extra]
+    if not isolated:
+        argv.insert(4, "--no-build-isolation")
+    return subprocess.run(argv, capture_output=True, text=True, env=env or build_env(), check=False)
+
+
+def only_wheel(out: Path) -> Path:
+    wheels = sorted(out.glob("*.whl"))
+    assert len(wheels) == 1, wheels
+    return wheels[0]
+
+
+def wheel_record(wheel: Path) -> dict[str, object]:
+    with zipfile.ZipFile(wheel) as zf:
+        (name,) = [n for n in zf.namelist() if n.endswith(".dist-info/archguard.json")]
+        return json.loads(zf.read(name))  # type: ignore[no-any-return]
+
+
+def wheel_so_targets(wheel: Path, tmp: Path) -> list[str]:
+    """The cubins and PTX in the wheel's (single) CUDA binary, read with real cuobjdump."""
+    from archguard.detect.cuobjdump import read_binary
+
+    with zipfile.ZipFile(wheel) as zf:
+        (name,) = [n for n in zf.namelist() if n.endswith(".so")]
+        so = tmp / Path(name).name
+        so.write_bytes(zf.read(name))
+    path = cuobjdump()
+    assert path
+    targets = read_binary(so, path).targets
+    assert targets is not None
+    return targets.names()
+
+
+def archguard_list(project: Path, env: dict[str, str] | None = None) -> dict[str, object]:
+    """What `archguard list --format json` says the build will get (live torch and nvcc)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "archguard", "list", "--project", str(project), "--format", "json"],
+        capture_output=True,
+        text=True,
+        env=env or build_env(),
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)  # type: ignore[no-any-return]
+
+
+def copy_tree(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("build", "*.egg-info", "dist"))
+    return dst

@@ -1,0 +1,464 @@
+"""archguard in real builds: real nvcc, a real CUDA build of torch, real wheels, real cuobjdump.
+
+The expensive example (a torch binding + kernel) is built once per session; the many edge
+cases use ``tests/packages/minicuda`` (a kernel with no torch headers, seconds per build).
+Every case checks the binary against what ``archguard list`` prints for the same inputs,
+so the wheel holds what ``explain`` says, no more, no less.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from realtools import (
+    REPO,
+    archguard_list,
+    build_env,
+    copy_tree,
+    needs_cuda_torch,
+    needs_cuobjdump,
+    needs_nvcc,
+    only_wheel,
+    pip_wheel,
+    torch_cuda,
+    wheel_record,
+    wheel_so_targets,
+)
+
+pytestmark = [pytest.mark.slow, needs_nvcc, needs_cuda_torch, needs_cuobjdump]
+
+# The issue's expectation for the bundled policy on cu130 (torch 2.13.0+cu130, nvcc 13.0).
+POLICY_CU130 = ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120", "compute_90", "compute_120"]
+MINI = REPO / "tests" / "packages" / "minicuda"
+
+
+def targets_of(listing: dict[str, object]) -> list[str]:
+    t = listing["targets"]
+    assert isinstance(t, dict)
+    return list(t["cubins"]) + list(t["ptx"])
+
+
+def is_cu130() -> bool:
+    return torch_cuda() == "13.0"
+
+
+# --- the example package -----------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def example_src(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return copy_tree(REPO / "example_package", tmp_path_factory.mktemp("ex") / "example_package")
+
+
+@pytest.fixture(scope="session")
+def example_noiso(
+    example_src: Path, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    out = tmp_path_factory.mktemp("wheel-noiso")
+    return pip_wheel(example_src, out), out
+
+
+@pytest.fixture(scope="session")
+def archguard_wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("wheelhouse")
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            str(REPO),
+            "-w",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def test_example_no_isolation_holds_exactly_the_resolved_list(
+    example_noiso, example_src, tmp_path: Path
+) -> None:
+    proc, out = example_noiso
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    wheel = only_wheel(out)
+    found = wheel_so_targets(wheel, tmp_path)
+    expected = archguard_list(example_src)
+    assert found == targets_of(expected)
+    if is_cu130():
+        assert found == POLICY_CU130
+    record = wheel_record(wheel)
+    assert record["schema"] == "archguard.resolution/1"
+    assert record["effective"] == expected["effective"]
+    log = proc.stdout + proc.stderr
+    assert f"archguard: effective arch list ({expected['cuda']}): {expected['effective']}" in log
+    verify = subprocess.run(
+        [sys.executable, "-m", "archguard", "verify", str(wheel)],
+        capture_output=True,
+        text=True,
+        env=build_env(),
+        check=False,
+    )
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    assert "OK         exactly the expected cubins and PTX" in verify.stdout
+
+
+def test_example_isolated_build_from_a_local_wheel_directory(
+    example_src: Path, archguard_wheelhouse: Path, tmp_path: Path
+) -> None:
+    """`pip wheel` with build isolation: torch and torch-archguard come into a fresh env."""
+    if os.environ.get("ARCHGUARD_TEST_SKIP_ISOLATED") == "1":
+        pytest.skip("ARCHGUARD_TEST_SKIP_ISOLATED=1 (the isolated build downloads torch)")
+    src = copy_tree(example_src, tmp_path / "src")
+    constraints = tmp_path / "build-constraints.txt"
+    constraints.write_text(f"torch=={_torch_version()}\n")
+    env = build_env(PIP_CONFIG_FILE=os.devnull, PIP_FIND_LINKS=str(archguard_wheelhouse))
+    proc = pip_wheel(
+        src,
+        tmp_path / "out",
+        isolated=True,
+        env=env,
+        extra=("--build-constraint", str(constraints)),
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    wheel = only_wheel(tmp_path / "out")
+    assert wheel_so_targets(wheel, tmp_path) == targets_of(archguard_list(src))
+    assert "archguard: recorded the resolution" in proc.stdout + proc.stderr
+
+
+def _torch_version() -> str:
+    """The installed torch's public version (2.13.0, not 2.13.0+cu130: the index has no tag)."""
+    return (
+        subprocess.run(
+            [sys.executable, "-c", "import torch; print(torch.__version__)"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        .stdout.strip()
+        .split("+")[0]
+    )
+
+
+def test_example_package_override_with_family_and_specific_targets(
+    example_src: Path, tmp_path: Path
+) -> None:
+    """The package's own override, with targets torch's TORCH_CUDA_ARCH_LIST cannot spell."""
+    src = copy_tree(example_src, tmp_path / "src")
+    text = (src / "pyproject.toml").read_text()
+    tag = "cu" + torch_cuda().replace(".", "")  # type: ignore[union-attr]
+    text = text.replace(
+        "arch_list_by_cuda = {", f'arch_list_by_cuda = {{ {tag} = "8.0;8.9;10.0f;12.0a", ', 1
+    )
+    (src / "pyproject.toml").write_text(text)
+    expected = archguard_list(src)
+    assert expected["effective"] == "8.0;8.9+PTX;10.0f;12.0a+PTX"
+    proc = pip_wheel(src, tmp_path / "out")
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    wheel = only_wheel(tmp_path / "out")
+    found = wheel_so_targets(wheel, tmp_path)
+    assert found == ["sm_80", "sm_89", "sm_100f", "sm_120a", "compute_89", "compute_120"]
+    assert found == targets_of(expected)
+    assert "TORCH_CUDA_ARCH_LIST is unset for this build" in proc.stdout + proc.stderr
+    verify = subprocess.run(
+        [sys.executable, "-m", "archguard", "verify", str(wheel)],
+        capture_output=True,
+        text=True,
+        env=build_env(),
+        check=False,
+    )
+    assert verify.returncode == 0, verify.stdout
+
+
+def test_example_own_test_imports_the_built_extension(
+    example_noiso, example_src, tmp_path: Path
+) -> None:
+    _, out = example_noiso
+    site = tmp_path / "site"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "--target",
+            str(site),
+            str(only_wheel(out)),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    env = build_env(PYTHONPATH=str(site))
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            str(example_src / "tests"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "2 passed" in proc.stdout
+
+
+# --- small CUDA packages for the edge cases ---------------------------------------------
+
+SETUP = """\
+from setuptools import Extension, setup
+{imports}
+
+{prelude}
+setup(
+    name="minicuda",
+    version="1.0",
+    ext_modules=[Extension("_minicuda", ["mod.c", "kernel.cu"],
+                           extra_compile_args={{"cxx": [], "nvcc": {nvcc!r}}})],
+    {cmdclass}
+)
+"""
+PYPROJECT = """\
+[build-system]
+requires = ["setuptools>=64", "torch", "torch-archguard"]
+build-backend = "setuptools.build_meta"
+{extra}
+"""
+TORCH_IMPORT = "from torch.utils.cpp_extension import BuildExtension"
+
+
+def minicuda(
+    tmp: Path,
+    *,
+    nvcc: list[str] | None = None,
+    imports: str = TORCH_IMPORT,
+    prelude: str = "",
+    cmdclass: str = 'cmdclass={"build_ext": BuildExtension},',
+    extra: str = "",
+) -> Path:
+    root = tmp / "minicuda"
+    root.mkdir()
+    for name in ("kernel.cu", "mod.c"):
+        (root / name).write_text((MINI / name).read_text())
+    (root / "setup.py").write_text(
+        SETUP.format(imports=imports, prelude=prelude, nvcc=nvcc or ["-O2"], cmdclass=cmdclass)
+    )
+    (root / "pyproject.toml").write_text(PYPROJECT.format(extra=extra))
+    return root
+
+
+def build_and_check(
+    root: Path, tmp: Path, env: dict[str, str] | None = None
+) -> tuple[str, list[str], dict[str, object]]:
+    """Build, then assert the binary holds exactly what `archguard list` says."""
+    env = env or build_env()
+    proc = pip_wheel(root, tmp / "out", env=env)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log[-5000:]
+    found = wheel_so_targets(only_wheel(tmp / "out"), tmp)
+    expected = archguard_list(root, env)
+    assert found == targets_of(expected)
+    return log, found, expected
+
+
+def test_arch_text_in_an_include_path_does_not_fool_it(tmp_path: Path) -> None:
+    """Torch adds no arch flags once any nvcc flag contains 'arch'; archguard still does."""
+    root = minicuda(tmp_path, nvcc=["-O2", f"-I{tmp_path}/research/monarch/include"])
+    log, found, _ = build_and_check(root, tmp_path)
+    if is_cu130():
+        assert found == POLICY_CU130
+    assert "monarch/include" in log  # the flag itself passed through
+
+
+def test_hard_coded_gencode_flags_go_through_the_clamp(tmp_path: Path) -> None:
+    root = minicuda(
+        tmp_path,
+        nvcc=[
+            "-gencode=arch=compute_89,code=sm_89",
+            "-gencode",
+            "arch=compute_80,code=sm_80",
+            "-O2",
+        ],
+    )
+    log, found, _ = build_and_check(root, tmp_path)
+    assert "sm_89" not in found
+    assert "dropped the hard-coded nvcc flag '-gencode=arch=compute_89,code=sm_89'" in log
+    assert "'-gencode arch=compute_80,code=sm_80' is within the effective list" in log
+
+
+def test_unclampable_hard_coded_flag_stops_the_build(tmp_path: Path) -> None:
+    root = minicuda(tmp_path, nvcc=["-arch=native"])
+    proc = pip_wheel(root, tmp_path / "out")
+    log = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "archguard error [unsupported-arch-flag]" in log and "'native'" in log
+    assert not list((tmp_path / "out").glob("*.whl")) if (tmp_path / "out").exists() else True
+
+
+def test_tool_setuptools_cmdclass_is_wrapped(tmp_path: Path) -> None:
+    root = minicuda(
+        tmp_path,
+        imports="",
+        cmdclass="",
+        extra='[project]\nname = "minicuda"\nversion = "1.0"\n'
+        "[tool.setuptools]\npy-modules = []\n"
+        "[tool.setuptools.cmdclass]\n"
+        'build_ext = "torch.utils.cpp_extension.BuildExtension"\n',
+    )
+    log, _, _ = build_and_check(root, tmp_path)
+    assert log.count("archguard: extension _minicuda: nvcc gets") == 1
+
+
+def test_with_options_and_subclass_are_wrapped_once(tmp_path: Path) -> None:
+    prelude = (
+        "class MyBuild(BuildExtension.with_options(use_ninja=False)):\n"
+        "    def run(self):\n"
+        "        print('MyBuild.run')\n"
+        "        super().run()\n"
+    )
+    root = minicuda(tmp_path, prelude=prelude, cmdclass='cmdclass={"build_ext": MyBuild},')
+    log, _, _ = build_and_check(root, tmp_path)
+    assert "MyBuild.run" in log
+    assert log.count("archguard: extension _minicuda: nvcc gets") == 1
+
+
+def test_drop_in_wrapper_with_the_hook_active_is_not_applied_twice(tmp_path: Path) -> None:
+    root = minicuda(tmp_path, imports="from archguard.cpp_extension import BuildExtension")
+    log, _, _ = build_and_check(root, tmp_path)
+    assert log.count("archguard: extension _minicuda: nvcc gets") == 1
+
+
+def test_no_gpu_and_no_arch_list_plain_torch_crashes_archguard_builds(tmp_path: Path) -> None:
+    root = minicuda(tmp_path)
+    plain = pip_wheel(root, tmp_path / "plain", env=build_env(ARCHGUARD_DISABLE="1"))
+    log = plain.stdout + plain.stderr
+    assert "archguard: disabled by ARCHGUARD_DISABLE=1" in log
+    assert plain.returncode != 0 and "IndexError" in log  # pytorch#137261
+    build_and_check(root, tmp_path)  # the same package, archguard on: builds
+
+
+def test_preset_torch_cuda_arch_list_is_replaced_with_a_warning(tmp_path: Path) -> None:
+    root = minicuda(tmp_path)
+    env = build_env(TORCH_CUDA_ARCH_LIST="8.6")
+    log, found, expected = build_and_check(root, tmp_path, env)
+    assert "sm_86" in found and len(found) > 1
+    assert (
+        f"TORCH_CUDA_ARCH_LIST='8.6' was set in the environment; replaced by "
+        f"'{expected['effective']}'"
+    ) in log
+
+
+def test_archguard_arch_list_overrides_and_is_still_clamped(tmp_path: Path) -> None:
+    root = minicuda(tmp_path, extra='[tool.archguard]\narch_list = "8.6"\n')
+    env = build_env(ARCHGUARD_ARCH_LIST="7.0;8.0;9.0")
+    log, found, expected = build_and_check(root, tmp_path, env)
+    if is_cu130():
+        assert expected["effective"] == "8.0;9.0+PTX"
+        assert found == ["sm_80", "sm_90", "compute_90"]
+        assert "nvcc 13.0 cannot emit sm_70" in log
+
+
+def test_override_that_leaves_nothing_stops_the_build(tmp_path: Path) -> None:
+    root = minicuda(tmp_path, extra='[tool.archguard]\narch_list = "5.0;6.0"\n')
+    proc = pip_wheel(root, tmp_path / "out")
+    log = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "archguard error [empty-arch-list]" in log
+    assert "[tool.archguard] arch_list" in log  # the override that caused it
+    assert "Traceback" not in log
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").glob("*.whl"))
+
+
+def test_invalid_config_stops_the_build_with_file_key_and_fix(tmp_path: Path) -> None:
+    root = minicuda(tmp_path, extra='[tool.archguard]\narch_lists = "8.0"\n')
+    proc = pip_wheel(root, tmp_path / "out")
+    log = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "archguard error [invalid-config]" in log and "Did you mean 'arch_list'?" in log
+    assert str(root / "pyproject.toml") in log
+
+
+def test_setup_py_build_ext_and_editable_wheel(tmp_path: Path) -> None:
+    root = minicuda(tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "setup.py", "build_ext", "--inplace"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        env=build_env(),
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (so,) = root.glob("_minicuda*.so")
+    from archguard.detect.cuobjdump import read_binary
+    from realtools import cuobjdump
+
+    found = read_binary(so, cuobjdump()).targets  # type: ignore[arg-type]
+    assert found is not None and found.names() == targets_of(archguard_list(root))
+    so.unlink()
+    # PEP 660 editable build (what `pip install -e .` runs), without installing anything
+    code = (
+        "from setuptools import build_meta as b; import sys; print(b.build_editable(sys.argv[1]))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "ed")],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        env=build_env(),
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    editable = tmp_path / "ed" / proc.stdout.strip().splitlines()[-1]
+    assert wheel_record(editable)["effective"] == archguard_list(root)["effective"]
+
+
+def test_cpu_only_torch_gets_its_own_clear_message(tmp_path: Path) -> None:
+    python = os.environ.get("ARCHGUARD_TEST_CPU_PYTHON")
+    if not python:
+        pytest.skip("ARCHGUARD_TEST_CPU_PYTHON (a Python with torch +cpu and archguard) unset")
+    proc = subprocess.run(
+        [python, "-m", "archguard", "explain"],
+        capture_output=True,
+        text=True,
+        env=build_env(),
+        check=False,
+    )
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("archguard error [torch-not-cuda]")
+    assert "CPU-only build" in proc.stderr and "Traceback" not in proc.stderr
+    root = minicuda(tmp_path)
+    build = pip_wheel(root, tmp_path / "out", python=python)
+    log = build.stdout + build.stderr
+    assert build.returncode != 0
+    assert "archguard error [torch-not-cuda]" in log and "CPU-only build" in log
+
+
+def test_json_record_is_deterministic_across_builds(tmp_path: Path) -> None:
+    root = minicuda(tmp_path)
+    a = pip_wheel(root, tmp_path / "a", env=build_env(PYTHONHASHSEED="1"))
+    b = pip_wheel(root, tmp_path / "b", env=build_env(PYTHONHASHSEED="2"))
+    assert a.returncode == 0 and b.returncode == 0
+    ra = zipfile.ZipFile(only_wheel(tmp_path / "a")).read("minicuda-1.0.dist-info/archguard.json")
+    rb = zipfile.ZipFile(only_wheel(tmp_path / "b")).read("minicuda-1.0.dist-info/archguard.json")
+    assert ra == rb
+    assert json.loads(ra)["effective"] == archguard_list(root)["effective"]

@@ -1,0 +1,139 @@
+"""The error catalogue: every error code is reachable, documented, and shown without a
+traceback."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from archguard.errors import ALL_ERRORS
+from archguard.flags import find_arch_flags
+from realtools import REPO, torch_cuda
+
+_README = (REPO / "README.md").read_text()
+_CATALOGUE = _README.split("## Error catalogue", 1)[1].split("\n## ", 1)[0]
+DOCUMENTED = re.findall(r"^\| `([a-z-]+)` \|", _CATALOGUE, re.M)
+
+
+def test_readme_catalogue_lists_every_error_exactly_once() -> None:
+    assert sorted(DOCUMENTED) == sorted(e.code for e in ALL_ERRORS)
+
+
+def test_codes_are_unique() -> None:
+    assert len({e.code for e in ALL_ERRORS}) == len(ALL_ERRORS)
+
+
+def no_torch_python(tmp_path: Path) -> tuple[list[str], dict[str, str]]:
+    """This interpreter without site-packages: archguard and its dependencies, no torch."""
+    import packaging
+    import yaml
+
+    deps = tmp_path / "deps"
+    deps.mkdir()
+    for module in (yaml, packaging):
+        src = Path(module.__file__).parent  # type: ignore[arg-type]
+        (deps / src.name).symlink_to(src)
+    for extra in Path(yaml.__file__).parent.parent.glob("_yaml*"):  # type: ignore[arg-type]
+        (deps / extra.name).symlink_to(extra)
+    # the package as its wheel lays it out: archguard/ with defaults/ inside
+    shutil.copytree(REPO / "src" / "archguard", deps / "archguard")
+    shutil.copytree(REPO / "defaults", deps / "archguard" / "defaults")
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(deps)}
+    return [sys.executable, "-S", "-m", "archguard"], env
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def cases(tmp: Path) -> dict[str, tuple[list[str], dict[str, str] | None]]:
+    bad_policy = write(tmp / "bad.yml", "schema: 1\nrows: {cu130: {arch_list: '8.0'}}\n")
+    rowless = write(
+        tmp / "rowless.yml", "schema: 1\nrows: {cu124: {arch_list: '8.0', reason: r}}\n"
+    )
+    empty = write(tmp / "empty" / "pyproject.toml", '[tool.archguard]\narch_list = "6.0"\n')
+    broken_nvcc = write(tmp / "cuda" / "bin" / "nvcc", "#!/bin/sh\necho not a compiler\n")
+    broken_nvcc.chmod(0o755)
+    corrupt = write(tmp / "corrupt.whl", "not a zip")
+    return {
+        "invalid-arch": (["explain", "7.7", "--cuda", "13.0", "--torch", "2.13"], None),
+        "invalid-policy": (["check-policy", str(bad_policy)], None),
+        "invalid-config": (["list", "--cuda", "thirteen", "--torch", "2.13"], None),
+        "no-policy-row": (
+            ["list", "--policy", str(rowless), "--cuda", "13.0", "--torch", "2.13"],
+            None,
+        ),
+        "empty-arch-list": (
+            ["list", "--project", str(empty.parent), "--cuda", "13.0", "--torch", "2.13"],
+            None,
+        ),
+        "unknown-toolkit": (["list", "--cuda", "11.8", "--torch", "2.13"], None),
+        "unknown-torch-build": (["list", "--cuda", "13.0", "--torch", "2.1"], None),
+        "nvcc-missing": (["list", "--torch-arches", "sm_80"], {"CUDA_HOME": str(tmp / "nowhere")}),
+        "nvcc-unusable": (["list", "--torch-arches", "sm_80"], {"CUDA_HOME": str(tmp / "cuda")}),
+        "not-representable": (
+            ["list", "--cuda", "13.0", "--torch", "2.13", "--format", "torch"],
+            {"ARCHGUARD_ARCH_LIST": "10.0f"},
+        ),
+        "cuobjdump-missing": (["verify", str(tmp), "--cuobjdump", str(tmp / "none")], None),
+        "unreadable-binary": (["verify", str(corrupt), "--cuobjdump", "/bin/true"], None),
+    }
+
+
+@pytest.mark.parametrize("code", sorted(cases(Path("/x"))))
+def test_reachable_from_the_command_line(run_cli, tmp_path: Path, code: str) -> None:  # type: ignore[no-untyped-def]
+    args, env = cases(tmp_path)[code]
+    proc = run_cli(*args, env=env)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert f"archguard error [{code}]" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_torch_missing(tmp_path: Path) -> None:
+    argv, env = no_torch_python(tmp_path)
+    proc = subprocess.run(
+        [*argv, "list", "--cuda", "13.0"], capture_output=True, text=True, env=env, check=False
+    )
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("archguard error [torch-missing]")
+    assert "torch is not installed" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.skipif(torch_cuda() != "13.0", reason="needs the CUDA 13.0 build of torch")
+def test_cuda_major_mismatch(run_cli) -> None:  # type: ignore[no-untyped-def]
+    """The real torch (CUDA 13.0) against a CUDA 12.8 toolkit."""
+    proc = run_cli("list", "--cuda", "12.8")
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("archguard error [cuda-major-mismatch]")
+    assert "CUDA 13.0" in proc.stderr and "CUDA 12.8" in proc.stderr
+
+
+def test_torch_not_cuda() -> None:
+    python = os.environ.get("ARCHGUARD_TEST_CPU_PYTHON")
+    if not python:
+        pytest.skip("ARCHGUARD_TEST_CPU_PYTHON unset (scripts/test.sh sets it)")
+    proc = subprocess.run(
+        [python, "-m", "archguard", "list"], capture_output=True, text=True, check=False
+    )
+    assert proc.stderr.startswith("archguard error [torch-not-cuda]")
+
+
+def test_unsupported_arch_flag() -> None:
+    from archguard.errors import NvccFlagError
+
+    for flag in (
+        ["-arch=native"],
+        ["--gpu-architecture", "all-major"],
+        ["-gencode=arch=compute_90,code=lto_90"],
+        ["-gencode"],
+    ):
+        with pytest.raises(NvccFlagError):
+            find_arch_flags(flag)
