@@ -102,8 +102,9 @@ def load_plain_yaml(text: str, source: str, fail: Callable[[str], Exception]) ->
     """
     if len(text) > MAX_BYTES:
         raise fail(f"{source}: {len(text)} bytes is larger than the {MAX_BYTES}-byte limit")
-    loader = _PlainLoader(text)
+    loader: _PlainLoader | None = None
     try:
+        loader = _PlainLoader(text)  # the reader already rejects non-printable characters
         node = loader.get_single_node()
         if node is None:
             return None
@@ -113,9 +114,13 @@ def load_plain_yaml(text: str, source: str, fail: Callable[[str], Exception]) ->
         raise fail(f"{_where(source, exc.mark)}: {exc}") from None
     except yaml.MarkedYAMLError as exc:
         raise fail(f"{_where(source, exc.problem_mark)}: not valid YAML: {exc.problem}") from None
+    except yaml.reader.ReaderError as exc:
+        raise fail(f"{source}: not valid YAML: character {exc.character!r} at position "
+                   f"{exc.position} is not allowed (binary or control characters)") from None
     except yaml.YAMLError as exc:
         raise fail(f"{source}: not valid YAML: {exc}") from None
     except RecursionError:
         raise fail(f"{source}: nested too deeply to be a policy file") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()

@@ -65,18 +65,22 @@ def _diff(a: Targets, b: Targets) -> list[str]:
 
 
 def record_expectation(text: str, where: str) -> Expectation:
+    """The targets a wheel's ``archguard.json`` promises (BinaryReadError if unreadable)."""
     try:
         data = json.loads(text)
-        if data.get("schema") != "archguard.resolution/1":
-            raise ValueError(f"schema {data.get('schema')!r}")
+        if not isinstance(data, dict) or data.get("schema") != "archguard.resolution/1":
+            raise ValueError("not an archguard.resolution/1 record")
         names = list(data["targets"]["cubins"]) + list(data["targets"]["ptx"])
-        targets = parse_targets(names, where) if names else Targets(frozenset(), frozenset())
+        if not all(isinstance(n, str) for n in names):
+            raise ValueError("targets must be sm_/compute_ names")
+        targets = (parse_targets(names, where) if names
+                   else Targets(frozenset(), frozenset()))
+        cuda = data.get("cuda") if isinstance(data.get("cuda"), dict) else {}
+        torch = data.get("torch") if isinstance(data.get("torch"), dict) else {}
+        label = (f"{where} ({data.get('effective')}; {cuda.get('tag')}, torch "
+                 f"{torch.get('version')})")
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise BinaryReadError(f"{where} is not a readable archguard record ({exc}).") from None
-    label = (
-        f"{where} ({data.get('effective')}; {data['cuda'].get('tag')}, torch "
-        f"{data['torch'].get('version')})"
-    )
     return Expectation(targets, label)
 
 
