@@ -34,8 +34,13 @@ def run_target(args: tuple[str, float]) -> tuple[str, int, int, float, list[str]
     deadline = time.monotonic() + minutes * 60
     start = time.monotonic()
 
-    @settings(max_examples=2000, deadline=None, database=None, derandomize=False,
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=2000,
+        deadline=None,
+        database=None,
+        derandomize=False,
+        suppress_health_check=list(HealthCheck),
+    )
     @given(data=st.data())
     def round_(data: st.DataObject) -> None:
         nonlocal count

@@ -27,88 +27,159 @@ class Mutation:
     old: str
     new: str
     tests: tuple[str, ...]
+    also: tuple[tuple[str, str], ...] = ()  # further (old, new) edits in the same file
+
+    def apply(self, text: str) -> str | None:
+        for old, new in ((self.old, self.new), *self.also):
+            if old not in text:
+                return None
+            text = text.replace(old, new, 1)
+        return text
 
 
 MUTATIONS = [
-    Mutation("yaml-aliases-allowed", "src/archguard/_yaml.py",
-             "        if isinstance(event, yaml.AliasEvent):",
-             "        if False and isinstance(event, yaml.AliasEvent):",
-             ("tests/test_policy.py::test_alias_bomb_is_refused_quickly_in_bounded_memory",)),
-    Mutation("yaml-tags-allowed", "src/archguard/_yaml.py",
-             "        if node.tag not in _PLAIN_TAGS:",
-             "        if False:",
-             ("tests/test_policy.py::test_yaml_that_is_not_plain_data_is_refused",)),
-    Mutation("yaml-duplicate-keys-allowed", "src/archguard/_yaml.py",
-             "                if key.value in seen:",
-             "                if False:",
-             ("tests/test_policy.py::test_yaml_that_is_not_plain_data_is_refused",)),
-    Mutation("env-not-restored", "src/archguard/_integration/build.py",
-             "        if before is None:\n            os.environ.pop(name, None)\n"
-             "        else:\n            os.environ[name] = before",
-             "        pass",
-             ("tests/test_side_effects.py::test_environment_and_extension_arguments_restored",)),
-    Mutation("network-call", "src/archguard/inputs.py",
-             "    env = os.environ if environ is None else environ\n",
-             "    env = os.environ if environ is None else environ\n"
-             "    __import__('socket').create_connection(('127.0.0.1', 9), timeout=1)\n",
-             ("tests/test_side_effects.py::test_no_network_and_no_writes",)),
-    Mutation("shell-subprocess", "src/archguard/detect/nvcc.py",
-             "        proc = subprocess.run(argv, capture_output=True, text=True, "
-             "timeout=TIMEOUT_S,\n                              check=False, shell=False)",
-             "        proc = subprocess.run(' '.join(argv), capture_output=True, text=True,\n"
-             "                              timeout=TIMEOUT_S, check=False, shell=True)",
-             ("tests/test_side_effects.py::test_only_nvcc_with_fixed_arguments_and_no_shell",)),
-    Mutation("writes-a-cache-file", "src/archguard/inputs.py",
-             "    project = load_project(query.project_dir)\n",
-             "    project = load_project(query.project_dir)\n"
-             "    Path(os.environ.get('HOME', '/tmp'), '.archguard-cache').write_text('x')\n",
-             ("tests/test_side_effects.py::test_no_network_and_no_writes",)),
-    Mutation("unordered-gencode", "src/archguard/flags.py",
-             '    flags = [f"-gencode=arch={a.compute},code={a.sm}" for a in sorted(targets.cubins)]',
-             '    flags = [f"-gencode=arch={a.compute},code={a.sm}" for a in targets.cubins]',
-             ("tests/test_side_effects.py::test_same_inputs_give_byte_identical_output_across_hash_seeds",)),
-    Mutation("hook-speaks-to-everyone", "src/archguard/_integration/setuptools_hook.py",
-             "    root = project_root(dist)\n    if not opted_in(root):\n        return",
-             "    root = project_root(dist)\n    say('checking')\n    if not opted_in(root):\n"
-             "        return",
-             ("tests/test_hook.py::test_unrelated_project_imports_nothing_heavy_and_is_left_alone",)),
-    Mutation("hook-imports-core", "src/archguard/_integration/setuptools_hook.py",
-             "    if getattr(dist, \"_archguard_hooked\", False):\n        return\n",
-             "    if getattr(dist, \"_archguard_hooked\", False):\n        return\n"
-             "    import archguard.resolve  # noqa\n",
-             ("tests/test_hook.py::test_unrelated_project_imports_nothing_heavy_and_is_left_alone",)),
-    Mutation("no-ptx-gap-net", "src/archguard/resolve.py",
-             "            if chosen_cubin(current, device.cc) is not None:\n                continue",
-             "            continue",
-             ("tests/test_resolve.py::test_resolution_invariants",
-              "tests/test_resolve.py::test_role_ii_adds_ptx_below_the_major_gap_when_nobody"
-              "_declared_one")),
-    Mutation("torch-clamp-off", "src/archguard/resolve.py",
-             "    runnable = [d for d in served if runs_on(torch.targets, d.cc)]",
-             "    runnable = list(served)",
-             ("tests/test_resolve.py::test_resolution_invariants",)),
-    Mutation("unknown-arch-dropped-silently", "src/archguard/arch.py",
-             "    if arch in known:\n        return arch",
-             "    if True:\n        return arch",
-             ("tests/test_arch.py::test_bad_entries_name_the_entry_and_where_it_came_from",)),
-    Mutation("config-typo-ignored", "src/archguard/config.py",
-             "        if key not in CONFIG_KEYS:",
-             "        if False:",
-             ("tests/test_config.py::test_bad_tables_name_file_key_and_fix",)),
-    Mutation("record-label-unguarded", "src/archguard/verify.py",
-             '        cuda = data.get("cuda") if isinstance(data.get("cuda"), dict) else {}',
-             '        cuda = data.get("cuda")',
-             ("tests/test_fuzz.py",)),
-    Mutation("traceback-on-error", "src/archguard/_cli.py",
-             "    except ArchguardError as exc:\n        sys.stdout.flush()",
-             "    except KeyError as exc:\n        sys.stdout.flush()",
-             ("tests/test_errors.py::test_reachable_from_the_command_line",)),
+    Mutation(
+        "yaml-alias-defences-off",
+        "src/archguard/_yaml.py",
+        "    def compose_node(",
+        "    def _unused_compose_node(",
+        ("tests/test_policy.py::test_alias_bomb_is_refused_quickly_in_bounded_memory",),
+        also=(("MAX_NODES = 50_000", "MAX_NODES = 10**12"),),
+    ),
+    Mutation(
+        "yaml-reader-error-escapes",
+        "src/archguard/_yaml.py",
+        "    loader: _PlainLoader | None = None\n    try:\n        loader = _PlainLoader(text)",
+        "    loader: _PlainLoader | None = _PlainLoader(text)\n    try:\n        pass",
+        ("tests/test_fuzz.py",),
+    ),
+    Mutation(
+        "yaml-tags-allowed",
+        "src/archguard/_yaml.py",
+        "        if node.tag not in _PLAIN_TAGS:",
+        "        if False:",
+        ("tests/test_policy.py::test_yaml_that_is_not_plain_data_is_refused",),
+    ),
+    Mutation(
+        "yaml-duplicate-keys-allowed",
+        "src/archguard/_yaml.py",
+        "                if key.value in seen:",
+        "                if False:",
+        ("tests/test_policy.py::test_yaml_that_is_not_plain_data_is_refused",),
+    ),
+    Mutation(
+        "env-not-restored",
+        "src/archguard/_integration/build.py",
+        "        if before is None:\n            os.environ.pop(name, None)\n"
+        "        else:\n            os.environ[name] = before",
+        "        pass",
+        ("tests/test_side_effects.py::test_environment_and_extension_arguments_restored",),
+    ),
+    Mutation(
+        "network-call",
+        "src/archguard/inputs.py",
+        "    env = os.environ if environ is None else environ\n",
+        "    env = os.environ if environ is None else environ\n"
+        "    __import__('socket').create_connection(('127.0.0.1', 9), timeout=1)\n",
+        ("tests/test_side_effects.py::test_no_network_and_no_writes",),
+    ),
+    Mutation(
+        "shell-subprocess",
+        "src/archguard/detect/nvcc.py",
+        "            argv, capture_output=True, text=True, timeout=TIMEOUT_S, check=False, "
+        "shell=False",
+        "            ' '.join(argv), capture_output=True, text=True, timeout=TIMEOUT_S, "
+        "check=False, shell=True",
+        ("tests/test_side_effects.py::test_only_nvcc_with_fixed_arguments_and_no_shell",),
+    ),
+    Mutation(
+        "writes-a-cache-file",
+        "src/archguard/inputs.py",
+        "    project = load_project(query.project_dir)\n",
+        "    project = load_project(query.project_dir)\n"
+        "    Path(os.environ.get('HOME', '/tmp'), '.archguard-cache').write_text('x')\n",
+        ("tests/test_side_effects.py::test_no_network_and_no_writes",),
+    ),
+    Mutation(
+        "unordered-gencode",
+        "src/archguard/flags.py",
+        '    flags = [f"-gencode=arch={a.compute},code={a.sm}" for a in sorted(targets.cubins)]',
+        '    flags = [f"-gencode=arch={a.compute},code={a.sm}" for a in targets.cubins]',
+        (
+            "tests/test_side_effects.py::test_same_inputs_give_byte_identical_output_across_hash_seeds",
+        ),
+    ),
+    Mutation(
+        "hook-speaks-to-everyone",
+        "src/archguard/_integration/setuptools_hook.py",
+        "    root = project_root(dist)\n    if not opted_in(root):\n        return",
+        "    root = project_root(dist)\n    say('checking')\n    if not opted_in(root):\n"
+        "        return",
+        ("tests/test_hook.py::test_unrelated_project_imports_nothing_heavy_and_is_left_alone",),
+    ),
+    Mutation(
+        "hook-imports-core",
+        "src/archguard/_integration/setuptools_hook.py",
+        '    if getattr(dist, "_archguard_hooked", False):\n        return\n',
+        '    if getattr(dist, "_archguard_hooked", False):\n        return\n'
+        "    import archguard.resolve  # noqa\n",
+        ("tests/test_hook.py::test_unrelated_project_imports_nothing_heavy_and_is_left_alone",),
+    ),
+    Mutation(
+        "no-ptx-gap-net",
+        "src/archguard/resolve.py",
+        "            if chosen_cubin(current, device.cc) is not None:\n                continue",
+        "            continue",
+        (
+            "tests/test_resolve.py::test_resolution_invariants",
+            "tests/test_resolve.py::test_role_ii_adds_ptx_below_the_major_gap_when_nobody"
+            "_declared_one",
+        ),
+    ),
+    Mutation(
+        "torch-clamp-off",
+        "src/archguard/resolve.py",
+        "    runnable = [d for d in served if runs_on(torch.targets, d.cc)]",
+        "    runnable = list(served)",
+        ("tests/test_resolve.py::test_resolution_invariants",),
+    ),
+    Mutation(
+        "unknown-arch-dropped-silently",
+        "src/archguard/arch.py",
+        "    if arch in known:\n        return arch",
+        "    if True:\n        return arch",
+        ("tests/test_arch.py::test_bad_entries_name_the_entry_and_where_it_came_from",),
+    ),
+    Mutation(
+        "config-typo-ignored",
+        "src/archguard/config.py",
+        "        if key not in CONFIG_KEYS:",
+        "        if False:",
+        ("tests/test_config.py::test_bad_tables_name_file_key_and_fix",),
+    ),
+    Mutation(
+        "traceback-on-error",
+        "src/archguard/_cli.py",
+        "    except ArchguardError as exc:\n        sys.stdout.flush()",
+        "    except KeyError as exc:\n        sys.stdout.flush()",
+        ("tests/test_errors.py::test_reachable_from_the_command_line",),
+    ),
 ]
 
 
-def run_tests(tests: tuple[str, ...]) -> int:
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
-                           *tests], cwd=REPO, capture_output=True, text=True, check=False)
+def run_tests(tests: tuple[str, ...], timeout: float = 300) -> int:
+    """pytest's exit status; a run past ``timeout`` counts as failed (e.g. a YAML bomb)."""
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired:
+        return 124
     return proc.returncode
 
 
@@ -117,8 +188,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="*")
     args = parser.parse_args(argv)
     chosen = [m for m in MUTATIONS if not args.only or m.name in args.only]
-    dirty = subprocess.run(["git", "status", "--porcelain", *{m.path for m in chosen}],
-                           cwd=REPO, capture_output=True, text=True, check=True).stdout
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", *{m.path for m in chosen}],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     if dirty.strip():
         print(f"uncommitted changes in files this would edit:\n{dirty}", file=sys.stderr)
         return 2
@@ -127,12 +203,13 @@ def main(argv: list[str] | None = None) -> int:
     for m in chosen:
         path = REPO / m.path
         original = path.read_text()
-        if m.old not in original:
+        mutated = m.apply(original)
+        if mutated is None:
             print(f"{m.name:<32} {'STALE':<9} snippet not found in {m.path}")
             survived += 1
             continue
         try:
-            path.write_text(original.replace(m.old, m.new, 1))
+            path.write_text(mutated)
             rc = run_tests(m.tests)
         finally:
             path.write_text(original)

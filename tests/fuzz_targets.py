@@ -27,45 +27,124 @@ from archguard.toolkit import parse_cuda_version
 from archguard.torchbuild import parse_torch_version
 from archguard.verify import record_expectation
 
-BUNDLED_POLICY = (Path(__file__).resolve().parent.parent / "defaults" / "arch_policy.yml"
-                  ).read_text()
+BUNDLED_POLICY = (
+    Path(__file__).resolve().parent.parent / "defaults" / "arch_policy.yml"
+).read_text()
 
 # Pieces that are almost right: the fuzzer spends its time near the grammar.
-TOKENS = ["8.6", "9.0a", "10.0f", "sm_90a", "sm_100f", "compute_90", "+PTX", "+ptx", "Ampere",
-          "Blackwell+Tegra", ";", " ", ",", "12.1a", "7.0", "5.0", "sm_", "a", "f", ".", "\t",
-          "1", "99.9", "+", "PTX", "native", "all", "\x00", "é", "\n", "sm_120a+PTX"]
-FLAG_TOKENS = ["-gencode", "--generate-code", "-arch", "--gpu-architecture", "-code",
-               "--gpu-code", "arch=compute_90,code=sm_90", "arch=compute_100f,code=[sm_100f,"
-               "compute_100f]", "-gencode=arch=compute_80,code=sm_80", "sm_86", "compute_75",
-               "native", "-O2", "-I/x/monarch", "=", ",", "lto_90", "code=", "arch="]
-LISTING_LINES = ["ELF file    1: x.1.sm_90.cubin", "PTX file    1: x.1.sm_90.ptx",
-                 "ELF file    2: x.2.sm_100.cubin", "PTX file    2: x.2.sm_100f.ptx",
-                 "cuobjdump info    : File 'x' does not contain device code", ""]
-HEADER_LINES = ["Fatbin elf code:", "================", "arch = sm_90", "arch = sm_100f",
-                "Fatbin ptx code:", "arch = sm_90a", "code version = [1,8]", "host = linux",
-                "compressed", ""]
+TOKENS = [
+    "8.6",
+    "9.0a",
+    "10.0f",
+    "sm_90a",
+    "sm_100f",
+    "compute_90",
+    "+PTX",
+    "+ptx",
+    "Ampere",
+    "Blackwell+Tegra",
+    ";",
+    " ",
+    ",",
+    "12.1a",
+    "7.0",
+    "5.0",
+    "sm_",
+    "a",
+    "f",
+    ".",
+    "\t",
+    "1",
+    "99.9",
+    "+",
+    "PTX",
+    "native",
+    "all",
+    "\x00",
+    "é",
+    "\n",
+    "sm_120a+PTX",
+]
+FLAG_TOKENS = [
+    "-gencode",
+    "--generate-code",
+    "-arch",
+    "--gpu-architecture",
+    "-code",
+    "--gpu-code",
+    "arch=compute_90,code=sm_90",
+    "arch=compute_100f,code=[sm_100f,compute_100f]",
+    "-gencode=arch=compute_80,code=sm_80",
+    "sm_86",
+    "compute_75",
+    "native",
+    "-O2",
+    "-I/x/monarch",
+    "=",
+    ",",
+    "lto_90",
+    "code=",
+    "arch=",
+]
+LISTING_LINES = [
+    "ELF file    1: x.1.sm_90.cubin",
+    "PTX file    1: x.1.sm_90.ptx",
+    "ELF file    2: x.2.sm_100.cubin",
+    "PTX file    2: x.2.sm_100f.ptx",
+    "cuobjdump info    : File 'x' does not contain device code",
+    "",
+]
+HEADER_LINES = [
+    "Fatbin elf code:",
+    "================",
+    "arch = sm_90",
+    "arch = sm_100f",
+    "Fatbin ptx code:",
+    "arch = sm_90a",
+    "code version = [1,8]",
+    "host = linux",
+    "compressed",
+    "",
+]
 
 
 def text_near(tokens: list[str]) -> st.SearchStrategy[str]:
     return st.one_of(
         st.text(max_size=60),
         st.lists(st.sampled_from(tokens), max_size=12).map("".join),
-        st.lists(st.one_of(st.sampled_from(tokens), st.text(max_size=3)), max_size=12
-                 ).map("".join),
+        st.lists(st.one_of(st.sampled_from(tokens), st.text(max_size=3)), max_size=12).map("".join),
     )
 
 
-scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False),
-                    text_near(TOKENS))
+scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), text_near(TOKENS)
+)
 plain_data = st.recursive(
     scalars,
     lambda children: st.one_of(
         st.lists(children, max_size=5),
-        st.dictionaries(st.one_of(st.sampled_from(["schema", "rows", "arch_exceptions",
-                                                   "cu128", "cu130", "arch_list", "reason",
-                                                   "torch", "drop", "arch_list_by_cuda",
-                                                   "policy"]), st.text(max_size=8)),
-                        children, max_size=5),
+        st.dictionaries(
+            st.one_of(
+                st.sampled_from(
+                    [
+                        "schema",
+                        "rows",
+                        "arch_exceptions",
+                        "cu128",
+                        "cu130",
+                        "arch_list",
+                        "reason",
+                        "torch",
+                        "drop",
+                        "arch_list_by_cuda",
+                        "policy",
+                    ]
+                ),
+                st.text(max_size=8),
+            ),
+            children,
+            max_size=5,
+        ),
     ),
     max_leaves=25,
 )
@@ -106,6 +185,7 @@ def expect_ok_or_archguard_error(fn: Callable[[], object]) -> None:
 
 
 # --- targets ------------------------------------------------------------------------------
+
 
 def fuzz_arch_list(text: str) -> None:
     expect_ok_or_archguard_error(lambda: parse_arch_list(text, "fuzz"))
@@ -167,27 +247,93 @@ def fuzz_record(data: object) -> None:
 TARGETS: dict[str, tuple[Callable[..., None], st.SearchStrategy[tuple[object, ...]]]] = {
     "arch-list": (fuzz_arch_list, st.tuples(text_near(TOKENS))),
     "policy-data": (fuzz_policy_data, st.tuples(plain_data)),
-    "policy-yaml": (fuzz_policy_text, st.tuples(st.one_of(
-        mutated_policy(), plain_data.map(lambda d: yaml.safe_dump(d)), st.text(max_size=200)))),
+    "policy-yaml": (
+        fuzz_policy_text,
+        st.tuples(
+            st.one_of(
+                mutated_policy(), plain_data.map(lambda d: yaml.safe_dump(d)), st.text(max_size=200)
+            )
+        ),
+    ),
     "config-table": (fuzz_config_table, st.tuples(plain_data)),
-    "pyproject": (fuzz_pyproject_bytes, st.tuples(st.one_of(
-        st.binary(max_size=200),
-        text_near(['[tool.archguard]', '[build-system]', 'requires = ["torch-archguard"]',
-                   '\n', '"', "archguard", "=", "[", "]"]).map(str.encode)))),
+    "pyproject": (
+        fuzz_pyproject_bytes,
+        st.tuples(
+            st.one_of(
+                st.binary(max_size=200),
+                text_near(
+                    [
+                        "[tool.archguard]",
+                        "[build-system]",
+                        'requires = ["torch-archguard"]',
+                        "\n",
+                        '"',
+                        "archguard",
+                        "=",
+                        "[",
+                        "]",
+                    ]
+                ).map(str.encode),
+            )
+        ),
+    ),
     "environment": (fuzz_environment, st.tuples(text_near(TOKENS))),
-    "versions": (fuzz_versions, st.tuples(text_near(
-        ["2.13.0", "+cu130", "release 13.0, V13.0.88", "cu128", "12.8", ".", "dev", "sm_90",
-         " ", "13", "rc1", "post"]))),
-    "cuobjdump": (fuzz_cuobjdump, st.tuples(
-        st.lists(st.sampled_from(LISTING_LINES) | st.text(max_size=20), max_size=8
-                 ).map("\n".join),
-        st.lists(st.sampled_from(HEADER_LINES) | st.text(max_size=20), max_size=12
-                 ).map("\n".join))),
-    "nvcc-flags": (fuzz_nvcc_flags, st.tuples(st.lists(
-        st.sampled_from(FLAG_TOKENS) | st.text(max_size=12), max_size=8))),
-    "verify-record": (fuzz_record, st.tuples(st.one_of(plain_data, st.fixed_dictionaries({
-        "schema": st.just("archguard.resolution/1"),
-        "targets": st.fixed_dictionaries({"cubins": st.lists(text_near(TOKENS), max_size=3),
-                                          "ptx": st.lists(text_near(TOKENS), max_size=3)}),
-        "cuda": plain_data, "torch": plain_data, "effective": plain_data})))),
+    "versions": (
+        fuzz_versions,
+        st.tuples(
+            text_near(
+                [
+                    "2.13.0",
+                    "+cu130",
+                    "release 13.0, V13.0.88",
+                    "cu128",
+                    "12.8",
+                    ".",
+                    "dev",
+                    "sm_90",
+                    " ",
+                    "13",
+                    "rc1",
+                    "post",
+                ]
+            )
+        ),
+    ),
+    "cuobjdump": (
+        fuzz_cuobjdump,
+        st.tuples(
+            st.lists(st.sampled_from(LISTING_LINES) | st.text(max_size=20), max_size=8).map(
+                "\n".join
+            ),
+            st.lists(st.sampled_from(HEADER_LINES) | st.text(max_size=20), max_size=12).map(
+                "\n".join
+            ),
+        ),
+    ),
+    "nvcc-flags": (
+        fuzz_nvcc_flags,
+        st.tuples(st.lists(st.sampled_from(FLAG_TOKENS) | st.text(max_size=12), max_size=8)),
+    ),
+    "verify-record": (
+        fuzz_record,
+        st.tuples(
+            st.one_of(
+                plain_data,
+                st.fixed_dictionaries(
+                    {
+                        "schema": st.just("archguard.resolution/1"),
+                        "targets": st.fixed_dictionaries(
+                            {
+                                "cubins": st.lists(text_near(TOKENS), max_size=3),
+                                "ptx": st.lists(text_near(TOKENS), max_size=3),
+                            }
+                        ),
+                        "cuda": plain_data,
+                        "torch": plain_data,
+                        "effective": plain_data,
+                    }
+                ),
+            )
+        ),
+    ),
 }

@@ -15,8 +15,11 @@ EXAMPLES = int(os.environ.get("ARCHGUARD_TEST_FUZZ_EXAMPLES", "300"))
 
 
 @pytest.mark.parametrize("name", sorted(TARGETS))
-@settings(max_examples=EXAMPLES, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
 @given(data=st.data())
 def test_parser_gives_a_result_or_its_own_error(name: str, data: st.DataObject) -> None:
     target, strategy = TARGETS[name]

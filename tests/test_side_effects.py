@@ -95,13 +95,19 @@ def observed(tmp_path: Path) -> dict[str, object]:
     project = tmp_path / "proj"
     project.mkdir()
     (project / "pyproject.toml").write_text(
-        '[build-system]\nrequires = ["setuptools", "torch", "torch-archguard"]\n')
+        '[build-system]\nrequires = ["setuptools", "torch", "torch-archguard"]\n'
+    )
     (project / "k.cu").write_text("__global__ void k() {}\n")
     home = tmp_path / "home"
     home.mkdir()
     env = build_env(HOME=str(home), TMPDIR=str(tmp_path))
-    proc = subprocess.run([sys.executable, "-c", SCRIPT, str(project)], capture_output=True,
-                          text=True, env=env, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(project)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     result: dict[str, object] = json.loads(proc.stdout.strip().splitlines()[-1])
     result["log"] = proc.stderr
@@ -135,21 +141,35 @@ def test_environment_and_extension_arguments_restored(observed: dict[str, object
     assert "TORCH_CUDA_ARCH_LIST='8.6' was set in the environment" in str(observed["log"])
 
 
+MIXED = "8.0;9.0a;10.0f;10.3a;12.0f;12.1a;Ampere"  # a/f suffixes hash with the seed
 DETERMINISM_COMMANDS = [
     ["explain", "--cuda", "12.8", "--torch", "2.7", "--format", "json", "7.0", "10.3"],
+    ["explain", "--cuda", "13.0", "--torch", "2.13", "--format", "json", "10.0f"],
     ["list", "--cuda", "13.0", "--torch", "2.13", "--format", "gencode"],
     ["list", "--cuda", "12.9", "--torch", "2.11", "--format", "json"],
     ["matrix", "--format", "json"],
 ]
 
 
-@pytest.mark.parametrize("args", DETERMINISM_COMMANDS, ids=lambda a: " ".join(a[:2]))
-def test_same_inputs_give_byte_identical_output_across_hash_seeds(args: list[str]) -> None:
+@pytest.mark.parametrize("args", DETERMINISM_COMMANDS, ids=lambda a: " ".join(a[:3]))
+@pytest.mark.parametrize("override", [None, MIXED])
+def test_same_inputs_give_byte_identical_output_across_hash_seeds(
+    args: list[str], override: str | None
+) -> None:
     outputs = set()
-    for seed in ("0", "1", "12345", "random"):
-        env = {**{k: v for k, v in os.environ.items() if not k.startswith("ARCHGUARD_")},
-               "PYTHONHASHSEED": seed}
-        proc = subprocess.run([sys.executable, "-m", "archguard", *args], capture_output=True,
-                              env=env, cwd=REPO, check=True)
+    for seed in ("0", "1", "12345", "4242", "random"):
+        env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith("ARCHGUARD_")},
+            "PYTHONHASHSEED": seed,
+        }
+        if override:
+            env["ARCHGUARD_ARCH_LIST"] = override
+        proc = subprocess.run(
+            [sys.executable, "-m", "archguard", *args],
+            capture_output=True,
+            env=env,
+            cwd=REPO,
+            check=True,
+        )
         outputs.add(proc.stdout)
     assert len(outputs) == 1
