@@ -35,5 +35,5 @@ else
   CUDA_HOME=$(PYTHON="$VPY" bash scripts/cuda_from_index.sh "$repo/.cache/cuda")
 fi
 export CUDA_HOME
-export ARCHGUARD_TEST_CUDA_HOME="$CUDA_HOME"
+export AG_TEST_CUDA_HOME="$CUDA_HOME"
 step "CUDA_HOME=$CUDA_HOME ($("$CUDA_HOME/bin/nvcc" --version | tail -2 | head -1))"

@@ -16,7 +16,7 @@ if [ -n "$cpu_wheel" ]; then
   fi
   .venv-cpu/bin/python -m pip install -q --disable-pip-version-check --upgrade "pip>=25.3" setuptools
   .venv-cpu/bin/python -m pip install -q --disable-pip-version-check "$cpu_wheel" -e .
-  export ARCHGUARD_TEST_CPU_PYTHON="$repo/.venv-cpu/bin/python"
+  export AG_TEST_CPU_PYTHON="$repo/.venv-cpu/bin/python"
 fi
 
 step "pytest"

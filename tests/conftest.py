@@ -59,7 +59,5 @@ def project(tmp_path: Path) -> Callable[[str], Path]:
 def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """In-process tests never see a developer's ARCHGUARD_* or TORCH_CUDA_ARCH_LIST."""
     for name in list(os.environ):
-        if name.startswith("ARCHGUARD_TEST_"):
-            continue  # the test runner's own settings (scripts/test.sh)
         if name.startswith("ARCHGUARD_") or name == "TORCH_CUDA_ARCH_LIST":
             monkeypatch.delenv(name, raising=False)

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-CUDA_HOME = os.environ.get("ARCHGUARD_TEST_CUDA_HOME", "/usr/local/cuda")
+CUDA_HOME = os.environ.get("AG_TEST_CUDA_HOME", "/usr/local/cuda")
 
 
 @cache

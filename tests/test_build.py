@@ -119,8 +119,8 @@ def test_example_isolated_build_from_a_local_wheel_directory(
     example_src: Path, archguard_wheelhouse: Path, tmp_path: Path
 ) -> None:
     """`pip wheel` with build isolation: torch and torch-archguard come into a fresh env."""
-    if os.environ.get("ARCHGUARD_TEST_SKIP_ISOLATED") == "1":
-        pytest.skip("ARCHGUARD_TEST_SKIP_ISOLATED=1 (the isolated build downloads torch)")
+    if os.environ.get("AG_TEST_SKIP_ISOLATED") == "1":
+        pytest.skip("AG_TEST_SKIP_ISOLATED=1 (the isolated build downloads torch)")
     src = copy_tree(example_src, tmp_path / "src")
     constraints = tmp_path / "build-constraints.txt"
     constraints.write_text(f"torch=={_torch_version()}\n")
@@ -433,9 +433,9 @@ def test_setup_py_build_ext_and_editable_wheel(tmp_path: Path) -> None:
 
 
 def test_cpu_only_torch_gets_its_own_clear_message(tmp_path: Path) -> None:
-    python = os.environ.get("ARCHGUARD_TEST_CPU_PYTHON")
+    python = os.environ.get("AG_TEST_CPU_PYTHON")
     if not python:
-        pytest.skip("ARCHGUARD_TEST_CPU_PYTHON (a Python with torch +cpu and archguard) unset")
+        pytest.skip("AG_TEST_CPU_PYTHON (a Python with torch +cpu and archguard) unset")
     proc = subprocess.run(
         [python, "-m", "archguard", "explain"],
         capture_output=True,

@@ -117,9 +117,9 @@ def test_cuda_major_mismatch(run_cli) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_torch_not_cuda() -> None:
-    python = os.environ.get("ARCHGUARD_TEST_CPU_PYTHON")
+    python = os.environ.get("AG_TEST_CPU_PYTHON")
     if not python:
-        pytest.skip("ARCHGUARD_TEST_CPU_PYTHON unset (scripts/test.sh sets it)")
+        pytest.skip("AG_TEST_CPU_PYTHON unset (scripts/test.sh sets it)")
     proc = subprocess.run(
         [python, "-m", "archguard", "list"], capture_output=True, text=True, check=False
     )

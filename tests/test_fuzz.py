@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from fuzz_targets import TARGETS
 
-EXAMPLES = int(os.environ.get("ARCHGUARD_TEST_FUZZ_EXAMPLES", "300"))
+EXAMPLES = int(os.environ.get("AG_TEST_FUZZ_EXAMPLES", "300"))
 
 
 @pytest.mark.parametrize("name", sorted(TARGETS))

@@ -20,7 +20,7 @@ from archguard.toolkit import (
     variant_rule,
 )
 
-CUDA_HOME = os.environ.get("ARCHGUARD_TEST_CUDA_HOME", "/usr/local/cuda")
+CUDA_HOME = os.environ.get("AG_TEST_CUDA_HOME", "/usr/local/cuda")
 has_nvcc = pytest.mark.skipif(
     not Path(CUDA_HOME, "bin", "nvcc").is_file(), reason=f"no nvcc under {CUDA_HOME}"
 )

@@ -115,8 +115,10 @@ def load_plain_yaml(text: str, source: str, fail: Callable[[str], Exception]) ->
     except yaml.MarkedYAMLError as exc:
         raise fail(f"{_where(source, exc.problem_mark)}: not valid YAML: {exc.problem}") from None
     except yaml.reader.ReaderError as exc:
-        raise fail(f"{source}: not valid YAML: character {exc.character!r} at position "
-                   f"{exc.position} is not allowed (binary or control characters)") from None
+        raise fail(
+            f"{source}: not valid YAML: character {exc.character!r} at position "
+            f"{exc.position} is not allowed (binary or control characters)"
+        ) from None
     except yaml.YAMLError as exc:
         raise fail(f"{source}: not valid YAML: {exc}") from None
     except RecursionError:

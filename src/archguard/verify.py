@@ -73,12 +73,12 @@ def record_expectation(text: str, where: str) -> Expectation:
         names = list(data["targets"]["cubins"]) + list(data["targets"]["ptx"])
         if not all(isinstance(n, str) for n in names):
             raise ValueError("targets must be sm_/compute_ names")
-        targets = (parse_targets(names, where) if names
-                   else Targets(frozenset(), frozenset()))
+        targets = parse_targets(names, where) if names else Targets(frozenset(), frozenset())
         cuda = data.get("cuda") if isinstance(data.get("cuda"), dict) else {}
         torch = data.get("torch") if isinstance(data.get("torch"), dict) else {}
-        label = (f"{where} ({data.get('effective')}; {cuda.get('tag')}, torch "
-                 f"{torch.get('version')})")
+        label = (
+            f"{where} ({data.get('effective')}; {cuda.get('tag')}, torch {torch.get('version')})"
+        )
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise BinaryReadError(f"{where} is not a readable archguard record ({exc}).") from None
     return Expectation(targets, label)
