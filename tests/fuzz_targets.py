@@ -250,9 +250,7 @@ TARGETS: dict[str, tuple[Callable[..., None], st.SearchStrategy[tuple[object, ..
     "policy-yaml": (
         fuzz_policy_text,
         st.tuples(
-            st.one_of(
-                mutated_policy(), plain_data.map(lambda d: yaml.safe_dump(d)), st.text(max_size=200)
-            )
+            st.one_of(mutated_policy(), plain_data.map(yaml.safe_dump), st.text(max_size=200))
         ),
     ),
     "config-table": (fuzz_config_table, st.tuples(plain_data)),
