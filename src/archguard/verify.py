@@ -74,8 +74,8 @@ def record_expectation(text: str, where: str) -> Expectation:
         if not all(isinstance(n, str) for n in names):
             raise ValueError("targets must be sm_/compute_ names")
         targets = parse_targets(names, where) if names else Targets(frozenset(), frozenset())
-        cuda = data.get("cuda") if isinstance(data.get("cuda"), dict) else {}
-        torch = data.get("torch") if isinstance(data.get("torch"), dict) else {}
+        cuda: dict[str, object] = data["cuda"] if isinstance(data.get("cuda"), dict) else {}
+        torch: dict[str, object] = data["torch"] if isinstance(data.get("torch"), dict) else {}
         label = (
             f"{where} ({data.get('effective')}; {cuda.get('tag')}, torch {torch.get('version')})"
         )
