@@ -17,7 +17,7 @@ record all print from those records. The steps (SPEC §4):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from archguard.arch import Arch, ArchEntry, Targets, format_list
 from archguard.config import PackageConfig
@@ -286,6 +286,201 @@ def _torch_decision(
     return Decision(arch, TORCH, "dropped", reason)
 
 
+@dataclass
+class _Run:
+    """The working state of one resolution; one method per step."""
+
+    policy: Policy
+    toolkit: Toolkit
+    torch: TorchBuild
+    devices: tuple[Device, ...]
+    request: Request
+    current: dict[Arch, bool] = field(default_factory=dict)  # surviving arch -> +PTX
+    decisions: list[Decision] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    declared_ptx: set[Arch] = field(default_factory=set)
+    orphans: dict[Arch, str] = field(default_factory=dict)  # +PTX that lost its arch, why
+    recorded: dict[Arch, ArchException] = field(default_factory=dict)
+    ptx_on: set[Arch] = field(default_factory=set)
+
+    @property
+    def tag(self) -> str:
+        return self.toolkit.tag
+
+    def decide(self, arch: Arch, step: str, outcome: str, reason: str, ptx: bool = False) -> None:
+        self.decisions.append(Decision(arch, step, outcome, reason, ptx))
+
+    def drop(self, arch: Arch, decision: Decision, orphan_reason: str) -> None:
+        self.decisions.append(decision)
+        del self.current[arch]
+        if arch in self.declared_ptx:
+            self.orphans[arch] = orphan_reason
+
+    def can_carry(self, arch: Arch) -> bool:
+        return self.toolkit.emits_ptx(arch.plain)
+
+    def add_ptx(self, carrier: Arch, reason: str, outcome: str = "added") -> None:
+        self.ptx_on.add(carrier)
+        self.decide(carrier, PTX, outcome, reason, ptx=True)
+
+    # Step 1 -------------------------------------------------------------------------------
+    def requested(self) -> None:
+        for entry in self.request.entries:
+            self.current[entry.arch] = entry.ptx
+            self.decide(entry.arch, REQUEST, "requested", f"{self.request.origin} asks for {entry}")
+        self.declared_ptx = {a for a, p in self.current.items() if p}
+
+    # Step 2 -------------------------------------------------------------------------------
+    def exceptions(self) -> None:
+        if self.torch.public_version is None and self.policy.exceptions_for(self.tag):
+            self.notes.append(
+                f"arch_exceptions[{self.tag}] not applied: the torch version is not known "
+                "(pass --torch VERSION with --torch-arches)"
+            )
+        for exc in _applicable_exceptions(self.policy, self.tag, self.torch):
+            for arch in exc.drop:
+                self.recorded.setdefault(arch, exc)
+                if arch in self.current:
+                    self.drop(
+                        arch,
+                        Decision(arch, EXCEPTION, "dropped", _exception_reason(self.tag, exc)),
+                        "its arch was dropped by a recorded exception",
+                    )
+
+    # Step 3 -------------------------------------------------------------------------------
+    def toolkit_clamp(self) -> None:
+        nvcc = f"nvcc {self.toolkit.text}"
+        for arch in sorted(self.current):
+            decision = _toolkit_decision(self.toolkit, arch)
+            if decision.outcome == "dropped":
+                self.drop(arch, decision, f"{nvcc} cannot emit {arch.sm}")
+                continue
+            self.decisions.append(decision)
+            if self.current[arch] and not self.can_carry(arch):
+                self.current[arch] = False
+                self.orphans[arch] = f"{nvcc} cannot emit {arch.plain.compute}"
+                self.decide(arch, TOOLKIT, "dropped", self.orphans[arch], ptx=True)
+        # nvcc refuses sm_XY and sm_XYf in one compile ("The same GPU code ... generated for
+        # non family-specific and family-specific GPU arch"); both serve the same devices.
+        for arch in sorted(self.current):
+            family = Arch(arch.major, arch.minor, "f")
+            if not arch.suffix and family in self.current:
+                ptx = self.current.pop(arch)
+                self.decide(
+                    arch,
+                    TOOLKIT,
+                    "dropped",
+                    f"{family} is also requested and serves the same devices; nvcc "
+                    f"refuses to emit {arch.sm} and {family.sm} into one binary",
+                )
+                self.current[family] = self.current[family] or ptx
+
+    # Step 4 -------------------------------------------------------------------------------
+    def torch_clamp(self) -> None:
+        # Highest first, so each cubin's interval is final when it is judged.
+        for arch in sorted(self.current, reverse=True):
+            decision = _torch_decision(
+                self.torch, arch, set(self.current), self.devices, self.tag, self.recorded.get(arch)
+            )
+            if decision.outcome == "dropped":
+                self.drop(
+                    arch, decision, f"{self.torch.label} cannot run where {arch.sm} would serve"
+                )
+            else:
+                self.decisions.append(decision)
+        # Say whether the live clamp agrees with each recorded exception that applied.
+        for arch in sorted(self.recorded):
+            if any(d.arch == arch and d.step == EXCEPTION for d in self.decisions):
+                self.decisions.append(
+                    _torch_decision(
+                        self.torch,
+                        arch,
+                        set(self.current) | {arch},
+                        self.devices,
+                        self.tag,
+                        self.recorded[arch],
+                        excepted=True,
+                    )
+                )
+
+    # Step 5 -------------------------------------------------------------------------------
+    def ptx(self) -> None:
+        for arch, ptx in self.current.items():
+            if ptx:
+                self.add_ptx(
+                    arch,
+                    f"declared {arch}+PTX in {self.request.origin}: {arch.plain.compute} stays",
+                    outcome="kept",
+                )
+        for orphan, why in sorted(self.orphans.items()):
+            below = [a for a in self.current if a.cc < orphan.cc and self.can_carry(a)]
+            if not below:
+                self.decide(
+                    orphan,
+                    PTX,
+                    "dropped",
+                    f"declared +PTX lost: {why}, and no surviving arch below it can carry it",
+                    ptx=True,
+                )
+                continue
+            carrier = max(below)
+            self.decide(orphan, PTX, "moved", f"declared +PTX moved to {carrier}: {why}", ptx=True)
+            self.add_ptx(
+                carrier,
+                f"carries the PTX declared on {orphan} ({why}): {carrier.plain.compute}",
+                outcome="moved",
+            )
+        if self.current:
+            self._role_highest()
+            self._role_gaps()
+
+    def _prefer_plain(self, arch: Arch) -> tuple[tuple[int, int], bool]:
+        return (arch.cc, arch.suffix == "")
+
+    def _role_highest(self) -> None:
+        """Role (i): PTX on the highest arch (real codegen for future majors)."""
+        highest = max(self.current, key=self._prefer_plain)
+        if any(p.cc == highest.cc for p in self.ptx_on):
+            return
+        candidates = [a for a in self.current if a.cc == highest.cc and self.can_carry(a)]
+        if candidates:
+            carrier = min(candidates)
+            self.add_ptx(
+                carrier,
+                f"role (i): the highest arch carries PTX; "
+                f"{carrier.plain.compute} is real codegen for devices above "
+                f"{carrier.cc_text} (future majors)",
+            )
+
+    def _role_gaps(self) -> None:
+        """Role (ii): every device inside the list that no cubin serves is reached by PTX."""
+        lowest = min(a.cc for a in self.current)
+        highest = max(a.cc for a in self.current)
+        for device in self.devices:
+            if not lowest <= device.cc <= highest:
+                continue
+            if chosen_cubin(self.current, device.cc) is not None:
+                continue
+            if any(p.cc <= device.cc for p in self.ptx_on):
+                continue
+            below = [a for a in self.current if a.cc < device.cc and self.can_carry(a)]
+            if below:
+                carrier = max(below, key=self._prefer_plain)
+                self.add_ptx(
+                    carrier,
+                    f"role (ii): no cubin serves {device} and no PTX at or "
+                    f"below it reaches it; {carrier.plain.compute} on the "
+                    "highest arch below it catches it (JIT-only)",
+                )
+
+    def effective(self) -> tuple[ArchEntry, ...]:
+        # One PTX per capability: compute_XY is plain, so 12.0 and 12.0a share it.
+        carriers: dict[tuple[int, int], Arch] = {}
+        for arch in sorted(self.ptx_on, key=lambda a: (a.cc, a.suffix != "")):
+            carriers.setdefault(arch.cc, arch)
+        return tuple(sorted(ArchEntry(a, carriers.get(a.cc) == a) for a in self.current))
+
+
 def resolve(
     policy: Policy,
     toolkit: Toolkit,
@@ -295,184 +490,26 @@ def resolve(
     devices: Sequence[Device] | None = None,
 ) -> Resolution:
     """Run steps 1-5. The result may be empty; call ``require_cubins()`` to enforce step 6."""
-    devices = tuple(devices or known_devices())
-    tag = toolkit.tag
-    request = choose_request(policy, tag, package, override)
-    decisions: list[Decision] = []
-    notes: list[str] = []
-    current: dict[Arch, bool] = {}
-    for entry in request.entries:
-        current[entry.arch] = entry.ptx
-        decisions.append(
-            Decision(entry.arch, REQUEST, "requested", f"{request.origin} asks for {entry}")
-        )
-    declared_ptx = {a for a, p in current.items() if p}
-    orphans: dict[Arch, str] = {}  # declared +PTX that lost its carrier, and why
-
-    # Step 2: recorded exceptions.
-    recorded: dict[Arch, ArchException] = {}
-    if torch.public_version is None and policy.exceptions_for(tag):
-        notes.append(
-            f"arch_exceptions[{tag}] not applied: the torch version is not known "
-            "(pass --torch VERSION with --torch-arches)"
-        )
-    for exc in _applicable_exceptions(policy, tag, torch):
-        for arch in exc.drop:
-            recorded.setdefault(arch, exc)
-            if arch in current:
-                del current[arch]
-                decisions.append(Decision(arch, EXCEPTION, "dropped", _exception_reason(tag, exc)))
-                if arch in declared_ptx:
-                    orphans[arch] = "its arch was dropped by a recorded exception"
-
-    # Step 3: toolkit clamp.
-    for arch in sorted(current):
-        decision = _toolkit_decision(toolkit, arch)
-        decisions.append(decision)
-        if decision.outcome == "dropped":
-            del current[arch]
-            if arch in declared_ptx:
-                orphans[arch] = f"nvcc {toolkit.text} cannot emit {arch.sm}"
-        elif current[arch] and not toolkit.emits_ptx(arch.plain):
-            current[arch] = False
-            orphans[arch] = f"nvcc {toolkit.text} cannot emit {arch.plain.compute}"
-            decisions.append(
-                Decision(
-                    arch,
-                    TOOLKIT,
-                    "dropped",
-                    f"nvcc {toolkit.text} cannot emit {arch.plain.compute}",
-                    ptx=True,
-                )
-            )
-
-    # nvcc refuses sm_XY and sm_XYf in one compile ("The same GPU code ... generated for
-    # non family-specific and family-specific GPU arch"); both serve the same devices.
-    for arch in sorted(current):
-        family = Arch(arch.major, arch.minor, "f")
-        if not arch.suffix and family in current:
-            del current[arch]
-            decisions.append(
-                Decision(
-                    arch,
-                    TOOLKIT,
-                    "dropped",
-                    f"{family} is also requested and serves the same devices; "
-                    f"nvcc refuses to emit {arch.sm} and {family.sm} into one "
-                    "binary",
-                )
-            )
-            if arch in declared_ptx:
-                current[family] = True
-
-    # Step 4: torch clamp, highest first within each major so intervals are final.
-    after_toolkit = set(current)
-    for arch in sorted(after_toolkit, reverse=True):
-        decision = _torch_decision(torch, arch, set(current), devices, tag, recorded.get(arch))
-        decisions.append(decision)
-        if decision.outcome == "dropped":
-            del current[arch]
-            if arch in declared_ptx:
-                orphans[arch] = f"{torch.label} cannot run where {arch.sm} would serve"
-    for arch in sorted(recorded):
-        if any(d.arch == arch and d.step == EXCEPTION for d in decisions):
-            cubins = set(current) | {arch}
-            decisions.append(
-                _torch_decision(torch, arch, cubins, devices, tag, recorded[arch], excepted=True)
-            )
-
-    # Step 5: PTX.
-    ptx_on: set[Arch] = set()
-    for arch, ptx in current.items():
-        if ptx:
-            ptx_on.add(arch)
-            decisions.append(
-                Decision(
-                    arch,
-                    PTX,
-                    "kept",
-                    f"declared {arch}+PTX in {request.origin}: {arch.plain.compute} stays",
-                    ptx=True,
-                )
-            )
-
-    def can_carry(a: Arch) -> bool:
-        return toolkit.emits_ptx(a.plain)
-
-    for orphan, why in sorted(orphans.items()):
-        below = [a for a in current if a.cc < orphan.cc and can_carry(a)]
-        if below:
-            carrier = max(below)
-            ptx_on.add(carrier)
-            decisions.append(
-                Decision(orphan, PTX, "moved", f"declared +PTX moved to {carrier}: {why}", ptx=True)
-            )
-            decisions.append(
-                Decision(
-                    carrier,
-                    PTX,
-                    "moved",
-                    f"carries the PTX declared on {orphan} ({why}): {carrier.plain.compute}",
-                    ptx=True,
-                )
-            )
-        else:
-            decisions.append(
-                Decision(
-                    orphan,
-                    PTX,
-                    "dropped",
-                    f"declared +PTX lost: {why}, and no surviving arch below it can carry it",
-                    ptx=True,
-                )
-            )
-
-    if current:
-        highest = max(current, key=lambda a: (a.cc, a.suffix == ""))
-        if not any(p.cc == highest.cc for p in ptx_on):
-            candidates = [a for a in current if a.cc == highest.cc and can_carry(a)]
-            if candidates:
-                carrier = min(candidates)
-                ptx_on.add(carrier)
-                decisions.append(
-                    Decision(
-                        carrier,
-                        PTX,
-                        "added",
-                        f"role (i): the highest arch carries PTX; {carrier.plain.compute} is real "
-                        f"codegen for devices above {carrier.cc_text} (future majors)",
-                        ptx=True,
-                    )
-                )
-        lowest = min(a.cc for a in current)
-        for device in devices:
-            if not (lowest <= device.cc <= highest.cc):
-                continue
-            if chosen_cubin(current, device.cc) is not None:
-                continue
-            if any(p.cc <= device.cc for p in ptx_on):
-                continue
-            below = [a for a in current if a.cc < device.cc and can_carry(a)]
-            if not below:
-                continue
-            carrier = max(below, key=lambda a: (a.cc, a.suffix == ""))
-            ptx_on.add(carrier)
-            decisions.append(
-                Decision(
-                    carrier,
-                    PTX,
-                    "added",
-                    f"role (ii): no cubin serves {device} and no PTX at or below it reaches it; "
-                    f"{carrier.plain.compute} on the highest arch below it catches it (JIT-only)",
-                    ptx=True,
-                )
-            )
-
-    # One PTX per capability: compute_XY is plain, so 12.0 and 12.0a share it.
-    carriers: dict[tuple[int, int], Arch] = {}
-    for arch in sorted(ptx_on, key=lambda a: (a.cc, a.suffix != "")):
-        carriers.setdefault(arch.cc, arch)
-    effective = tuple(sorted(ArchEntry(a, carriers.get(a.cc) == a) for a in current))
+    run = _Run(
+        policy,
+        toolkit,
+        torch,
+        tuple(devices or known_devices()),
+        choose_request(policy, toolkit.tag, package, override),
+    )
+    run.requested()
+    run.exceptions()
+    run.toolkit_clamp()
+    run.torch_clamp()
+    run.ptx()
     return Resolution(
-        tag, policy, toolkit, torch, request, tuple(decisions), effective, tuple(notes), devices
+        toolkit.tag,
+        policy,
+        toolkit,
+        torch,
+        run.request,
+        tuple(run.decisions),
+        run.effective(),
+        tuple(run.notes),
+        run.devices,
     )
