@@ -128,7 +128,7 @@ MUTATIONS = [
     Mutation(
         "no-ptx-gap-net",
         "src/archguard/resolve.py",
-        "            if chosen_cubin(current, device.cc) is not None:\n                continue",
+        "            if chosen_cubin(self.current, device.cc) is not None:\n                continue",
         "            continue",
         (
             "tests/test_resolve.py::test_resolution_invariants",
