@@ -113,6 +113,17 @@ def _query(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     )
 
 
+def _environment_notes(warnings: list[str]) -> list[str]:
+    preset = os.environ.get("TORCH_CUDA_ARCH_LIST")
+    if preset is None:
+        return warnings
+    return [
+        *warnings,
+        f"TORCH_CUDA_ARCH_LIST={preset!r} is set in this environment; an "
+        "archguard build replaces it with the effective list.",
+    ]
+
+
 def cmd_explain(args: argparse.Namespace) -> int:
     from archguard.arch import parse_arch  # noqa: PLC0415
     from archguard.inputs import gather  # noqa: PLC0415
@@ -121,12 +132,13 @@ def cmd_explain(args: argparse.Namespace) -> int:
     why = [parse_arch(a, "the command line") for a in args.arches]
     gathered = gather(_query(args))
     res = gathered.resolve()
+    warnings = _environment_notes(gathered.warnings)
     if args.format == "json":
         record = resolution_record(res, why)
-        record["warnings"] = gathered.warnings
+        record["warnings"] = warnings
         sys.stdout.write(dumps(record))
     else:
-        sys.stdout.write(explain_text(res, gathered.shown, gathered.warnings, why))
+        sys.stdout.write(explain_text(res, gathered.shown, warnings, why))
     if not res.ok:
         try:
             res.require_cubins()
@@ -141,7 +153,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     from archguard.report import list_text  # noqa: PLC0415
 
     gathered = gather(_query(args))
-    for warning in gathered.warnings:
+    for warning in _environment_notes(gathered.warnings):
         print(f"archguard: warning: {warning}", file=sys.stderr)
     res = gathered.resolve().require_cubins()
     sys.stdout.write(list_text(res, args.format))

@@ -149,10 +149,4 @@ def gather(query: Query, environ: Mapping[str, str] | None = None) -> Gathered:
                 "and the policy, still clamped)",
             )
         )
-    preset = env.get("TORCH_CUDA_ARCH_LIST")
-    if preset is not None:
-        warnings.append(
-            f"TORCH_CUDA_ARCH_LIST={preset!r} is set in this environment; an "
-            "archguard build replaces it with the effective list."
-        )
     return Gathered(policy, project, toolkit, torch, override, shown, warnings)

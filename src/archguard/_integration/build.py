@@ -89,8 +89,7 @@ def session_for(dist: Any) -> Session | None:
             return None
         gathered = gather(Query(project_dir=Path(project_root(dist))))
         res = gathered.resolve()
-        warnings = [w for w in gathered.warnings if not w.startswith("TORCH_CUDA_ARCH_LIST=")]
-        _log_resolution(res, gathered.shown, warnings)
+        _log_resolution(res, gathered.shown, gathered.warnings)
         res.require_cubins()
     except ArchguardError as exc:
         raise _setup_error(exc) from None
@@ -182,7 +181,18 @@ def _environment(session: Session) -> Iterator[None]:
 
 @contextmanager
 def archguard_build(cmd: Any) -> Iterator[None]:
-    """Around ``build_ext.run``: the resolved list on every CUDA extension's nvcc line."""
+    """Around ``build_ext.run``: the resolved list on every CUDA extension's nvcc line.
+
+    Extensions that are all C/C++ sources (a CPU fallback such as ``CppExtension``) need no
+    arch list: archguard says so and stays out, so a CPU-only torch can still build them.
+    Extensions with CUDA sources, or with no sources at all (a CMake step builds them and
+    reads ``TORCH_CUDA_ARCH_LIST``), get the resolution.
+    """
+    extensions = list(getattr(cmd, "extensions", None) or ())
+    if extensions and not any(_has_cuda_sources(e) or not e.sources for e in extensions):
+        announce_once("no-cuda", "no CUDA sources among the extensions: no arch list to choose")
+        yield
+        return
     session = session_for(cmd.distribution)
     if session is None:
         yield
@@ -192,7 +202,7 @@ def archguard_build(cmd: Any) -> Iterator[None]:
     saved: list[tuple[Any, Any]] = []
     try:
         with _environment(session):
-            for ext in getattr(cmd, "extensions", None) or ():
+            for ext in extensions:
                 if not _has_cuda_sources(ext):
                     continue
                 original = ext.extra_compile_args
