@@ -453,9 +453,13 @@ def test_cpu_only_torch_gets_its_own_clear_message(tmp_path: Path) -> None:
     assert "archguard error [torch-not-cuda]" in log and "CPU-only build" in log
     # The same package's CPU fallback (C/C++ sources only) still builds on that torch.
     (root / "setup.py").write_text(
-        SETUP.format(imports=TORCH_IMPORT, prelude="", nvcc=["-O2"],
-                     cmdclass='cmdclass={"build_ext": BuildExtension},')
-        .replace('["mod.c", "kernel.cu"]', '["mod.c"]'))
+        SETUP.format(
+            imports=TORCH_IMPORT,
+            prelude="",
+            nvcc=["-O2"],
+            cmdclass='cmdclass={"build_ext": BuildExtension},',
+        ).replace('["mod.c", "kernel.cu"]', '["mod.c"]')
+    )
     fallback = pip_wheel(root, tmp_path / "cpu-out", python=python)
     log = fallback.stdout + fallback.stderr
     assert fallback.returncode == 0, log[-3000:]

@@ -20,22 +20,32 @@ def test_installed_torch_agrees_with_its_bundled_row() -> None:
     minor = f"{live.version.major}.{live.version.minor}"
     index = f"cu{live.cuda[0]}{live.cuda[1]}"
     if (index, minor) not in {(b.index, b.torch) for b in bundled_builds()}:
-        raise AssertionError(f"add {index}/torch {minor} to defaults/torch_builds.yml "
-                             "(python scripts/probe_torch.py prints the row)")
+        raise AssertionError(
+            f"add {index}/torch {minor} to defaults/torch_builds.yml "
+            "(python scripts/probe_torch.py prints the row)"
+        )
     assert bundled_torch(live.cuda, Version(minor)).targets == live.targets
 
 
 def test_probe_script_prints_the_row() -> None:
-    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "probe_torch.py")],
-                          capture_output=True, text=True, check=True)
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "probe_torch.py")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert "  - index: cu" in proc.stdout and "torch.cuda.get_arch_list()" in proc.stdout
 
 
 @needs_nvcc
 def test_explain_with_no_hypothetical_flags_reads_the_machine_and_the_package() -> None:
-    proc = subprocess.run([sys.executable, "-m", "archguard", "explain", "--project",
-                           str(REPO / "example_package")], capture_output=True, text=True,
-                          env=build_env(), check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "archguard", "explain", "--project", str(REPO / "example_package")],
+        capture_output=True,
+        text=True,
+        env=build_env(),
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     inputs = " ".join(proc.stdout.split("Decisions")[0].split())  # unwrap the columns
     assert "installed torch (torch.cuda.get_arch_list() of torch" in inputs

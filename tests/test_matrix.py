@@ -55,7 +55,10 @@ def test_text_and_markdown(run_cli) -> None:  # type: ignore[no-untyped-def]
     text = matrix(run_cli).stdout
     assert "cu128  2.7    7.5;8.0;8.6;9.0+PTX;10.0;12.0+PTX      7.0 (exception)" in text
     md = matrix(run_cli, "--format", "markdown").stdout
-    assert "| cu128 | 2.7 | `7.5;8.0;8.6;9.0+PTX;10.0;12.0+PTX` | 7.0 (exception) | 11.0 |" in md
+    assert (
+        "| cu128 | 2.7 | `7.5;8.0;8.6;9.0+PTX;10.0;12.0+PTX` | 7.0 (exception) | 11.0 | "
+        "6.0, 6.1, 6.2, 7.0, 7.2 | 6.0, 6.1, 6.2, 7.0, 7.2, 11.0 |"
+    ) in md
 
 
 def test_html_is_self_contained(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -129,12 +129,27 @@ def as_github(cells: list[Cell]) -> dict[str, object]:
     return {"include": include}
 
 
+def _no_torch(res: Resolution) -> list[str]:
+    """Devices this torch itself cannot run on, whatever the wheel holds."""
+    return [c.device.cc_text for c in res.torch_coverage() if c.tier is Tier.DEAD]
+
+
 def _short_drops(res: Resolution) -> str:
     return ", ".join(f"{d.arch} ({d.step})" for d in res.dropped()) or "-"
 
 
 def as_text(cells: list[Cell]) -> str:
-    rows = [("cuda", "torch", "effective list", "dropped (step)", "jit-only", "dead")]
+    rows = [
+        (
+            "cuda",
+            "torch",
+            "effective list",
+            "dropped (step)",
+            "jit-only",
+            "dead",
+            "torch cannot run",
+        )
+    ]
     errors = []
     for c in cells:
         if c.resolution is None or c.error is not None:
@@ -149,6 +164,7 @@ def as_text(cells: list[Cell]) -> str:
                 _short_drops(c.resolution),
                 " ".join(t["jit-only"]) or "-",
                 " ".join(t["dead"]) or "-",
+                " ".join(_no_torch(c.resolution)) or "-",
             )
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
@@ -162,23 +178,24 @@ def as_markdown(cells: list[Cell], policy: Policy) -> str:
         "",
         f"Policy: {policy.source}",
         "",
-        "| CUDA | torch | effective list | dropped (step) | JIT-only | dead |",
-        "|---|---|---|---|---|---|",
+        "| CUDA | torch | effective list | dropped (step) | JIT-only | dead | torch cannot run |",
+        "|---|---|---|---|---|---|---|",
     ]
     for c in cells:
         if c.resolution is None or c.error is not None:
-            lines.append(f"| {c.index} | {c.torch} | **error**: {c.error} | | | |")
+            lines.append(f"| {c.index} | {c.torch} | **error**: {c.error} | | | | |")
             continue
         t = _tiers(c.resolution)
         lines.append(
             f"| {c.index} | {c.torch} | `{c.resolution.effective_text}` | "
             f"{_short_drops(c.resolution)} | {', '.join(t['jit-only']) or '-'} | "
-            f"{', '.join(t['dead']) or '-'} |"
+            f"{', '.join(t['dead']) or '-'} | {', '.join(_no_torch(c.resolution)) or '-'} |"
         )
     lines += [
         "",
         "Tiers are over the known devices: native (a cubin serves it), JIT-only "
-        "(only a PTX net reaches it), dead (nothing does).",
+        '(only a PTX net reaches it), dead (nothing does). "torch cannot run" lists the '
+        "devices the cell's torch itself cannot run on, whatever the wheel holds.",
     ]
     return "\n".join(lines) + "\n"
 
