@@ -128,6 +128,19 @@ def test_unrelated_packages_build_identically_with_archguard_installed(
         [str(fresh_python), "-c", "import archguard._integration.setuptools_hook"], check=False
     )
     assert check.returncode == 0  # the hook really is installed there
+    # ... and the fresh (non-editable) install answers from the data inside its wheel
+    with zipfile.ZipFile(archguard_wheel) as zf:
+        names = set(zf.namelist())
+    for data in ("arch_policy.yml", "toolkits.yml", "torch_builds.yml", "devices.yml"):
+        assert f"archguard/defaults/{data}" in names
+    listed = subprocess.run(
+        [str(fresh_python), "-m", "archguard", "list", "--cuda", "12.8", "--torch", "2.7"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert listed.stdout == "7.5;8.0;8.6;9.0+PTX;10.0;12.0+PTX\n", listed.stderr
     with_ag = build_all(fresh_python, work, "with")
     for name in PACKAGES:
         rc_a, log_a, files_a = without[name]
