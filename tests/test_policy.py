@@ -141,6 +141,11 @@ def test_very_large_file_is_refused_before_parsing(tmp_path: Path) -> None:
         load_policy(path)
 
 
+def test_unusable_path_is_a_policy_error() -> None:
+    with pytest.raises(PolicyError, match="not a usable path"):
+        load_policy("bad\x00name.yml", "--policy")
+
+
 def test_missing_file_names_the_path(tmp_path: Path) -> None:
     with pytest.raises(PolicyError, match="does not exist"):
         load_policy(tmp_path / "nope.yml", "ARCHGUARD_POLICY")

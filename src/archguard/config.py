@@ -102,7 +102,7 @@ def parse_config(table: object, source: str, root: Path) -> PackageConfig:
             problems.append(str(exc))
     if "policy" in table:
         value = table["policy"]
-        if not isinstance(value, str) or not value.strip():
+        if not isinstance(value, str) or not value.strip() or "\x00" in value:
             problems.append(f"policy must be a path string, not {value!r}")
         else:
             policy = (root / value).resolve()

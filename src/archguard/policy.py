@@ -222,6 +222,8 @@ def read_policy_text(path: Path, source: str) -> str:
         raise PolicyError(f"policy file {source} is not UTF-8 text") from None
     except OSError as exc:
         raise PolicyError(f"policy file {source} cannot be read: {exc.strerror}") from None
+    except ValueError:  # e.g. an embedded NUL byte
+        raise PolicyError(f"policy file {source!r} is not a usable path") from None
 
 
 def load_policy(path: str | os.PathLike[str] | None = None, origin: str = "") -> Policy:
