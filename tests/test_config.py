@@ -44,6 +44,7 @@ def test_requires_alone_activates(project) -> None:  # type: ignore[no-untyped-d
         ('arch_list_by_cuda = { "12.8" = "8.0" }', ["Did you mean 'cu128'?"]),
         ("arch_list = [8.0, 9.0]", ["quote every arch entry"]),
         ("policy = 3", ["policy must be a path string"]),
+        ('policy = "a\\u0000b"', ["policy must be a path string"]),  # found by scripts/fuzz.py
     ],
 )
 def test_bad_tables_name_file_key_and_fix(project, table: str, needles: list[str]) -> None:  # type: ignore[no-untyped-def]
