@@ -125,6 +125,36 @@ def archguard_list(project: Path, env: dict[str, str] | None = None) -> dict[str
     return json.loads(proc.stdout)  # type: ignore[no-any-return]
 
 
+def archguard_wheel(out: Path) -> Path:
+    """Build torch-archguard itself into ``out`` (as a farm's local wheel directory)."""
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            str(REPO),
+            "-w",
+            str(out),
+        ],
+        capture_output=True,
+        check=True,
+    )
+    (wheel,) = out.glob("torch_archguard-*.whl")
+    return wheel
+
+
+def run_in(
+    cwd: Path, *argv: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run a command in ``cwd`` with the farm build environment; never raises on failure."""
+    return subprocess.run(
+        list(argv), cwd=cwd, capture_output=True, text=True, env=env or build_env(), check=False
+    )
+
+
 def copy_tree(src: Path, dst: Path) -> Path:
     shutil.copytree(src, dst, ignore=shutil.ignore_patterns("build", "*.egg-info", "dist"))
     return dst

@@ -20,6 +20,7 @@ import pytest
 from realtools import (
     REPO,
     archguard_list,
+    archguard_wheel,
     build_env,
     copy_tree,
     needs_cuda_torch,
@@ -27,6 +28,7 @@ from realtools import (
     needs_nvcc,
     only_wheel,
     pip_wheel,
+    run_in,
     torch_cuda,
     wheel_record,
     wheel_so_targets,
@@ -68,23 +70,7 @@ def example_noiso(
 @pytest.fixture(scope="session")
 def archguard_wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheelhouse")
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-build-isolation",
-            str(REPO),
-            "-w",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
+    archguard_wheel(out)
     return out
 
 
@@ -399,14 +385,7 @@ def test_invalid_config_stops_the_build_with_file_key_and_fix(tmp_path: Path) ->
 
 def test_setup_py_build_ext_and_editable_wheel(tmp_path: Path) -> None:
     root = minicuda(tmp_path)
-    proc = subprocess.run(
-        [sys.executable, "setup.py", "build_ext", "--inplace"],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        env=build_env(),
-        check=False,
-    )
+    proc = run_in(root, sys.executable, "setup.py", "build_ext", "--inplace")
     assert proc.returncode == 0, proc.stderr[-3000:]
     (so,) = root.glob("_minicuda*.so")
     from archguard.detect.cuobjdump import read_binary
@@ -419,14 +398,7 @@ def test_setup_py_build_ext_and_editable_wheel(tmp_path: Path) -> None:
     code = (
         "from setuptools import build_meta as b; import sys; print(b.build_editable(sys.argv[1]))"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", code, str(tmp_path / "ed")],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        env=build_env(),
-        check=False,
-    )
+    proc = run_in(root, sys.executable, "-c", code, str(tmp_path / "ed"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     editable = tmp_path / "ed" / proc.stdout.strip().splitlines()[-1]
     assert wheel_record(editable)["effective"] == archguard_list(root)["effective"]

@@ -11,14 +11,13 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-import sys
 import venv
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from realtools import REPO, build_env
+from realtools import REPO, archguard_wheel, build_env
 
 pytestmark = pytest.mark.slow
 
@@ -102,25 +101,9 @@ def test_unrelated_packages_build_identically_with_archguard_installed(
     work = tmp_path / "w"
     without = build_all(fresh_python, work, "without")
     assert without["purepy"][0] == 0 and without["cext"][0] == 0 and without["cfgonly"][0] == 0
-    wheelhouse = tmp_path / "wh"
+    archguard = archguard_wheel(tmp_path / "wh")
     subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-build-isolation",
-            str(REPO),
-            "-w",
-            str(wheelhouse),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    (archguard_wheel,) = wheelhouse.glob("torch_archguard-*.whl")
-    subprocess.run(
-        [str(fresh_python), "-m", "pip", "install", "-q", str(archguard_wheel)],
+        [str(fresh_python), "-m", "pip", "install", "-q", str(archguard)],
         check=True,
         capture_output=True,
     )
@@ -129,7 +112,7 @@ def test_unrelated_packages_build_identically_with_archguard_installed(
     )
     assert check.returncode == 0  # the hook really is installed there
     # ... and the fresh (non-editable) install answers from the data inside its wheel
-    with zipfile.ZipFile(archguard_wheel) as zf:
+    with zipfile.ZipFile(archguard) as zf:
         names = set(zf.namelist())
     for data in ("arch_policy.yml", "toolkits.yml", "torch_builds.yml", "devices.yml"):
         assert f"archguard/defaults/{data}" in names
