@@ -113,6 +113,10 @@ class NotRepresentable(ArchguardError):
 
     code = "not-representable"
 
+    def __init__(self, message: str, *, problems: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.problems = problems  # each entry that cannot be written, with why
+
 
 class CuobjdumpNotFound(ArchguardError):
     """``verify`` needs cuobjdump and found none."""

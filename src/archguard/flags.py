@@ -52,10 +52,6 @@ TORCH_ACCEPTS = frozenset(
 def gencode_flags(entries: Iterable[ArchEntry]) -> list[str]:
     """One ``-gencode`` per cubin and per PTX target, ascending; PTX is always plain."""
     targets = Targets.from_entries(entries)
-    return targets_gencode(targets)
-
-
-def targets_gencode(targets: Targets) -> list[str]:
     flags = [f"-gencode=arch={a.compute},code={a.sm}" for a in sorted(targets.cubins)]
     flags += [f"-gencode=arch={a.compute},code={a.compute}" for a in sorted(targets.ptx)]
     return flags
@@ -78,7 +74,8 @@ def torch_arch_list(entries: Sequence[ArchEntry]) -> str:
         raise NotRepresentable(
             "TORCH_CUDA_ARCH_LIST cannot express " + "; ".join(problems) + ". Use "
             "--format gencode (nvcc flags) or --format cmake; in a build, archguard puts the "
-            "-gencode flags on the nvcc line itself."
+            "-gencode flags on the nvcc line itself.",
+            problems=tuple(problems),
         )
     return format_list(entries)
 

@@ -203,12 +203,6 @@ def parse_policy(data: object, source: str) -> Policy:
     return Policy(rows, exceptions, source)
 
 
-def bundled_policy_path() -> str:
-    from archguard._data import bundled_path  # noqa: PLC0415
-
-    return bundled_path("arch_policy.yml")
-
-
 def read_policy_text(path: Path, source: str) -> str:
     try:
         if path.stat().st_size > (1 << 20):

@@ -61,6 +61,11 @@ class Request:
     origin: str  # which list was asked for: a policy row, a package key, the environment
     reason: str | None = None  # the policy row's written reason
 
+    @property
+    def from_policy(self) -> bool:
+        """A policy row (always with a reason), not a package or environment override."""
+        return self.reason is not None
+
 
 def choose_request(
     policy: Policy,
@@ -204,7 +209,7 @@ class Resolution:
             + (
                 "The override that caused this is " + cause + ": give it an arch this toolkit "
                 "emits and this torch can run. "
-                if "policy row" not in cause
+                if not self.request.from_policy
                 else "Fix the policy row through the ADR process. "
             )
             + "The decision table follows.",

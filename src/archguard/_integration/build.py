@@ -98,7 +98,8 @@ def session_for(dist: Any) -> Session | None:
     except NotRepresentable as exc:
         torch_text = None
         say(
-            f"TORCH_CUDA_ARCH_LIST is unset for this build: {exc.message.split('. Use')[0]}; "
+            f"TORCH_CUDA_ARCH_LIST is unset for this build: torch cannot express "
+            f"{'; '.join(exc.problems)}; "
             "archguard passes the -gencode flags to nvcc itself"
         )
     session = Session(res, torch_text)
