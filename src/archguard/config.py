@@ -123,6 +123,11 @@ class Project:
     lists_archguard: bool  # torch-archguard in build-system.requires
     lists_unrelated: bool  # bare 'archguard' (the unrelated project) in build-system.requires
 
+    @classmethod
+    def none(cls, root: Path) -> Project:
+        """A directory with no pyproject.toml: no package overrides, not opted in."""
+        return cls(root, None, False, None, False, False)
+
     @property
     def active(self) -> bool:
         return self.has_table or self.lists_archguard
@@ -192,7 +197,7 @@ def load_project(root: str | Path) -> Project:
     root = Path(root).resolve()
     pyproject = root / "pyproject.toml"
     if not pyproject.is_file():
-        return Project(root, None, False, None, False, False)
+        return Project.none(root)
     return project_from_data(root, pyproject, read_toml(pyproject))
 
 

@@ -138,36 +138,41 @@ def _short_drops(res: Resolution) -> str:
     return ", ".join(f"{d.arch} ({d.step})" for d in res.dropped()) or "-"
 
 
+COLUMNS = (
+    "cuda",
+    "torch",
+    "effective list",
+    "dropped (step)",
+    "jit-only",
+    "dead",
+    "torch cannot run",
+)
+
+
+def _summary(c: Cell, sep: str) -> tuple[str, ...]:
+    """One cell's columns for the text and markdown tables; device lists joined by ``sep``."""
+    assert c.resolution is not None
+    t = _tiers(c.resolution)
+    return (
+        c.index,
+        c.torch,
+        c.resolution.effective_text,
+        _short_drops(c.resolution),
+        sep.join(t["jit-only"]) or "-",
+        sep.join(t["dead"]) or "-",
+        sep.join(_no_torch(c.resolution)) or "-",
+    )
+
+
 def as_text(cells: list[Cell]) -> str:
-    rows = [
-        (
-            "cuda",
-            "torch",
-            "effective list",
-            "dropped (step)",
-            "jit-only",
-            "dead",
-            "torch cannot run",
-        )
-    ]
+    rows: list[tuple[str, ...]] = [COLUMNS]
     errors = []
     for c in cells:
         if c.resolution is None or c.error is not None:
             errors.append(f"{c.index:<6} {c.torch:<6} ERROR: {c.error}")
-            continue
-        t = _tiers(c.resolution)
-        rows.append(
-            (
-                c.index,
-                c.torch,
-                c.resolution.effective_text,
-                _short_drops(c.resolution),
-                " ".join(t["jit-only"]) or "-",
-                " ".join(t["dead"]) or "-",
-                " ".join(_no_torch(c.resolution)) or "-",
-            )
-        )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+        else:
+            rows.append(_summary(c, " "))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(COLUMNS))]
     lines = ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     return "\n".join(lines + errors) + "\n"
 
@@ -185,12 +190,9 @@ def as_markdown(cells: list[Cell], policy: Policy) -> str:
         if c.resolution is None or c.error is not None:
             lines.append(f"| {c.index} | {c.torch} | **error**: {c.error} | | | | |")
             continue
-        t = _tiers(c.resolution)
-        lines.append(
-            f"| {c.index} | {c.torch} | `{c.resolution.effective_text}` | "
-            f"{_short_drops(c.resolution)} | {', '.join(t['jit-only']) or '-'} | "
-            f"{', '.join(t['dead']) or '-'} | {', '.join(_no_torch(c.resolution)) or '-'} |"
-        )
+        row = list(_summary(c, ", "))
+        row[2] = f"`{row[2]}`"
+        lines.append("| " + " | ".join(row) + " |")
     lines += [
         "",
         "Tiers are over the known devices: native (a cubin serves it), JIT-only "
@@ -271,9 +273,7 @@ one column per known device. Hover a cell for its reason.</p>
 
 def run_matrix(args: argparse.Namespace) -> int:
     project = (
-        load_project(args.project)
-        if args.project
-        else Project(Path(), None, False, None, False, False)
+        load_project(args.project) if args.project else Project.none(Path())
     )  # no package overrides
     policy = choose_policy(Query(policy=args.policy), project, os.environ)
     cells = compute(policy, project.config)
