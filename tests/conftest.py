@@ -5,36 +5,14 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from realtools import cli
+
 REPO = Path(__file__).resolve().parent.parent
-
-
-def cli(
-    *args: str,
-    env: dict[str, str] | None = None,
-    cwd: Path | None = None,
-    python: str = sys.executable,
-) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m archguard ARGS`` as a user would, in a clean subprocess."""
-    full_env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith("ARCHGUARD_") and k != "TORCH_CUDA_ARCH_LIST"
-    }
-    full_env.update(env or {})
-    return subprocess.run(
-        [python, "-m", "archguard", *args],
-        capture_output=True,
-        text=True,
-        env=full_env,
-        cwd=cwd,
-        check=False,
-    )
 
 
 @pytest.fixture

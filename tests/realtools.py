@@ -58,6 +58,29 @@ needs_cuda_torch = pytest.mark.skipif(
 )
 
 
+def cli(
+    *args: str,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+    python: str = sys.executable,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m archguard ARGS`` as a user would, in a clean subprocess."""
+    full_env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("ARCHGUARD_") and k != "TORCH_CUDA_ARCH_LIST"
+    }
+    full_env.update(env or {})
+    return subprocess.run(
+        [python, "-m", "archguard", *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        cwd=cwd,
+        check=False,
+    )
+
+
 def build_env(**extra: str) -> dict[str, str]:
     """The environment of a farm build container: no GPU, no archguard settings."""
     env = {
@@ -114,13 +137,7 @@ def wheel_so_targets(wheel: Path, tmp: Path) -> list[str]:
 
 def archguard_list(project: Path, env: dict[str, str] | None = None) -> dict[str, object]:
     """What `archguard list --format json` says the build will get (live torch and nvcc)."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "archguard", "list", "--project", str(project), "--format", "json"],
-        capture_output=True,
-        text=True,
-        env=env or build_env(),
-        check=False,
-    )
+    proc = cli("list", "--project", str(project), "--format", "json", env=env or build_env())
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)  # type: ignore[no-any-return]
 

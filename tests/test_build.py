@@ -22,6 +22,7 @@ from realtools import (
     archguard_list,
     archguard_wheel,
     build_env,
+    cli,
     copy_tree,
     needs_cuda_torch,
     needs_cuobjdump,
@@ -90,13 +91,7 @@ def test_example_no_isolation_holds_exactly_the_resolved_list(
     assert record["effective"] == expected["effective"]
     log = proc.stdout + proc.stderr
     assert f"archguard: effective arch list ({expected['cuda']}): {expected['effective']}" in log
-    verify = subprocess.run(
-        [sys.executable, "-m", "archguard", "verify", str(wheel)],
-        capture_output=True,
-        text=True,
-        env=build_env(),
-        check=False,
-    )
+    verify = cli("verify", str(wheel), env=build_env())
     assert verify.returncode == 0, verify.stdout + verify.stderr
     assert "OK         exactly the expected cubins and PTX" in verify.stdout
 
@@ -158,13 +153,7 @@ def test_example_package_override_with_family_and_specific_targets(
     assert found == ["sm_80", "sm_89", "sm_100f", "sm_120a", "compute_89", "compute_120"]
     assert found == targets_of(expected)
     assert "TORCH_CUDA_ARCH_LIST is unset for this build" in proc.stdout + proc.stderr
-    verify = subprocess.run(
-        [sys.executable, "-m", "archguard", "verify", str(wheel)],
-        capture_output=True,
-        text=True,
-        env=build_env(),
-        check=False,
-    )
+    verify = cli("verify", str(wheel), env=build_env())
     assert verify.returncode == 0, verify.stdout
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
@@ -13,7 +12,7 @@ import pytest
 from archguard.arch import Arch
 from archguard.detect.cuobjdump import combine, parse_headers, parse_listing, read_binary
 from archguard.errors import BinaryReadError
-from realtools import CUDA_HOME, build_env, cuobjdump, needs_cuobjdump, needs_nvcc, nvcc
+from realtools import CUDA_HOME, build_env, cli, cuobjdump, needs_cuobjdump, needs_nvcc, nvcc
 
 pytestmark = [needs_nvcc, needs_cuobjdump]
 
@@ -39,13 +38,7 @@ def gencode(*pairs: str) -> list[str]:
 
 
 def verify(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "archguard", "verify", *args],
-        capture_output=True,
-        text=True,
-        env=build_env(),
-        check=False,
-    )
+    return cli("verify", *args, env=build_env())
 
 
 CASES = [
