@@ -95,8 +95,8 @@ MUTATIONS = [
     Mutation(
         "writes-a-cache-file",
         "src/archguard/inputs.py",
-        "    project = load_project(query.project_dir)\n",
-        "    project = load_project(query.project_dir)\n"
+        "    warnings = [*project.warnings(), *unknown_env_warnings(env)]\n",
+        "    warnings = [*project.warnings(), *unknown_env_warnings(env)]\n"
         "    Path(os.environ.get('HOME', '/tmp'), '.archguard-cache').write_text('x')\n",
         ("tests/test_side_effects.py::test_no_network_and_no_writes",),
     ),
@@ -112,9 +112,9 @@ MUTATIONS = [
     Mutation(
         "hook-speaks-to-everyone",
         "src/archguard/_integration/setuptools_hook.py",
-        "    root = project_root(dist)\n    if not opted_in(root):\n        return",
-        "    root = project_root(dist)\n    say('checking')\n    if not opted_in(root):\n"
-        "        return",
+        "    root = project_root(dist)\n",
+        "    root = project_root(dist)\n"
+        "    print('archguard: checking', file=__import__('sys').stderr)\n",
         ("tests/test_hook.py::test_unrelated_project_imports_nothing_heavy_and_is_left_alone",),
     ),
     Mutation(
@@ -128,7 +128,8 @@ MUTATIONS = [
     Mutation(
         "no-ptx-gap-net",
         "src/archguard/resolve.py",
-        "            if chosen_cubin(self.current, device.cc) is not None:\n                continue",
+        "            if chosen_cubin(self.current, device.cc) is not None:\n"
+        "                continue",
         "            continue",
         (
             "tests/test_resolve.py::test_resolution_invariants",

@@ -16,7 +16,6 @@ import sys
 
 from archguard.detect.torch import detect_torch
 from archguard.errors import ArchguardError
-from archguard.toolkit import cuda_tag
 
 
 def main() -> int:
@@ -26,12 +25,12 @@ def main() -> int:
         print(exc.render(), file=sys.stderr)
         return 1
     assert build.version is not None and build.cuda is not None
-    sass = " ".join(str(a) for a in sorted(build.targets.cubins))
+    cubins = " ".join(str(a) for a in sorted(build.targets.cubins))
     ptx = " ".join(str(a) for a in sorted(build.targets.ptx))
     names = " ".join(build.targets.names())
-    print(f"""  - index: {cuda_tag(build.cuda)}
+    print(f"""  - tag: {build.cuda.tag}
     torch: ["{build.version.major}.{build.version.minor}"]
-    sass: "{sass}"
+    cubins: "{cubins}"
     ptx: "{ptx}"
     source: >-
       probe: torch {build.version} (torch.cuda.get_arch_list() = {names})""")

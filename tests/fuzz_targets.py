@@ -15,15 +15,22 @@ from pathlib import Path
 import yaml
 from hypothesis import strategies as st
 
-from archguard._integration.setuptools_hook import opted_in
+from archguard._optin import opted_in
 from archguard.arch import parse_arch_list, parse_targets
-from archguard.config import env_arch_list, env_disabled, parse_config, unknown_env_warnings
+from archguard.config import (
+    env_arch_list,
+    env_disabled,
+    load_project,
+    parse_config,
+    unknown_env_warnings,
+)
+from archguard.cuda import CudaVersion
 from archguard.detect.cuobjdump import combine, parse_headers, parse_listing
 from archguard.detect.nvcc import parse_nvcc_version, parse_target_list
 from archguard.errors import ArchguardError
 from archguard.flags import find_arch_flags
 from archguard.policy import load_policy, parse_policy
-from archguard.toolkit import parse_cuda_version
+from archguard.toolkit import known_arches
 from archguard.torchbuild import parse_torch_version
 from archguard.verify import record_expectation
 
@@ -188,12 +195,12 @@ def expect_ok_or_archguard_error(fn: Callable[[], object]) -> None:
 
 
 def fuzz_arch_list(text: str) -> None:
-    expect_ok_or_archguard_error(lambda: parse_arch_list(text, "fuzz"))
-    expect_ok_or_archguard_error(lambda: parse_targets(text, "fuzz"))
+    expect_ok_or_archguard_error(lambda: parse_arch_list(text, "fuzz", known=known_arches()))
+    expect_ok_or_archguard_error(lambda: parse_targets(text, "fuzz", known=known_arches()))
 
 
 def fuzz_policy_data(data: object) -> None:
-    expect_ok_or_archguard_error(lambda: parse_policy(data, "fuzz.yml"))
+    expect_ok_or_archguard_error(lambda: parse_policy(data, "fuzz.yml", known_arches()))
 
 
 def fuzz_policy_text(text: str) -> None:
@@ -212,7 +219,13 @@ def fuzz_config_table(table: object) -> None:
 def fuzz_pyproject_bytes(raw: bytes) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         Path(tmp, "pyproject.toml").write_bytes(raw)
-        assert opted_in(tmp) in (True, False)  # the hook never raises
+        hook_says = opted_in(str(Path(tmp, "pyproject.toml")))
+        assert hook_says in (True, False)  # the hook never raises
+        try:
+            project = load_project(tmp)
+        except ArchguardError:
+            return
+        assert project.active is hook_says  # one opt-in check: the hook and the reader agree
 
 
 def fuzz_environment(value: str) -> None:
@@ -224,7 +237,7 @@ def fuzz_environment(value: str) -> None:
 
 def fuzz_versions(text: str) -> None:
     expect_ok_or_archguard_error(lambda: parse_torch_version(text))
-    expect_ok_or_archguard_error(lambda: parse_cuda_version(text))
+    expect_ok_or_archguard_error(lambda: CudaVersion.parse(text))
     expect_ok_or_archguard_error(lambda: parse_nvcc_version(text))
     expect_ok_or_archguard_error(lambda: parse_target_list(text, "sm", "fuzz"))
 

@@ -22,7 +22,7 @@ def test_table_is_parsed(project) -> None:  # type: ignore[no-untyped-def]
         'arch_list_by_cuda = { cu130 = ["sm_90a", "12.0+PTX"] }\npolicy = "farm.yml"\n'
     )
     p = load_project(root)
-    assert p.active and p.lists_archguard and p.config is not None
+    assert p.active and p.opt_in.lists_archguard and p.config is not None
     assert format_list(p.config.arch_list or ()) == "8.0;8.6"
     assert format_list(p.config.arch_list_by_cuda["cu130"]) == "9.0a;12.0+PTX"
     assert p.config.policy == root / "farm.yml"
@@ -32,7 +32,7 @@ def test_table_is_parsed(project) -> None:  # type: ignore[no-untyped-def]
 
 def test_requires_alone_activates(project) -> None:  # type: ignore[no-untyped-def]
     p = load_project(project('[build-system]\nrequires = ["Torch_ArchGuard"]\n'))
-    assert p.active and not p.has_table
+    assert p.active and not p.opt_in.has_table
 
 
 @pytest.mark.parametrize(

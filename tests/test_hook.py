@@ -12,7 +12,10 @@ from setuptools import Distribution
 from setuptools.command.build_ext import build_ext
 
 from archguard._integration.commands import ArchguardBuildExt, install, wrap_build_ext
-from archguard._integration.setuptools_hook import finalize_distribution_options, opted_in
+from archguard._integration.setuptools_hook import finalize_distribution_options
+from archguard._optin import opted_in
+from archguard.config import load_project
+from archguard.errors import ConfigError
 
 
 @pytest.mark.parametrize(
@@ -24,16 +27,23 @@ from archguard._integration.setuptools_hook import finalize_distribution_options
         ('[build-system]\nrequires = ["archguard"]\n', False),  # the unrelated project
         ('[project]\nname = "x"\ndescription = "uses archguard"\n', False),
         ('[tool.other]\nkey = "archguard is mentioned but the string never ends\n', False),
+        ('[build-system]\nrequires = ["torch-archguard>=0.1,<"]\n', True),  # malformed spec
         ("", False),
     ],
 )
 def test_opted_in(tmp_path: Path, text: str, active: bool) -> None:
     (tmp_path / "pyproject.toml").write_text(text)
-    assert opted_in(str(tmp_path)) is active
+    assert opted_in(str(tmp_path / "pyproject.toml")) is active
+    try:
+        project = load_project(tmp_path)
+    except ConfigError:  # not TOML: setuptools reports it; the hook stays out
+        assert not active
+        return
+    assert project.active is active  # the config reader agrees with the hook
 
 
 def test_no_pyproject_is_not_opted_in(tmp_path: Path) -> None:
-    assert opted_in(str(tmp_path)) is False
+    assert opted_in(str(tmp_path / "pyproject.toml")) is False
 
 
 PROBE = """
@@ -66,7 +76,13 @@ def test_unrelated_project_imports_nothing_heavy_and_is_left_alone(tmp_path: Pat
         if m.split(".")[0] in ("torch", "yaml", "packaging")
         or (
             m.startswith("archguard.")
-            and m not in ("archguard._integration", "archguard._integration.setuptools_hook")
+            and m
+            not in (
+                "archguard._integration",
+                "archguard._integration.setuptools_hook",
+                "archguard._integration.common",
+                "archguard._optin",
+            )
         )
     ]
     assert heavy == []

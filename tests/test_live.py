@@ -19,7 +19,7 @@ def test_installed_torch_agrees_with_its_bundled_row() -> None:
     assert live.version is not None and live.cuda is not None
     minor = f"{live.version.major}.{live.version.minor}"
     index = f"cu{live.cuda[0]}{live.cuda[1]}"
-    if (index, minor) not in {(b.index, b.torch) for b in bundled_builds()}:
+    if (index, minor) not in {(b.tag, b.torch) for b in bundled_builds()}:
         raise AssertionError(
             f"add {index}/torch {minor} to defaults/torch_builds.yml "
             "(python scripts/probe_torch.py prints the row)"
@@ -34,7 +34,7 @@ def test_probe_script_prints_the_row() -> None:
         text=True,
         check=True,
     )
-    assert "  - index: cu" in proc.stdout and "torch.cuda.get_arch_list()" in proc.stdout
+    assert "  - tag: cu" in proc.stdout and "torch.cuda.get_arch_list()" in proc.stdout
 
 
 @needs_nvcc

@@ -25,7 +25,7 @@ def test_json_covers_every_bundled_combo_and_agrees_with_list(run_cli) -> None: 
     data = json.loads(matrix(run_cli, "--format", "json").stdout)
     assert data["schema"] == "archguard.matrix/1"
     combos = {(c["cuda_tag"], c["torch"]): c for c in data["combos"]}
-    assert set(combos) == {(b.index, b.torch) for b in bundled_builds()}
+    assert set(combos) == {(b.tag, b.torch) for b in bundled_builds()}
     for (index, torch), combo in combos.items():
         assert combo["effective"] == spec_expected(index, torch)
         assert len(combo["coverage"]) == len(data["devices"])

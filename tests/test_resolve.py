@@ -12,11 +12,23 @@ from archguard.config import PackageConfig
 from archguard.coverage import Tier, chosen_cubin, known_devices, runs_on, served_devices
 from archguard.errors import EmptyArchList, NoPolicyRow
 from archguard.policy import load_policy
+from archguard.report import render_error
 from archguard.resolve import resolve
-from archguard.toolkit import bundled_rows, bundled_toolkit
+from archguard.toolkit import bundled_rows, bundled_toolkit, known_arches
 from archguard.torchbuild import TorchBuild, bundled_builds, bundled_torch
 
 POLICY = load_policy(None)
+KNOWN = known_arches()
+
+
+def entries(text: str) -> tuple[ArchEntry, ...]:
+    return parse_arch_list(text, "test", known=KNOWN)
+
+
+def targets(text: str) -> Targets:
+    return parse_targets(text, "test", known=KNOWN)
+
+
 FULL = "7.0;7.5;8.0;8.6;9.0+PTX;10.0;12.0+PTX"
 NO_VOLTA = "7.5;8.0;8.6;9.0+PTX;10.0;12.0+PTX"
 
@@ -34,7 +46,7 @@ def spec_expected(index: str, torch: str) -> str:
     return NO_VOLTA
 
 
-COMBOS = [(b.index, b.torch) for b in bundled_builds()]
+COMBOS = [(b.tag, b.torch) for b in bundled_builds()]
 
 
 def resolve_combo(index: str, torch: str, **kw):  # type: ignore[no-untyped-def]
@@ -99,13 +111,17 @@ def test_thor_is_jit_only_via_compute_90_on_cu130() -> None:
 
 
 def test_override_leaving_nothing_is_empty_and_refused() -> None:
-    pkg = PackageConfig("pyproject.toml [tool.archguard]", arch_list=parse_arch_list("12.0a"))
+    pkg = PackageConfig("pyproject.toml [tool.archguard]", arch_list=entries("12.0a"))
     res = resolve_combo("cu126", "2.8", package=pkg)
     assert not res.ok
     with pytest.raises(EmptyArchList) as info:
         res.require_cubins()
     assert "[tool.archguard] arch_list" in str(info.value)
-    assert info.value.detail and "nvcc 12.6 cannot emit sm_120a" in info.value.detail
+    assert info.value.resolution is res  # raised without rendering; the printer adds the table
+    assert info.value.detail is None
+    rendered = render_error(info.value)
+    assert "nvcc 12.6 cannot emit sm_120a" in rendered
+    assert rendered.count("effective: (empty: no cubin left)") == 1
 
 
 def test_no_policy_row_names_the_version_the_rows_and_both_fixes(tmp_path: Path) -> None:
@@ -130,12 +146,12 @@ def test_no_policy_row_names_the_version_the_rows_and_both_fixes(tmp_path: Path)
 def test_package_by_cuda_wins_over_arch_list_and_env_wins_over_both() -> None:
     pkg = PackageConfig(
         "pp",
-        arch_list=parse_arch_list("8.0"),
-        arch_list_by_cuda={"cu130": parse_arch_list("8.6;9.0")},
+        arch_list=entries("8.0"),
+        arch_list_by_cuda={"cu130": entries("8.6;9.0")},
     )
     assert resolve_combo("cu130", "2.13", package=pkg).effective_text == "8.6;9.0+PTX"
     assert resolve_combo("cu128", "2.8", package=pkg).effective_text == "8.0+PTX"
-    env = (parse_arch_list("12.0"), "ARCHGUARD_ARCH_LIST")
+    env = (entries("12.0"), "ARCHGUARD_ARCH_LIST")
     res = resolve_combo("cu130", "2.13", package=pkg, override=env)
     assert res.effective_text == "12.0+PTX"
     assert res.request.origin == "ARCHGUARD_ARCH_LIST"
@@ -143,7 +159,7 @@ def test_package_by_cuda_wins_over_arch_list_and_env_wins_over_both() -> None:
 
 def test_arch_specific_only_list_gets_a_ptx_net_for_the_rest_of_its_major() -> None:
     """FBGEMM #6151: an sm_100a-only binary does not run on 10.3."""
-    pkg = PackageConfig("pp", arch_list=parse_arch_list("9.0;10.0a"))
+    pkg = PackageConfig("pp", arch_list=entries("9.0;10.0a"))
     res = resolve_combo("cu130", "2.13", package=pkg)
     assert res.effective_text == "9.0;10.0a+PTX"
     tiers = {c.device.cc_text: (c.tier, c.via) for c in res.coverage()}
@@ -153,7 +169,7 @@ def test_arch_specific_only_list_gets_a_ptx_net_for_the_rest_of_its_major() -> N
 
 def test_plain_cubin_beside_its_a_twin_is_kept() -> None:
     """vLLM #56548: dropping plain 10.0 when 10.0a is present kills B300 (10.3)."""
-    pkg = PackageConfig("pp", arch_list=parse_arch_list("10.0;10.0a;12.0"))
+    pkg = PackageConfig("pp", arch_list=entries("10.0;10.0a;12.0"))
     res = resolve_combo("cu130", "2.13", package=pkg)
     assert res.effective_text == "10.0+PTX;10.0a;12.0+PTX"
     tiers = {c.device.cc_text: c.via for c in res.coverage()}
@@ -161,7 +177,7 @@ def test_plain_cubin_beside_its_a_twin_is_kept() -> None:
 
 
 def test_family_cubin_serves_its_major() -> None:
-    pkg = PackageConfig("pp", arch_list=parse_arch_list("10.0f;12.0f"))
+    pkg = PackageConfig("pp", arch_list=entries("10.0f;12.0f"))
     res = resolve_combo("cu130", "2.13", package=pkg)
     tiers = {c.device.cc_text: c.via for c in res.coverage()}
     assert tiers["10.3"] == "sm_100f" and tiers["12.1"] == "sm_120f"
@@ -170,7 +186,7 @@ def test_family_cubin_serves_its_major() -> None:
 
 
 def test_declared_ptx_of_a_dropped_arch_moves_to_the_highest_survivor_below() -> None:
-    pkg = PackageConfig("pp", arch_list=parse_arch_list("7.5;8.0;10.0+PTX;12.0"))
+    pkg = PackageConfig("pp", arch_list=entries("7.5;8.0;10.0+PTX;12.0"))
     res = resolve_combo("cu124", "2.6", package=pkg)
     assert res.effective_text == "7.5;8.0+PTX"
     moved = [d for d in res.decisions if d.outcome == "moved"]
@@ -178,7 +194,7 @@ def test_declared_ptx_of_a_dropped_arch_moves_to_the_highest_survivor_below() ->
 
 
 def test_role_ii_adds_ptx_below_the_major_gap_when_nobody_declared_one() -> None:
-    pkg = PackageConfig("pp", arch_list=parse_arch_list("9.0;10.0;12.0"))
+    pkg = PackageConfig("pp", arch_list=entries("9.0;10.0;12.0"))
     res = resolve_combo("cu130", "2.13", package=pkg)
     assert res.effective_text == "9.0;10.0+PTX;12.0+PTX"
     added = {str(d.arch): d.reason for d in res.decisions if d.outcome == "added"}
@@ -189,7 +205,7 @@ def test_live_clamp_drop_not_in_the_record_is_called_stale() -> None:
     torch = TorchBuild(
         Version("2.9.0"),
         (12, 8),
-        parse_targets("sm_75 sm_80 sm_86 sm_90 sm_100 sm_120", "t"),
+        targets("sm_75 sm_80 sm_86 sm_90 sm_100 sm_120"),
         "test",
     )
     res = resolve(POLICY, bundled_toolkit((12, 8)), torch)
@@ -202,7 +218,7 @@ def test_exceptions_need_a_torch_version() -> None:
     torch = TorchBuild(
         None,
         None,
-        parse_targets("sm_70 sm_75 sm_80 sm_86 sm_90 sm_100 sm_120", "t"),
+        targets("sm_70 sm_75 sm_80 sm_86 sm_90 sm_100 sm_120"),
         "--torch-arches",
     )
     res = resolve(POLICY, bundled_toolkit((12, 8)), torch)
@@ -212,7 +228,7 @@ def test_exceptions_need_a_torch_version() -> None:
 
 def test_cpu_era_torch_without_ptx_clamps_above() -> None:
     """cu126 torch ships no PTX: a cubin it cannot host above 9.x is dropped."""
-    pkg = PackageConfig("pp", arch_list=parse_arch_list("8.0;9.0;9.0a"))
+    pkg = PackageConfig("pp", arch_list=entries("8.0;9.0;9.0a"))
     res = resolve_combo("cu126", "2.8", package=pkg)
     assert res.effective_text == "8.0;9.0+PTX;9.0a"
 
@@ -220,7 +236,7 @@ def test_cpu_era_torch_without_ptx_clamps_above() -> None:
 # --- properties -----------------------------------------------------------------------
 
 TOOLKITS = sorted(bundled_rows())
-ARCHES = sorted({a for r in bundled_rows().values() for a in r.toolkit.sass})
+ARCHES = sorted({a for r in bundled_rows().values() for a in r.toolkit.cubins})
 DEVICES = known_devices()
 
 
@@ -276,7 +292,7 @@ def test_resolution_invariants(combo) -> None:  # type: ignore[no-untyped-def]
 
 def test_plain_and_family_twins_collapse_to_the_family_cubin() -> None:
     """nvcc 13.0 refuses sm_100 and sm_100f in one compile; 10.0f serves the same devices."""
-    pkg = PackageConfig("pp", arch_list=parse_arch_list("9.0;10.0+PTX;10.0f"))
+    pkg = PackageConfig("pp", arch_list=entries("9.0;10.0+PTX;10.0f"))
     res = resolve_combo("cu130", "2.13", package=pkg)
     assert res.effective_text == "9.0;10.0f+PTX"
     (drop,) = [d for d in res.decisions if d.outcome == "dropped"]

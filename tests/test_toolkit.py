@@ -8,15 +8,14 @@ from pathlib import Path
 import pytest
 
 from archguard.arch import Arch
+from archguard.cuda import CudaVersion
 from archguard.detect.nvcc import find_nvcc, parse_nvcc_version, probe_toolkit
 from archguard.errors import NvccNotFound, NvccUnusable, UnknownToolkit
-from archguard.inputs import compare_with_bundled
 from archguard.toolkit import (
     Toolkit,
     bundled_rows,
     bundled_toolkit,
-    parse_cuda_version,
-    target_arch,
+    compare_with_bundled,
     variant_rule,
 )
 
@@ -43,15 +42,15 @@ def test_table_covers_the_policy_rows() -> None:
 def test_variant_rule_reproduces_every_probed_row(version: tuple[int, int]) -> None:
     """The a/f rule used for a live nvcc gives exactly what the real ptxas accepted."""
     row = bundled_rows()[version].toolkit
-    plain = [a for a in row.sass if not a.suffix]
-    assert row.sass == frozenset(plain) | variant_rule(plain, version)
+    plain = [a for a in row.cubins if not a.suffix]
+    assert row.cubins == frozenset(plain) | variant_rule(plain, version)
 
 
 @pytest.mark.parametrize("version", [v for v, r in bundled_rows().items() if r.nvcc_list_gpu_code])
 def test_wheel_nvcc_lists_agree_with_ptxas_probe(version: tuple[int, int]) -> None:
     row = bundled_rows()[version]
     rebuilt = Toolkit.from_lists(version, row.nvcc_list_gpu_code, row.nvcc_list_gpu_arch, "t")
-    assert rebuilt.sass == row.toolkit.sass
+    assert rebuilt.cubins == row.toolkit.cubins
 
 
 def test_cuda_13_dropped_volta_and_12_9_added_family_targets() -> None:
@@ -79,7 +78,7 @@ def test_unknown_toolkit_lists_the_known_ones() -> None:
     ],
 )
 def test_cuda_spellings(text: str, version: tuple[int, int]) -> None:
-    assert parse_cuda_version(text) == version
+    assert CudaVersion.parse(text) == version
 
 
 def test_nvcc_version_text() -> None:
@@ -113,7 +112,7 @@ def test_live_nvcc_agrees_with_bundled_row() -> None:
     live = probe_toolkit(find_nvcc({"CUDA_HOME": CUDA_HOME}))
     assert live.version in bundled_rows(), f"add CUDA {live.text} to the bundled table"
     bundled = bundled_toolkit(live.version)
-    assert live.sass == bundled.sass
+    assert live.cubins == bundled.cubins
     assert {a.plain for a in live.ptx} == {a.plain for a in bundled.ptx}
     assert compare_with_bundled(live) is None
 
@@ -125,7 +124,7 @@ def test_live_nvcc_emits_what_the_table_says(tmp_path: Path) -> None:
     src = tmp_path / "k.cu"
     src.write_text("__global__ void k(float* x) { x[threadIdx.x] += 1.0f; }\n")
     for name in ("sm_90a", "sm_100f", "sm_120"):
-        arch = target_arch(name)
+        arch = Arch.from_target(name)
         assert live.emits_cubin(arch)
         proc = subprocess.run(
             [

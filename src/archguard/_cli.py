@@ -13,7 +13,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from archguard import __version__
+from archguard.arch import parse_arch
 from archguard.errors import ArchguardError
+from archguard.inputs import Query, gather
+from archguard.toolkit import known_arches
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
@@ -101,9 +104,7 @@ def main_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _query(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from archguard.inputs import Query  # noqa: PLC0415
-
+def _query(args: argparse.Namespace) -> Query:
     return Query(
         project_dir=args.project,
         cuda=args.cuda,
@@ -124,52 +125,54 @@ def _environment_notes(warnings: list[str]) -> list[str]:
     ]
 
 
-def cmd_explain(args: argparse.Namespace) -> int:
-    from archguard.arch import parse_arch  # noqa: PLC0415
-    from archguard.inputs import gather  # noqa: PLC0415
-    from archguard.report import dumps, explain_text, resolution_record  # noqa: PLC0415
+def _write(text: str, output: Path | None = None) -> None:
+    if output is not None:
+        output.write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
 
-    why = [parse_arch(a, "the command line") for a in args.arches]
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    from archguard.record import resolution_record  # noqa: PLC0415
+    from archguard.report import dumps, explain_text  # noqa: PLC0415
+
+    why = [parse_arch(a, "the command line", known=known_arches()) for a in args.arches]
     gathered = gather(_query(args))
     res = gathered.resolve()
     warnings = _environment_notes(gathered.warnings)
     if args.format == "json":
         record = resolution_record(res, why)
         record["warnings"] = warnings
-        sys.stdout.write(dumps(record))
+        _write(dumps(record))
     else:
-        sys.stdout.write(explain_text(res, gathered.shown, warnings, why))
+        _write(explain_text(res, gathered.shown, warnings, why))
     if not res.ok:
         try:
             res.require_cubins()
-        except ArchguardError as exc:
-            print(f"archguard error [{exc.code}]: {exc}", file=sys.stderr)
+        except ArchguardError as exc:  # the table is printed above: the message alone
+            print(exc.render(), file=sys.stderr)
         return EXIT_FAIL
     return EXIT_OK
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from archguard.inputs import gather  # noqa: PLC0415
     from archguard.report import list_text  # noqa: PLC0415
 
     gathered = gather(_query(args))
     for warning in _environment_notes(gathered.warnings):
         print(f"archguard: warning: {warning}", file=sys.stderr)
     res = gathered.resolve().require_cubins()
-    sys.stdout.write(list_text(res, args.format))
+    _write(list_text(res, args.format))
     return EXIT_OK
 
 
 def cmd_check_policy(args: argparse.Namespace) -> int:
-    from archguard.config import ENV_POLICY  # noqa: PLC0415
-    from archguard.policy import load_policy  # noqa: PLC0415
+    from archguard.config import Project  # noqa: PLC0415
+    from archguard.inputs import choose_policy  # noqa: PLC0415
 
-    if args.file:
-        policy = load_policy(args.file)
-    elif os.environ.get(ENV_POLICY):
-        policy = load_policy(os.environ[ENV_POLICY], ENV_POLICY)
-    else:
-        policy = load_policy(None)
+    policy = choose_policy(
+        Query(policy=args.file, policy_origin=""), Project.none(Path()), os.environ
+    )
     exceptions = sum(len(v) for v in policy.exceptions.values())
     print(
         f"{policy.source}: valid ({len(policy.rows)} rows: {', '.join(sorted(policy.rows))}; "
@@ -179,15 +182,36 @@ def cmd_check_policy(args: argparse.Namespace) -> int:
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
-    from archguard.matrix import run_matrix  # noqa: PLC0415
+    from archguard.inputs import gather_settings  # noqa: PLC0415
+    from archguard.matrix import compute, render  # noqa: PLC0415
 
-    return run_matrix(args)
+    settings = gather_settings(Query(project_dir=args.project, policy=args.policy))
+    cells = compute(settings)
+    _write(render(cells, settings, args.format), args.output)
+    return EXIT_OK if all(c.error is None for c in cells) else EXIT_FAIL
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from archguard.verify import run_verify  # noqa: PLC0415
+    from archguard.detect.cuobjdump import find_cuobjdump  # noqa: PLC0415
+    from archguard.verify import check, given_expectation, render, verdict  # noqa: PLC0415
 
-    return run_verify(args)
+    cuobjdump = find_cuobjdump(args.cuobjdump)
+    asked = args.cuda or args.torch or args.torch_arches or args.project or args.policy
+    query = (
+        Query(
+            project_dir=args.project or Path(),
+            cuda=args.cuda,
+            torch=args.torch,
+            torch_arches=args.torch_arches,
+            policy=args.policy,
+        )
+        if asked
+        else None
+    )
+    given = given_expectation(args.arch_list, query)
+    report = verdict(check(args.paths, cuobjdump, given), args.paths)
+    _write(render(report, args.format))
+    return EXIT_OK if report.ok else EXIT_FAIL
 
 
 COMMANDS = {
@@ -205,8 +229,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return COMMANDS[args.command](args)
     except ArchguardError as exc:
+        from archguard.report import render_error  # noqa: PLC0415
+
         sys.stdout.flush()
-        print(exc.render(), file=sys.stderr)
+        print(render_error(exc), file=sys.stderr)
         return EXIT_FAIL
     except KeyboardInterrupt:
         return 130

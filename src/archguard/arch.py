@@ -45,8 +45,9 @@ NAMED_ARCHES: dict[str, str] = {
 _NAMED_LOWER = {name.lower(): value for name, value in NAMED_ARCHES.items()}
 
 _DOTTED = re.compile(r"(?P<major>[0-9]{1,2})\.(?P<minor>[0-9])(?P<suffix>[af]?)", re.ASCII)
-_SM = re.compile(r"sm_(?P<digits>[0-9]{2,3})(?P<suffix>[af]?)", re.ASCII)
-_COMPUTE = re.compile(r"compute_(?P<digits>[0-9]{2,3})(?P<suffix>[af]?)", re.ASCII)
+# Every target name archguard reads (nvcc flags, cuobjdump, torch, nvcc --list-gpu-*):
+# sm_XY[a|f] (a cubin), compute_XY[a|f] (PTX), lto_XY (LTO IR).
+_TARGET = re.compile(r"(?P<kind>sm|compute|lto)_(?P<digits>[0-9]{2,3})(?P<suffix>[af]?)", re.ASCII)
 _PTX_SUFFIX = re.compile(r"\+ptx$", re.IGNORECASE)
 
 HOW_TO_WRITE = (
@@ -94,6 +95,24 @@ class Arch:
     def cc_text(self) -> str:
         return f"{self.major}.{self.minor}"
 
+    @classmethod
+    def from_target(cls, name: str) -> Arch:
+        """``sm_90a`` / ``compute_100f`` -> Arch. For trusted data; raises ValueError."""
+        split = split_target(name)
+        if split is None or split[0] == "lto":
+            raise ValueError(f"not a CUDA target name: {name!r}")
+        return split[1]
+
+
+def split_target(name: str) -> tuple[str, Arch] | None:
+    """``sm_90a`` -> ('sm', 9.0a); ``compute_90`` -> ('compute', 9.0); ``lto_90`` -> ('lto',
+    9.0); anything else -> None. The one parser of target names."""
+    match = _TARGET.fullmatch(name)
+    if not match:
+        return None
+    digits = match["digits"]
+    return match["kind"], Arch(int(digits[:-1]), int(digits[-1]), match["suffix"])
+
 
 @dataclass(frozen=True, order=True)
 class ArchEntry:
@@ -129,12 +148,6 @@ class Targets:
         return " ".join(self.names()) or "(nothing)"
 
 
-def _known_default() -> Collection[Arch]:
-    from archguard.toolkit import known_arches  # noqa: PLC0415  (data loads lazily)
-
-    return known_arches()
-
-
 def _syntax_error(entry: str, source: str) -> InvalidArch:
     hint = ""
     if "," in entry:
@@ -145,7 +158,7 @@ def _syntax_error(entry: str, source: str) -> InvalidArch:
 def _check_known(arch: Arch, entry: str, source: str, known: Collection[Arch]) -> Arch:
     if arch in known:
         return arch
-    majors = sorted({str(k) for k in known if k.major == arch.major}, key=_arch_sort_text)
+    majors = [str(k) for k in sorted({k for k in known if k.major == arch.major})]
     same_major = f" Known {arch.major}.x arches: {' '.join(majors)}." if majors else ""
     raise InvalidArch(
         f"{entry!r} in {source} is not a known CUDA arch: no CUDA toolkit in archguard's "
@@ -154,38 +167,30 @@ def _check_known(arch: Arch, entry: str, source: str, known: Collection[Arch]) -
     )
 
 
-def _arch_sort_text(text: str) -> Arch:
-    return parse_arch(text, "archguard", known=None, check=False)
+def parse_arch(text: str, source: str, *, known: Collection[Arch]) -> Arch:
+    """Parse one arch (``8.6``, ``9.0a``, ``10.0f``, ``sm_90a``) with no ``+PTX``.
 
-
-def parse_arch(
-    text: str,
-    source: str = "the command line",
-    *,
-    known: Collection[Arch] | None = None,
-    check: bool = True,
-) -> Arch:
-    """Parse one arch (``8.6``, ``9.0a``, ``10.0f``, ``sm_90a``) with no ``+PTX``."""
+    ``known`` is the set of arches that exist (the readers pass the bundled toolkit table's,
+    :func:`archguard.toolkit.known_arches`); anything outside it is an error.
+    """
     entry = text.strip()
     match = _DOTTED.fullmatch(entry)
     if match:
         arch = Arch(int(match["major"]), int(match["minor"]), match["suffix"])
     else:
-        match = _SM.fullmatch(entry)
-        if not match:
+        split = split_target(entry)
+        if split is None or split[0] != "sm":
             raise _syntax_error(entry, source)
-        digits = match["digits"]
-        arch = Arch(int(digits[:-1]), int(digits[-1]), match["suffix"])
-    if not check:
-        return arch
-    return _check_known(arch, entry, source, _known_default() if known is None else known)
+        arch = split[1]
+    return _check_known(arch, entry, source, known)
 
 
 def _parse_entry(piece: str, source: str, known: Collection[Arch]) -> list[ArchEntry]:
     named = _NAMED_LOWER.get(piece.lower())
     if named is not None:
         return [_parse_entry(p, f"{source} (from {piece!r})", known)[0] for p in named.split(";")]
-    if _COMPUTE.fullmatch(piece):
+    split = split_target(piece)
+    if split is not None and split[0] == "compute":
         raise InvalidArch(
             f"{piece!r} in {source} names PTX alone; an arch list entry is a cubin, "
             "optionally with PTX: write it as M.m+PTX (e.g. 9.0+PTX)."
@@ -219,45 +224,35 @@ def split_list(value: str | Sequence[object], source: str) -> list[str]:
 
 
 def parse_arch_list(
-    value: str | Sequence[object],
-    source: str = "the command line",
-    *,
-    known: Collection[Arch] | None = None,
+    value: str | Sequence[object], source: str, *, known: Collection[Arch]
 ) -> tuple[ArchEntry, ...]:
     """Parse a list in any accepted spelling into canonical, sorted, de-duplicated entries.
 
     Two entries for the same arch merge (``+PTX`` if either has it).
     """
-    known_set = _known_default() if known is None else known
     merged: dict[Arch, bool] = {}
     for piece in split_list(value, source):
-        for entry in _parse_entry(piece, source, known_set):
+        for entry in _parse_entry(piece, source, known):
             merged[entry.arch] = merged.get(entry.arch, False) or entry.ptx
     return tuple(ArchEntry(arch, ptx) for arch, ptx in sorted(merged.items()))
 
 
 def parse_targets(
-    value: str | Sequence[object],
-    source: str = "the command line",
-    *,
-    known: Collection[Arch] | None = None,
+    value: str | Sequence[object], source: str, *, known: Collection[Arch]
 ) -> Targets:
     """Parse a binary's targets: ``sm_XY`` cubins and ``compute_XY`` PTX, as torch lists them.
 
     ``torch.cuda.get_arch_list()`` gives e.g. ``['sm_75', ..., 'sm_120', 'compute_120']``.
     Arch-list entries (``7.5``, ``9.0+PTX``) are accepted too.
     """
-    known_set = _known_default() if known is None else known
     cubins: set[Arch] = set()
     ptx: set[Arch] = set()
     for piece in split_list(value, source):
-        match = _COMPUTE.fullmatch(piece)
-        if match:
-            digits = match["digits"]
-            arch = Arch(int(digits[:-1]), int(digits[-1]), match["suffix"])
-            ptx.add(_check_known(arch, piece, source, known_set))
+        split = split_target(piece)
+        if split is not None and split[0] == "compute":
+            ptx.add(_check_known(split[1], piece, source, known))
             continue
-        for entry in _parse_entry(piece, source, known_set):
+        for entry in _parse_entry(piece, source, known):
             cubins.add(entry.arch)
             if entry.ptx:
                 ptx.add(entry.arch.plain)

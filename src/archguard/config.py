@@ -8,21 +8,18 @@ does the I/O.
 
 from __future__ import annotations
 
-import difflib
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name
-
-from archguard.arch import ArchEntry, parse_arch_list
+from archguard._optin import DISTRIBUTION, OptIn, opt_in
+from archguard._problems import Problems, closest
+from archguard.arch import Arch, ArchEntry, parse_arch_list
+from archguard.cuda import CudaVersion
 from archguard.errors import ConfigError, InvalidArch
-
-DISTRIBUTION = "torch-archguard"
-UNRELATED_NAME = "archguard"  # an unrelated project on the public index (SPEC §1)
+from archguard.toolkit import known_arches
 
 CONFIG_KEYS: dict[str, str] = {
     "arch_list": "arch list for every CUDA version (overrides the policy row)",
@@ -34,14 +31,13 @@ ENV_ARCH_LIST = "ARCHGUARD_ARCH_LIST"
 ENV_POLICY = "ARCHGUARD_POLICY"
 ENV_DISABLE = "ARCHGUARD_DISABLE"
 ENV_KNOWN = (ENV_ARCH_LIST, ENV_POLICY, ENV_DISABLE)
-_TAG = re.compile(r"cu[0-9]{3}", re.ASCII)
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"", "0", "false", "no", "off"}
 
 
-def _did_you_mean(key: str, allowed: list[str]) -> str:
-    close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
-    return f" Did you mean {close[0]!r}?" if close else ""
+def _did_you_mean(key: str, allowed: Collection[str]) -> str:
+    close = closest(key, allowed)
+    return f" Did you mean {close!r}?" if close else ""
 
 
 @dataclass(frozen=True)
@@ -61,15 +57,22 @@ class PackageConfig:
         return None
 
 
-def parse_config(table: object, source: str, root: Path) -> PackageConfig:
-    """Validate a ``[tool.archguard]`` table (already parsed from TOML)."""
+def parse_config(
+    table: object, source: str, root: Path, known: Collection[Arch] | None = None
+) -> PackageConfig:
+    """Validate a ``[tool.archguard]`` table (already parsed from TOML).
+
+    ``root`` is the directory a relative ``policy`` path is relative to; ``known`` the
+    arches that exist (by default those of the bundled toolkit table).
+    """
+    known = known_arches() if known is None else known
     if not isinstance(table, dict):
         raise ConfigError(f"{source} must be a table, not {type(table).__name__}.")
-    problems: list[str] = []
+    problems = Problems()
     allowed = list(CONFIG_KEYS)
     for key in table:
         if key not in CONFIG_KEYS:
-            problems.append(
+            problems.add(
                 f"unknown key {key!r}.{_did_you_mean(key, allowed)} Allowed keys: "
                 + ", ".join(f"{k} ({v})" for k, v in CONFIG_KEYS.items())
             )
@@ -78,37 +81,37 @@ def parse_config(table: object, source: str, root: Path) -> PackageConfig:
     policy = None
     try:
         if "arch_list" in table:
-            arch_list = parse_arch_list(table["arch_list"], f"{source} arch_list")
+            arch_list = parse_arch_list(table["arch_list"], f"{source} arch_list", known=known)
     except InvalidArch as exc:
-        problems.append(str(exc))
+        problems.add(str(exc))
     raw = table.get("arch_list_by_cuda", {})
     if not isinstance(raw, dict):
-        problems.append(f'arch_list_by_cuda must be a table of cuXYZ = "list", not {raw!r}')
+        problems.add(f'arch_list_by_cuda must be a table of cuXYZ = "list", not {raw!r}')
         raw = {}
     for tag, value in raw.items():
-        if not _TAG.fullmatch(tag):
+        if CudaVersion.from_tag(tag) is None:
             hint = ""
             m = re.fullmatch(r"([0-9]{2})\.([0-9])", tag)
             if m:
                 hint = f" Did you mean 'cu{m[1]}{m[2]}'?"
-            problems.append(
+            problems.add(
                 f"arch_list_by_cuda key {tag!r} is not a CUDA row name; write cuXYZ "
                 f"(cu128 for CUDA 12.8).{hint}"
             )
             continue
         try:
-            by_cuda[tag] = parse_arch_list(value, f"{source} arch_list_by_cuda.{tag}")
+            by_cuda[tag] = parse_arch_list(value, f"{source} arch_list_by_cuda.{tag}", known=known)
         except InvalidArch as exc:
-            problems.append(str(exc))
+            problems.add(str(exc))
     if "policy" in table:
         value = table["policy"]
         if not isinstance(value, str) or not value.strip() or "\x00" in value:
-            problems.append(f"policy must be a path string, not {value!r}")
+            problems.add(f"policy must be a path string, not {value!r}")
         else:
             policy = (root / value).resolve()
-    if problems:
-        lines = "\n".join(f"  - {p}" for p in problems)
-        raise ConfigError(f"{source} is invalid; fix each of these:\n{lines}")
+    problems.raise_if_any(
+        lambda _, lines: ConfigError(f"{source} is invalid; fix each of these:\n{lines}")
+    )
     return PackageConfig(source, arch_list, by_cuda, policy)
 
 
@@ -118,28 +121,27 @@ class Project:
 
     root: Path
     pyproject: Path | None
-    has_table: bool
+    opt_in: OptIn
     config: PackageConfig | None
-    lists_archguard: bool  # torch-archguard in build-system.requires
-    lists_unrelated: bool  # bare 'archguard' (the unrelated project) in build-system.requires
 
     @classmethod
     def none(cls, root: Path) -> Project:
         """A directory with no pyproject.toml: no package overrides, not opted in."""
-        return cls(root, None, False, None, False, False)
+        return cls(root, None, OptIn(False, False, False), None)
 
     @property
     def active(self) -> bool:
-        return self.has_table or self.lists_archguard
+        return self.opt_in.active
 
     def warnings(self) -> list[str]:
         out = []
-        if self.lists_unrelated:
+        if self.opt_in.lists_unrelated:
             out.append(
                 f"{self.pyproject}: build-system.requires names 'archguard', an unrelated "
                 f"project on the public index; archguard is distributed as '{DISTRIBUTION}'."
             )
-        if self.has_table and not self.lists_archguard and self.pyproject is not None:
+        has_table, lists = self.opt_in.has_table, self.opt_in.lists_archguard
+        if has_table and not lists and self.pyproject is not None:
             out.append(
                 f"{self.pyproject} has [tool.archguard] but build-system.requires does not "
                 f"list '{DISTRIBUTION}': an isolated `pip wheel` would build without archguard."
@@ -158,38 +160,22 @@ def read_toml(path: Path) -> dict[str, object]:
             return data
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path} is not valid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:  # found by the pyproject fuzz target
+        raise ConfigError(
+            f"{path} is not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset "
+            f"{exc.start}); TOML files are UTF-8."
+        ) from None
     except OSError as exc:
         raise ConfigError(f"{path} cannot be read: {exc.strerror}") from None
-
-
-def _requirement_names(requires: object) -> set[str]:
-    names: set[str] = set()
-    if isinstance(requires, list):
-        for item in requires:
-            if isinstance(item, str):
-                try:
-                    names.add(canonicalize_name(Requirement(item).name))
-                except InvalidRequirement:
-                    continue  # setuptools/pip report malformed requirements themselves
-    return names
 
 
 def project_from_data(root: Path, pyproject: Path | None, data: Mapping[str, object]) -> Project:
     tool = data.get("tool", {})
     table = tool.get("archguard") if isinstance(tool, dict) else None
-    build = data.get("build-system", {})
-    names = _requirement_names(build.get("requires") if isinstance(build, dict) else None)
     config = None
     if table is not None:
         config = parse_config(table, f"{pyproject} [tool.archguard]", root)
-    return Project(
-        root=root,
-        pyproject=pyproject,
-        has_table=table is not None,
-        config=config,
-        lists_archguard=DISTRIBUTION in names,
-        lists_unrelated=UNRELATED_NAME in names,
-    )
+    return Project(root=root, pyproject=pyproject, opt_in=opt_in(data), config=config)
 
 
 def load_project(root: str | Path) -> Project:
@@ -217,7 +203,8 @@ def env_arch_list(environ: Mapping[str, str]) -> tuple[tuple[ArchEntry, ...], st
     value = environ.get(ENV_ARCH_LIST)
     if value is None:
         return None
-    return parse_arch_list(value, f"environment variable {ENV_ARCH_LIST}"), ENV_ARCH_LIST
+    source = f"environment variable {ENV_ARCH_LIST}"
+    return parse_arch_list(value, source, known=known_arches()), ENV_ARCH_LIST
 
 
 def unknown_env_warnings(environ: Mapping[str, str]) -> list[str]:

@@ -1,8 +1,9 @@
 """archguard's errors: one type per cause, each a single paragraph a person can act on.
 
 Every error archguard raises on purpose is an :class:`ArchguardError`. The command line
-and the setuptools hook print ``str(error)`` (plus ``error.detail`` where there is one,
-e.g. the whole decision table) and exit non-zero: never a traceback. Each class carries a
+and the setuptools hook print ``render()`` (``archguard error [code]: message``, plus a
+detail where there is one, e.g. the whole decision table) and exit non-zero: never a
+traceback. Each class carries a
 stable ``code`` that the README's error catalogue lists with its cause and fix.
 """
 
@@ -55,9 +56,18 @@ class NoPolicyRow(ArchguardError):
 
 
 class EmptyArchList(ArchguardError):
-    """Resolution left no cubin: there is nothing to build."""
+    """Resolution left no cubin: there is nothing to build.
+
+    ``resolution`` is the :class:`~archguard.resolve.Resolution` that came out empty; the
+    code that prints the error attaches its decision table as the detail
+    (:func:`archguard.report.render_error`).
+    """
 
     code = "empty-arch-list"
+
+    def __init__(self, message: str, *, resolution: object = None) -> None:
+        super().__init__(message)
+        self.resolution = resolution
 
 
 class UnknownToolkit(ArchguardError):

@@ -1,8 +1,10 @@
-"""Spelling an arch list for the tools that consume it, and reading nvcc arch flags back.
+"""Spelling an arch list for the tools that consume it, reading nvcc arch flags back, and
+planning an extension's nvcc arguments.
 
 Pure text work: ``-gencode`` flags for nvcc, ``TORCH_CUDA_ARCH_LIST`` for torch,
-``CMAKE_CUDA_ARCHITECTURES`` for CMake, and the parser that finds the arch flags a package
-hard-codes in its nvcc arguments so that they can go through the clamp.
+``CMAKE_CUDA_ARCHITECTURES`` for CMake, the parser that finds the arch flags a package
+hard-codes in its nvcc arguments, and :func:`plan_nvcc_args`, which decides what each
+hard-coded flag becomes so that the build edge only has to apply the plan.
 """
 
 from __future__ import annotations
@@ -11,8 +13,9 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from archguard.arch import Arch, ArchEntry, Targets, format_list
+from archguard.arch import Arch, ArchEntry, Targets, format_list, split_target
 from archguard.errors import NotRepresentable, NvccFlagError
+from archguard.resolve import Outcome, Resolution
 
 # torch.utils.cpp_extension._get_cuda_arch_flags (torch 2.13.0): supported_arches. An entry
 # outside this set makes torch raise "Unknown CUDA arch".
@@ -105,7 +108,6 @@ _NAMES = {
     "-code": "code",
     "--gpu-code": "code",
 }
-_TARGET = re.compile(r"(sm|compute|lto)_([0-9]{2,3})([af]?)", re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -117,22 +119,22 @@ class ArchFlag:
 
 
 def _target(text: str, flag: str) -> tuple[str, Arch]:
-    match = _TARGET.fullmatch(text.strip().strip("\"'"))
-    if not match:
+    split = split_target(text.strip().strip("\"'"))
+    if split is None:
         raise NvccFlagError(
             f"the nvcc flag {flag!r} names {text!r}, which archguard cannot clamp (it is not "
             "an sm_XY / compute_XY target; values such as native, all or all-major depend on "
             "the machine or the toolkit). Remove the flag and declare the arches in "
             "[tool.archguard] arch_list instead."
         )
-    kind, digits, suffix = match.groups()
+    kind, arch = split
     if kind == "lto":
         raise NvccFlagError(
             f"the nvcc flag {flag!r} asks for LTO IR ({text}); archguard "
             "does not clamp LTO targets. Remove the flag or set "
             "ARCHGUARD_DISABLE=1 for this package."
         )
-    return kind, Arch(int(digits[:-1]), int(digits[-1]), suffix)
+    return kind, arch
 
 
 def _values(text: str) -> list[str]:
@@ -213,3 +215,49 @@ def _arch_code(
             cubins.add(arch)
         ptx.add(arch)
     return ArchFlag(tokens, Targets(frozenset(cubins), frozenset(ptx)))
+
+
+# ---------------------------------------------------------------------------------------
+# Planning one extension's nvcc arguments.
+
+
+@dataclass(frozen=True)
+class NvccPlan:
+    """What an extension's nvcc argument list becomes, and what to say about it."""
+
+    args: list[str]
+    warnings: list[str]  # hard-coded targets dropped, each with why
+    notes: list[str]  # hard-coded flags within the effective list, replaced
+
+
+def _why_not(res: Resolution, arch: Arch) -> str:
+    decisions = [d for d in res.why(arch) if d.outcome in (Outcome.DROPPED, Outcome.NOT_REQUESTED)]
+    return decisions[-1].reason if decisions else "not in the effective list"
+
+
+def plan_nvcc_args(args: Sequence[str], res: Resolution, ext_name: str) -> NvccPlan:
+    """Every arch flag out (each hard-coded target outside the effective list named with
+    its reason), the effective list's ``-gencode`` flags in."""
+    rest, found = find_arch_flags(list(args))
+    warnings: list[str] = []
+    notes: list[str] = []
+    effective = res.targets
+    for flag in found:
+        text = " ".join(flag.tokens)
+        extra_cubins = sorted(flag.targets.cubins - effective.cubins)
+        extra = [a.sm for a in extra_cubins]
+        extra += [a.compute for a in sorted(flag.targets.ptx - effective.ptx)]
+        if extra:
+            reasons = "; ".join(f"{a.sm}: {_why_not(res, a)}" for a in extra_cubins)
+            warnings.append(
+                f"extension {ext_name}: dropped the hard-coded nvcc flag {text!r}: "
+                f"{' '.join(extra)} not in the effective list"
+                + (f" ({reasons})" if reasons else "")
+                + ". Declare arches in [tool.archguard] arch_list instead of nvcc flags."
+            )
+        else:
+            notes.append(
+                f"extension {ext_name}: the hard-coded nvcc flag {text!r} is within "
+                "the effective list; archguard's flags replace it"
+            )
+    return NvccPlan(rest + gencode_flags(res.effective), warnings, notes)

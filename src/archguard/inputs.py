@@ -1,9 +1,12 @@
-"""Gathering the inputs of one resolution: policy, package, toolkit, torch, environment.
+"""Assembling the inputs of a resolution: policy, package, environment, toolkit, torch.
 
-Shared by the command line and the setuptools hook. Hypothetical inputs come from the
-bundled tables (``--cuda``, ``--torch``) or the command line (``--torch-arches``); the rest
-is detected live (``archguard.detect``) only when asked for, so nothing here imports torch
-unless a live torch is needed.
+The one way in: every command (``explain``, ``list``, ``matrix``, ``verify``,
+``check-policy``) and the setuptools hook get their inputs here, so a setting means the same
+everywhere. :func:`gather_settings` reads what does not depend on the machine (the policy,
+the package's ``[tool.archguard]`` and the ``ARCHGUARD_*`` overrides); :func:`gather` adds
+the toolkit and the torch, hypothetical (``--cuda``, ``--torch``: the bundled tables;
+``--torch-arches``: the command line) or detected live (``archguard.detect``, imported only
+when a live input is needed, so nothing here imports torch otherwise).
 """
 
 from __future__ import annotations
@@ -16,53 +19,79 @@ from pathlib import Path
 from archguard.arch import ArchEntry, parse_targets
 from archguard.config import (
     ENV_POLICY,
+    PackageConfig,
     Project,
     env_arch_list,
     load_project,
     unknown_env_warnings,
 )
+from archguard.cuda import CudaVersion
 from archguard.errors import CudaMismatch
 from archguard.policy import Policy, load_policy
 from archguard.resolve import Resolution, resolve
-from archguard.toolkit import (
-    Toolkit,
-    bundled_rows,
-    bundled_toolkit,
-    cuda_text,
-    parse_cuda_version,
-)
+from archguard.toolkit import Toolkit, bundled_toolkit, compare_with_bundled, known_arches
 from archguard.torchbuild import TorchBuild, bundled_torch, parse_torch_version
+
+Override = tuple[tuple[ArchEntry, ...], str]  # (entries, the variable that gave them)
 
 
 @dataclass(frozen=True)
 class Query:
-    """What the caller asked about. ``None`` means "detect the real one"."""
+    """What the caller asked about. ``None`` means "detect the real one" (for the toolkit
+    and torch) or "no package" (for ``project_dir``)."""
 
-    project_dir: Path = Path()
+    project_dir: Path | None = Path()
     cuda: str | None = None
     torch: str | None = None
     torch_arches: str | None = None
     policy: str | None = None
+    policy_origin: str = "--policy"  # how ``policy`` was given, for messages ("" = plainly)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The machine-independent inputs: the policy, the package and the overrides."""
+
+    policy: Policy
+    project: Project
+    override: Override | None
+    shown: tuple[tuple[str, str], ...]  # (input, where it came from), for explain and logs
+    warnings: tuple[str, ...]
+
+    @property
+    def package(self) -> PackageConfig | None:
+        return self.project.config
+
+    def resolve(self, toolkit: Toolkit, torch: TorchBuild) -> Resolution:
+        return resolve(self.policy, toolkit, torch, self.package, self.override)
 
 
 @dataclass
 class Gathered:
-    policy: Policy
-    project: Project
+    """Settings plus a toolkit and a torch: everything one resolution needs."""
+
+    settings: Settings
     toolkit: Toolkit
     torch: TorchBuild
-    override: tuple[tuple[ArchEntry, ...], str] | None
-    shown: list[tuple[str, str]] = field(default_factory=list)  # inputs, for explain
+    shown: list[tuple[str, str]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
+    @property
+    def policy(self) -> Policy:
+        return self.settings.policy
+
+    @property
+    def project(self) -> Project:
+        return self.settings.project
+
     def resolve(self) -> Resolution:
-        return resolve(self.policy, self.toolkit, self.torch, self.project.config, self.override)
+        return self.settings.resolve(self.toolkit, self.torch)
 
 
 def choose_policy(query: Query, project: Project, environ: Mapping[str, str]) -> Policy:
     """--policy, then ARCHGUARD_POLICY, then [tool.archguard] policy, then the bundled one."""
     if query.policy:
-        return load_policy(query.policy, "--policy")
+        return load_policy(query.policy, query.policy_origin)
     if environ.get(ENV_POLICY):
         return load_policy(environ[ENV_POLICY], ENV_POLICY)
     if project.config is not None and project.config.policy is not None:
@@ -70,30 +99,39 @@ def choose_policy(query: Query, project: Project, environ: Mapping[str, str]) ->
     return load_policy(None)
 
 
-def compare_with_bundled(toolkit: Toolkit) -> str | None:
-    """The live toolkit and the bundled table must agree where both exist."""
-    row = bundled_rows().get(toolkit.version)
-    if row is None:
-        return None
-    if row.toolkit.sass == toolkit.sass:
-        return None
-    only_live = sorted(a.sm for a in toolkit.sass - row.toolkit.sass)
-    only_table = sorted(a.sm for a in row.toolkit.sass - toolkit.sass)
-    return (
-        f"the live nvcc {toolkit.text} and archguard's bundled table disagree (only live: "
-        f"{' '.join(only_live) or '-'}; only in the table: {' '.join(only_table) or '-'}); "
-        "the live nvcc is used. Regenerate the table with scripts/probe_toolkits.py."
-    )
+def _package_line(project: Project) -> str:
+    if project.config:
+        return project.config.source
+    if project.pyproject:
+        return f"no [tool.archguard] in {project.pyproject}"
+    return f"no pyproject.toml in {project.root}"
+
+
+def gather_settings(query: Query, environ: Mapping[str, str] | None = None) -> Settings:
+    env = os.environ if environ is None else environ
+    project = Project.none(Path()) if query.project_dir is None else load_project(query.project_dir)
+    warnings = [*project.warnings(), *unknown_env_warnings(env)]
+    policy = choose_policy(query, project, env)
+    override = env_arch_list(env)
+    shown = [("policy", policy.source), ("package", _package_line(project))]
+    if override is not None:
+        shown.append(
+            (
+                "override",
+                f"{override[1]}={env[override[1]]!r} (wins over the package "
+                "and the policy, still clamped)",
+            )
+        )
+    return Settings(policy, project, override, tuple(shown), tuple(warnings))
 
 
 def gather(query: Query, environ: Mapping[str, str] | None = None) -> Gathered:
     env = os.environ if environ is None else environ
-    project = load_project(query.project_dir)
-    warnings = [*project.warnings(), *unknown_env_warnings(env)]
-    policy = choose_policy(query, project, env)
+    settings = gather_settings(query, env)
+    warnings = list(settings.warnings)
 
     if query.cuda:
-        toolkit = bundled_toolkit(parse_cuda_version(query.cuda, "--cuda"))
+        toolkit = bundled_toolkit(CudaVersion.parse(query.cuda, "--cuda"))
     else:
         from archguard.detect.nvcc import detect_toolkit  # noqa: PLC0415
 
@@ -104,7 +142,7 @@ def gather(query: Query, environ: Mapping[str, str] | None = None) -> Gathered:
 
     if query.torch_arches:
         version = parse_torch_version(query.torch) if query.torch else None
-        targets = parse_targets(query.torch_arches, "--torch-arches")
+        targets = parse_targets(query.torch_arches, "--torch-arches", known=known_arches())
         torch = TorchBuild(version, None, targets, "--torch-arches")
     elif query.torch:
         torch = bundled_torch(toolkit.version, parse_torch_version(query.torch))
@@ -114,39 +152,26 @@ def gather(query: Query, environ: Mapping[str, str] | None = None) -> Gathered:
         torch = detect_torch()
 
     if torch.cuda is not None and torch.cuda != toolkit.version:
-        if torch.cuda[0] != toolkit.version[0]:
+        if torch.cuda.major != toolkit.version.major:
             raise CudaMismatch(
-                f"{torch.label} was built for CUDA {cuda_text(torch.cuda)} but the nvcc that "
+                f"{torch.label} was built for CUDA {torch.cuda.text} but the nvcc that "
                 f"would compile is CUDA {toolkit.text} ({toolkit.source}). Extensions built "
                 "across CUDA majors fail to load. Point CUDA_HOME at a CUDA "
-                f"{torch.cuda[0]}.x toolkit, or install the torch built for CUDA {toolkit.text}."
+                f"{torch.cuda.major}.x toolkit, or install the torch built for CUDA "
+                f"{toolkit.text}."
             )
         warnings.append(
-            f"{torch.label} was built for CUDA {cuda_text(torch.cuda)}, nvcc is CUDA "
+            f"{torch.label} was built for CUDA {torch.cuda.text}, nvcc is CUDA "
             f"{toolkit.text}: same major, so it works; the policy row is the toolkit's "
             f"({toolkit.tag})."
         )
 
-    override = env_arch_list(env)
+    policy_line, package_line, *overrides = settings.shown
     shown = [
-        ("policy", policy.source),
+        policy_line,
         ("toolkit", f"CUDA {toolkit.text} (row {toolkit.tag}): {toolkit.source}"),
         ("torch", f"{torch.label}: {torch.targets} ({torch.source})"),
-        (
-            "package",
-            project.config.source
-            if project.config
-            else f"no [tool.archguard] in {project.pyproject}"
-            if project.pyproject
-            else f"no pyproject.toml in {project.root}",
-        ),
+        package_line,
+        *overrides,
     ]
-    if override is not None:
-        shown.append(
-            (
-                "override",
-                f"{override[1]}={env[override[1]]!r} (wins over the package "
-                "and the policy, still clamped)",
-            )
-        )
-    return Gathered(policy, project, toolkit, torch, override, shown, warnings)
+    return Gathered(settings, toolkit, torch, shown, warnings)

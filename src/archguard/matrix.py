@@ -8,23 +8,20 @@ matrix (``include:`` entries for ``fromJSON``) and a self-contained HTML page.
 
 from __future__ import annotations
 
-import argparse
 import html
 import json
-import os
-import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 from archguard import __version__
-from archguard.config import PackageConfig, Project, load_project
+from archguard.arch import format_list
 from archguard.coverage import Tier, known_devices, runs_on
+from archguard.cuda import CudaVersion
 from archguard.errors import ArchguardError, NotRepresentable
 from archguard.flags import cmake_architectures, gencode_flags, torch_arch_list
-from archguard.inputs import Query, choose_policy
+from archguard.inputs import Settings
 from archguard.policy import Policy
-from archguard.resolve import Resolution, resolve
-from archguard.toolkit import bundled_toolkit, parse_cuda_version
+from archguard.resolve import Resolution
+from archguard.toolkit import bundled_toolkit
 from archguard.torchbuild import bundled_builds
 
 MATRIX_SCHEMA = "archguard.matrix/1"
@@ -33,36 +30,52 @@ GITHUB_SCHEMA = "archguard.github-matrix/1"
 
 @dataclass(frozen=True)
 class Cell:
-    index: str
+    version: CudaVersion
     torch: str
     resolution: Resolution | None
     error: ArchguardError | None
 
     @property
     def cuda(self) -> str:
-        return f"{self.index[2:-1]}.{self.index[-1]}"
+        return self.version.text
+
+    @property
+    def tag(self) -> str:
+        return self.version.tag
 
 
-def compute(policy: Policy, package: PackageConfig | None = None) -> list[Cell]:
+def compute(settings: Settings) -> list[Cell]:
+    """Every bundled (CUDA, torch) cell resolved with the same settings (policy, package,
+    and ``ARCHGUARD_ARCH_LIST`` when set), exactly as ``list`` resolves one cell."""
     cells = []
     for build in bundled_builds():
-        version = parse_cuda_version(build.index)
         try:
-            res = resolve(policy, bundled_toolkit(version), build.build, package)
+            res = settings.resolve(bundled_toolkit(build.cuda), build.build)
         except ArchguardError as exc:  # e.g. no policy row for this CUDA
-            cells.append(Cell(build.index, build.torch, None, exc))
+            cells.append(Cell(build.cuda, build.torch, None, exc))
             continue
         error = None
         try:
             res.require_cubins()
         except ArchguardError as exc:
             error = exc
-        cells.append(Cell(build.index, build.torch, res, error))
+        cells.append(Cell(build.cuda, build.torch, res, error))
     return cells
 
 
 def _dropped(res: Resolution) -> list[dict[str, str]]:
-    return [{"arch": str(d.arch), "step": d.step, "reason": d.reason} for d in res.dropped()]
+    return [{"arch": str(d.arch), "step": d.step.value, "reason": d.reason} for d in res.dropped()]
+
+
+def override_note(settings: Settings) -> str | None:
+    """The header line that says an ``ARCHGUARD_ARCH_LIST`` applies to every cell."""
+    if settings.override is None:
+        return None
+    entries, variable = settings.override
+    return (
+        f"{variable}={format_list(entries)} applies to every cell (as it does to `archguard "
+        "list` and to builds), still clamped per cell; unset it to see the policy's rows."
+    )
 
 
 def _tiers(res: Resolution) -> dict[str, list[str]]:
@@ -72,16 +85,21 @@ def _tiers(res: Resolution) -> dict[str, list[str]]:
     return out
 
 
-def as_json(cells: list[Cell], policy: Policy) -> dict[str, object]:
+def as_json(cells: list[Cell], settings: Settings) -> dict[str, object]:
+    policy = settings.policy
+    override = settings.override
     return {
         "schema": MATRIX_SCHEMA,
         "archguard": __version__,
         "policy": {"source": policy.source, "sha256": policy.digest or None},
+        "override": (
+            {"variable": override[1], "list": format_list(override[0])} if override else None
+        ),
         "devices": [{"cc": d.cc_text, "name": d.name} for d in known_devices()],
         "combos": [
             {
                 "cuda": c.cuda,
-                "cuda_tag": c.index,
+                "cuda_tag": c.tag,
                 "torch": c.torch,
                 "ok": c.error is None,
                 "error": str(c.error) if c.error else None,
@@ -117,7 +135,7 @@ def as_github(cells: list[Cell]) -> dict[str, object]:
         include.append(
             {
                 "cuda": c.cuda,
-                "cuda_tag": c.index,
+                "cuda_tag": c.tag,
                 "torch": c.torch,
                 "arch_list": c.resolution.effective_text,
                 "torch_cuda_arch_list": torch_list,
@@ -154,7 +172,7 @@ def _summary(c: Cell, sep: str) -> tuple[str, ...]:
     assert c.resolution is not None
     t = _tiers(c.resolution)
     return (
-        c.index,
+        c.tag,
         c.torch,
         c.resolution.effective_text,
         _short_drops(c.resolution),
@@ -164,31 +182,35 @@ def _summary(c: Cell, sep: str) -> tuple[str, ...]:
     )
 
 
-def as_text(cells: list[Cell]) -> str:
+def as_text(cells: list[Cell], settings: Settings) -> str:
+    note = override_note(settings)
     rows: list[tuple[str, ...]] = [COLUMNS]
     errors = []
     for c in cells:
         if c.resolution is None or c.error is not None:
-            errors.append(f"{c.index:<6} {c.torch:<6} ERROR: {c.error}")
+            errors.append(f"{c.tag:<6} {c.torch:<6} ERROR: {c.error}")
         else:
             rows.append(_summary(c, " "))
     widths = [max(len(r[i]) for r in rows) for i in range(len(COLUMNS))]
     lines = ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in rows]
-    return "\n".join(lines + errors) + "\n"
+    header = [f"note: {note}"] if note else []
+    return "\n".join(header + lines + errors) + "\n"
 
 
-def as_markdown(cells: list[Cell], policy: Policy) -> str:
+def as_markdown(cells: list[Cell], policy: Policy, settings: Settings) -> str:
+    note = override_note(settings)
     lines = [
         f"# archguard matrix (archguard {__version__})",
         "",
         f"Policy: {policy.source}",
         "",
+        *([f"**Override:** {note}", ""] if note else []),
         "| CUDA | torch | effective list | dropped (step) | JIT-only | dead | torch cannot run |",
         "|---|---|---|---|---|---|---|",
     ]
     for c in cells:
         if c.resolution is None or c.error is not None:
-            lines.append(f"| {c.index} | {c.torch} | **error**: {c.error} | | | | |")
+            lines.append(f"| {c.tag} | {c.torch} | **error**: {c.error} | | | | |")
             continue
         row = list(_summary(c, ", "))
         row[2] = f"`{row[2]}`"
@@ -216,7 +238,8 @@ td.dead{background:#cf222e;color:#fff}td.notorch{background-image:repeating-line
 """
 
 
-def as_html(cells: list[Cell], policy: Policy) -> str:
+def as_html(cells: list[Cell], policy: Policy, settings: Settings) -> str:
+    note = override_note(settings)
     devices = known_devices()
     e = html.escape
     head = "".join(
@@ -226,7 +249,7 @@ def as_html(cells: list[Cell], policy: Policy) -> str:
     for c in cells:
         if c.resolution is None or c.error is not None:
             rows.append(
-                f"<tr><td>{e(c.index)}</td><td>{e(c.torch)}</td>"
+                f"<tr><td>{e(c.tag)}</td><td>{e(c.torch)}</td>"
                 f'<td class="err" colspan="{len(devices) + 2}">{e(str(c.error))}</td>'
                 "</tr>"
             )
@@ -249,18 +272,19 @@ def as_html(cells: list[Cell], policy: Policy) -> str:
         drops = "; ".join(f"{d.arch} ({d.step})" for d in res.dropped()) or "-"
         drop_title = "\n".join(f"{d.arch} ({d.step}): {d.reason}" for d in res.dropped())
         rows.append(
-            f"<tr><td>{e(c.index)}</td><td>{e(c.torch)}</td>"
+            f"<tr><td>{e(c.tag)}</td><td>{e(c.torch)}</td>"
             f'<td class="list">{e(res.effective_text)}</td>'
             f'<td class="drop" title="{e(drop_title)}">{e(drops)}</td>{"".join(tds)}'
             "</tr>"
         )
+    override_html = f"<p><strong>Override:</strong> {e(note)}</p>\n" if note else ""
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <title>archguard matrix</title><style>{_CSS}</style></head><body>
 <h1>archguard matrix: CUDA arch coverage per farm cell</h1>
 <p>archguard {e(__version__)}; policy: {e(policy.source)}. One row per (CUDA, torch) cell,
 one column per known device. Hover a cell for its reason.</p>
-<p class="legend"><span style="background:#2da44e;color:#fff">N native</span>
+{override_html}<p class="legend"><span style="background:#2da44e;color:#fff">N native</span>
 <span style="background:#d4a72c">J JIT-only (PTX)</span>
 <span style="background:#cf222e;color:#fff">- dead</span>
 <span style="background:#888;color:#fff">&#x2715; torch itself cannot run there</span></p>
@@ -271,24 +295,15 @@ one column per known device. Hover a cell for its reason.</p>
 """
 
 
-def run_matrix(args: argparse.Namespace) -> int:
-    project = (
-        load_project(args.project) if args.project else Project.none(Path())
-    )  # no package overrides
-    policy = choose_policy(Query(policy=args.policy), project, os.environ)
-    cells = compute(policy, project.config)
-    if args.format == "json":
-        text = json.dumps(as_json(cells, policy), indent=2) + "\n"
-    elif args.format == "github":
-        text = json.dumps(as_github(cells), separators=(",", ":")) + "\n"
-    elif args.format == "markdown":
-        text = as_markdown(cells, policy)
-    elif args.format == "html":
-        text = as_html(cells, policy)
-    else:
-        text = as_text(cells)
-    if args.output:
-        args.output.write_text(text, encoding="utf-8")
-    else:
-        sys.stdout.write(text)
-    return 0 if all(c.error is None for c in cells) else 1
+def render(cells: list[Cell], settings: Settings, fmt: str) -> str:
+    """The page in one of: text, markdown, html, json, github."""
+    policy = settings.policy
+    if fmt == "json":
+        return json.dumps(as_json(cells, settings), indent=2) + "\n"
+    if fmt == "github":
+        return json.dumps(as_github(cells), separators=(",", ":")) + "\n"
+    if fmt == "markdown":
+        return as_markdown(cells, policy, settings)
+    if fmt == "html":
+        return as_html(cells, policy, settings)
+    return as_text(cells, settings)

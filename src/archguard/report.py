@@ -1,7 +1,8 @@
-"""Presenting a resolution: the decision table, ``explain`` text, and the JSON record.
+"""Presenting a resolution to people: the decision table, ``explain``, ``list``, the build
+log, and errors with the table attached.
 
 The same :class:`~archguard.resolve.Resolution` feeds ``explain``, ``list``, the build log
-and the record stored in the wheel, so they cannot disagree.
+and the record stored in the wheel (:mod:`archguard.record`), so they cannot disagree.
 """
 
 from __future__ import annotations
@@ -12,12 +13,12 @@ from collections.abc import Iterable, Sequence
 
 from archguard import __version__
 from archguard.arch import Arch
-from archguard.coverage import DeviceCoverage, Tier, runs_on
-from archguard.errors import NotRepresentable
+from archguard.coverage import DeviceCoverage, Tier
+from archguard.errors import ArchguardError, EmptyArchList, NotRepresentable
 from archguard.flags import cmake_architectures, gencode_flags, torch_arch_list
-from archguard.resolve import Decision, Resolution
+from archguard.record import targets_record
+from archguard.resolve import Decision, Outcome, Resolution, Step
 
-RESOLUTION_SCHEMA = "archguard.resolution/1"
 LIST_SCHEMA = "archguard.list/1"
 WIDTH = 100
 
@@ -28,17 +29,6 @@ def _wrap(text: str, indent: int, first: str = "") -> list[str]:
     ) or [""]
     pad = " " * indent
     return [(first.ljust(indent) if i == 0 else pad) + line for i, line in enumerate(lines)]
-
-
-def fate(res: Resolution, arch: Arch) -> str:
-    """One word for an arch's end state: kept, kept+PTX, dropped (step), not requested."""
-    for entry in res.effective:
-        if entry.arch == arch:
-            return "kept+PTX" if entry.ptx else "kept"
-    for d in res.why(arch):
-        if d.outcome == "dropped" and not d.ptx:
-            return f"dropped ({d.step})"
-    return "not requested"
 
 
 def _ordered_arches(res: Resolution) -> list[Arch]:
@@ -52,8 +42,8 @@ def decision_rows(decisions: Iterable[Decision]) -> list[str]:
     """``step  outcome  reason`` lines, indented under their arch."""
     lines: list[str] = []
     for d in decisions:
-        what = f"{d.outcome}{' PTX' if d.ptx else ''}"
-        lines += _wrap(d.reason, 33, f"       {d.step:<10} {what:<14}")
+        what = f"{d.outcome.value}{' PTX' if d.ptx else ''}"
+        lines += _wrap(d.reason, 33, f"       {d.step.value:<10} {what:<14}")
     return lines
 
 
@@ -64,8 +54,10 @@ def decision_table(res: Resolution) -> str:
     """
     lines = [f"  {'arch':<6} => fate", f"       {'step':<10} {'outcome':<14} reason"]
     for arch in _ordered_arches(res):
-        rows = [d for d in res.fate(arch) if d.step != "request"] or list(res.fate(arch))
-        lines.append(f"  {arch!s:<6} => {fate(res, arch)}")
+        rows = [d for d in res.decisions_for(arch) if d.step is not Step.REQUEST] or list(
+            res.decisions_for(arch)
+        )
+        lines.append(f"  {arch!s:<6} => {res.fate(arch)}")
         lines += decision_rows(rows)
     lines.append(f"effective: {res.effective_text or '(empty: no cubin left)'}")
     return "\n".join(lines)
@@ -99,7 +91,7 @@ def explain_text(
         out += _wrap(f"reason: {res.request.reason}", 14, "")
     if why:
         for arch in why:
-            out += ["", f"Why {arch}? => {fate(res, arch)}"]
+            out += ["", f"Why {arch}? => {res.fate(arch)}"]
             out += decision_rows(res.why(arch))
     out += ["", "Decisions", *decision_table(res).splitlines()[:-1]]
     out += ["", f"Effective list  {res.effective_text or '(empty: no cubin left)'}"]
@@ -120,72 +112,6 @@ def explain_text(
         for note in notes:
             out += _wrap(note, 4, "  - ")
     return "\n".join(out) + "\n"
-
-
-def coverage_record(res: Resolution) -> list[dict[str, object]]:
-    return [
-        {
-            "cc": c.device.cc_text,
-            "device": c.device.name,
-            "tier": c.tier.value,
-            "via": c.via,
-            "torch_runs": runs_on(res.torch.targets, c.device.cc),
-        }
-        for c in res.coverage()
-    ]
-
-
-def resolution_record(res: Resolution, why: Sequence[Arch] = ()) -> dict[str, object]:
-    """The machine-readable resolution (explain --format json, and the wheel's record)."""
-    torch = res.torch
-    record: dict[str, object] = {
-        "schema": RESOLUTION_SCHEMA,
-        "archguard": __version__,
-        "cuda": {"version": res.toolkit.text, "tag": res.tag, "source": res.toolkit.source},
-        "torch": {
-            "version": str(torch.version) if torch.version is not None else None,
-            "cuda": f"{torch.cuda[0]}.{torch.cuda[1]}" if torch.cuda else None,
-            "targets": torch.targets.names(),
-            "source": torch.source,
-        },
-        "policy": {"source": res.policy.source, "sha256": res.policy.digest or None},
-        "request": {
-            "origin": res.request.origin,
-            "reason": res.request.reason,
-            "list": res.requested_text,
-        },
-        "decisions": [
-            {
-                "arch": str(d.arch),
-                "step": d.step,
-                "outcome": d.outcome,
-                "ptx": d.ptx,
-                "reason": d.reason,
-            }
-            for d in res.decisions
-        ],
-        "effective": res.effective_text,
-        "entries": [str(e) for e in res.effective],
-        "targets": {
-            "cubins": [a.sm for a in sorted(res.targets.cubins)],
-            "ptx": [a.compute for a in sorted(res.targets.ptx)],
-        },
-        "gencode": gencode_flags(res.effective),
-        "coverage": coverage_record(res),
-        "notes": list(res.notes),
-    }
-    if why:
-        record["why"] = {
-            str(a): {
-                "fate": fate(res, a),
-                "decisions": [
-                    {"step": d.step, "outcome": d.outcome, "ptx": d.ptx, "reason": d.reason}
-                    for d in res.why(a)
-                ],
-            }
-            for a in why
-        }
-    return record
 
 
 def dumps(data: object) -> str:
@@ -216,9 +142,43 @@ def list_text(res: Resolution, fmt: str) -> str:
             "torch_arch_list": torch_text,
             "cmake": cmake_architectures(res.effective),
             "gencode": gencode_flags(res.effective),
-            "targets": {
-                "cubins": [a.sm for a in sorted(res.targets.cubins)],
-                "ptx": [a.compute for a in sorted(res.targets.ptx)],
-            },
+            "targets": targets_record(res.targets),
         }
     )
+
+
+def build_log_lines(
+    res: Resolution, inputs: Sequence[tuple[str, str]], warnings: Sequence[str]
+) -> list[str]:
+    """The build log's account of a resolution: inputs, each notable decision, the list."""
+    lines = [f"{key}: {value}" for key, value in inputs]
+    lines.append(f"request: {res.request.origin}: {res.requested_text}")
+    for d in res.decisions:
+        notable = d.outcome in (Outcome.DROPPED, Outcome.MOVED, Outcome.ADDED)
+        if notable or (d.step is Step.TORCH and d.outcome is not Outcome.KEPT):
+            what = f"{d.outcome.value}{' PTX' if d.ptx else ''}"
+            lines.append(f"{what} {d.arch} ({d.step.value}): {d.reason}")
+    lines += [f"warning: {note}" for note in [*res.notes, *warnings]]
+    lines.append(f"effective arch list ({res.tag}): {res.effective_text}")
+    lines.append("coverage: " + tiers_text(res.coverage()))
+    return lines
+
+
+def tiers_text(cov: Iterable[DeviceCoverage]) -> str:
+    """One line: ``native 7.5, 8.0; jit-only 11.0 via compute_90; dead 6.0`` (tiers in the
+    order their first device appears)."""
+    tiers: dict[str, list[str]] = {}
+    for c in cov:
+        tiers.setdefault(c.tier.value, []).append(
+            c.device.cc_text + (f" via {c.via}" if c.tier is Tier.JIT else "")
+        )
+    return "; ".join(f"{k} {', '.join(v)}" for k, v in tiers.items())
+
+
+def render_error(exc: ArchguardError) -> str:
+    """An error as a person sees it: ``render()``, with the decision table attached to an
+    :class:`~archguard.errors.EmptyArchList` that carries its resolution."""
+    if isinstance(exc, EmptyArchList) and exc.detail is None and exc.resolution is not None:
+        assert isinstance(exc.resolution, Resolution)
+        exc.detail = decision_table(exc.resolution)
+    return exc.render()

@@ -16,6 +16,7 @@ record all print from those records. The steps (SPEC §4):
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -31,26 +32,50 @@ from archguard.coverage import (
     runs_on,
     served_devices,
 )
+from archguard.cuda import CudaVersion
 from archguard.errors import EmptyArchList, NoPolicyRow
 from archguard.policy import ArchException, Policy
 from archguard.toolkit import Toolkit
 from archguard.torchbuild import TorchBuild
 
-REQUEST, EXCEPTION, TOOLKIT, TORCH, PTX = "request", "exception", "toolkit", "torch", "ptx"
-STEPS = (REQUEST, EXCEPTION, TOOLKIT, TORCH, PTX)
+
+class Step(str, enum.Enum):
+    """The resolution steps of SPEC §4, in order (step 6, empty, raises instead)."""
+
+    REQUEST = "request"
+    EXCEPTION = "exception"
+    TOOLKIT = "toolkit"
+    TORCH = "torch"
+    PTX = "ptx"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Outcome(str, enum.Enum):
+    """What a step did to an arch (or, with ``Decision.ptx``, to its PTX)."""
+
+    REQUESTED = "requested"
+    NOT_REQUESTED = "not-requested"  # explain's "why?" for an arch nobody asked for
+    KEPT = "kept"
+    DROPPED = "dropped"
+    ADDED = "added"  # PTX added by a role of step 5
+    MOVED = "moved"  # declared PTX moved down to a surviving arch
+    CONFIRMS = "confirms"  # the live clamp agrees with a recorded exception
+    NOTE = "note"  # the live clamp alone would keep what a recorded exception drops
+
+    def __str__(self) -> str:
+        return self.value
 
 
 @dataclass(frozen=True)
 class Decision:
-    """What one step did to one arch, and why.
-
-    ``outcome`` is one of: requested, not-requested, kept, dropped, added, moved, confirms,
-    note. ``ptx`` marks a decision about the entry's PTX rather than its cubin.
-    """
+    """What one step did to one arch, and why. ``ptx`` marks a decision about the entry's
+    PTX rather than its cubin."""
 
     arch: Arch
-    step: str
-    outcome: str
+    step: Step
+    outcome: Outcome
     reason: str
     ptx: bool = False
 
@@ -69,11 +94,12 @@ class Request:
 
 def choose_request(
     policy: Policy,
-    tag: str,
+    cuda: CudaVersion,
     package: PackageConfig | None = None,
     override: tuple[tuple[ArchEntry, ...], str] | None = None,
 ) -> Request:
     """Step 1: which list is asked for."""
+    tag = cuda.tag
     if override is not None:
         return Request(override[0], override[1])
     if package is not None:
@@ -84,7 +110,7 @@ def choose_request(
     if row is None:
         rows = ", ".join(sorted(policy.rows)) or "none"
         raise NoPolicyRow(
-            f"the policy ({policy.source}) has no row for {tag} (CUDA {tag[2:-1]}.{tag[-1]}); "
+            f"the policy ({policy.source}) has no row for {tag} (CUDA {cuda.text}); "
             f"its rows are {rows}. archguard never falls back to a neighbouring row. Fix it "
             f"either way: add a {tag} row to the policy through the ADR process (a farm can "
             f"point ARCHGUARD_POLICY at its own policy file), or give the package an override "
@@ -158,27 +184,41 @@ class Resolution:
         return coverage(self.torch.targets, self.devices)
 
     def dropped(self) -> tuple[Decision, ...]:
-        return tuple(d for d in self.decisions if d.outcome == "dropped" and not d.ptx)
+        return tuple(d for d in self.decisions if d.outcome is Outcome.DROPPED and not d.ptx)
 
-    def fate(self, arch: Arch) -> tuple[Decision, ...]:
+    def decisions_for(self, arch: Arch) -> tuple[Decision, ...]:
         return tuple(d for d in self.decisions if d.arch == arch)
+
+    def fate(self, arch: Arch) -> str:
+        """An arch's end state in words: kept, kept+PTX, dropped (step), not requested."""
+        for entry in self.effective:
+            if entry.arch == arch:
+                return "kept+PTX" if entry.ptx else "kept"
+        for d in self.why(arch):
+            if d.outcome is Outcome.DROPPED and not d.ptx:
+                return f"dropped ({d.step.value})"
+        return "not requested"
 
     def why(self, arch: Arch) -> tuple[Decision, ...]:
         """Every decision about ``arch``; for an arch nobody asked for, what would happen."""
-        known = self.fate(arch)
-        if any(d.step == REQUEST for d in known):
+        known = self.decisions_for(arch)
+        if any(d.step is Step.REQUEST for d in known):
             return known
         out = [
             Decision(
                 arch,
-                REQUEST,
-                "not-requested",
+                Step.REQUEST,
+                Outcome.NOT_REQUESTED,
                 f"{self.request.origin} does not list it (it asks for {self.requested_text})",
             )
         ]
         for exc in _applicable_exceptions(self.policy, self.tag, self.torch):
             if arch in exc.drop:
-                out.append(Decision(arch, EXCEPTION, "dropped", _exception_reason(self.tag, exc)))
+                out.append(
+                    Decision(
+                        arch, Step.EXCEPTION, Outcome.DROPPED, _exception_reason(self.tag, exc)
+                    )
+                )
         out.append(_toolkit_decision(self.toolkit, arch))
         if self.toolkit.emits_cubin(arch):
             cubins = {e.arch for e in self.effective} | {arch}
@@ -196,11 +236,13 @@ class Resolution:
         return (*out, *known)
 
     def require_cubins(self) -> Resolution:
-        """Step 6: raise :class:`EmptyArchList` (with the whole table) when nothing is left."""
+        """Step 6: raise :class:`EmptyArchList` when nothing is left.
+
+        The error carries this resolution; the code that prints it attaches the decision
+        table (:func:`archguard.report.render_error`).
+        """
         if self.ok:
             return self
-        from archguard.report import decision_table  # noqa: PLC0415
-
         cause = self.request.origin
         raise EmptyArchList(
             f"no cubin is left for {self.tag} with {self.torch.label}: every arch that "
@@ -213,7 +255,7 @@ class Resolution:
                 else "Fix the policy row through the ADR process. "
             )
             + "The decision table follows.",
-            detail=decision_table(self),
+            resolution=self,
         )
 
 
@@ -232,13 +274,13 @@ def _exception_reason(tag: str, exc: ArchException) -> str:
 
 def _toolkit_decision(toolkit: Toolkit, arch: Arch) -> Decision:
     if toolkit.emits_cubin(arch):
-        return Decision(arch, TOOLKIT, "kept", f"nvcc {toolkit.text} emits {arch.sm}")
-    plain = toolkit.plain_sass()
+        return Decision(arch, Step.TOOLKIT, Outcome.KEPT, f"nvcc {toolkit.text} emits {arch.sm}")
+    plain = toolkit.plain_cubins()
     span = f"{plain[0].sm} ... {plain[-1].sm}" if plain else "nothing"
     return Decision(
         arch,
-        TOOLKIT,
-        "dropped",
+        Step.TOOLKIT,
+        Outcome.DROPPED,
         f"nvcc {toolkit.text} cannot emit {arch.sm} (it emits {span})",
     )
 
@@ -257,8 +299,8 @@ def _torch_decision(
     if not served:
         return Decision(
             arch,
-            TORCH,
-            "dropped",
+            Step.TORCH,
+            Outcome.DROPPED,
             f"{arch.sm} would serve no known device in this list (nothing in "
             "devices.yml lies in its interval), so it is dead weight",
         )
@@ -271,24 +313,26 @@ def _torch_decision(
         if excepted:
             return Decision(
                 arch,
-                TORCH,
-                "note",
+                Step.TORCH,
+                Outcome.NOTE,
                 f"the live clamp alone would keep it ({reason}); the recorded "
                 "exception still drops it",
             )
-        return Decision(arch, TORCH, "kept", reason)
+        return Decision(arch, Step.TORCH, Outcome.KEPT, reason)
     reason = (
         f"{arch.sm} would serve {describe_devices(served)}, and {torch.label} cannot "
         f"run on any of them: {torch_gap(torch, arch, served)}"
     )
     if excepted:
-        return Decision(arch, TORCH, "confirms", f"the clamp agrees with the record: {reason}")
+        return Decision(
+            arch, Step.TORCH, Outcome.CONFIRMS, f"the clamp agrees with the record: {reason}"
+        )
     if recorded is None and not hypothetical:
         reason += (
             f". arch_exceptions[{tag}] does not record this drop for {torch.label}: "
             "the record is stale; add it through the ADR process"
         )
-    return Decision(arch, TORCH, "dropped", reason)
+    return Decision(arch, Step.TORCH, Outcome.DROPPED, reason)
 
 
 @dataclass
@@ -312,7 +356,9 @@ class _Run:
     def tag(self) -> str:
         return self.toolkit.tag
 
-    def decide(self, arch: Arch, step: str, outcome: str, reason: str, ptx: bool = False) -> None:
+    def decide(
+        self, arch: Arch, step: Step, outcome: Outcome, reason: str, ptx: bool = False
+    ) -> None:
         self.decisions.append(Decision(arch, step, outcome, reason, ptx))
 
     def drop(self, arch: Arch, decision: Decision, orphan_reason: str) -> None:
@@ -324,15 +370,20 @@ class _Run:
     def can_carry(self, arch: Arch) -> bool:
         return self.toolkit.emits_ptx(arch.plain)
 
-    def add_ptx(self, carrier: Arch, reason: str, outcome: str = "added") -> None:
+    def add_ptx(self, carrier: Arch, reason: str, outcome: Outcome = Outcome.ADDED) -> None:
         self.ptx_on.add(carrier)
-        self.decide(carrier, PTX, outcome, reason, ptx=True)
+        self.decide(carrier, Step.PTX, outcome, reason, ptx=True)
 
     # Step 1 -------------------------------------------------------------------------------
     def requested(self) -> None:
         for entry in self.request.entries:
             self.current[entry.arch] = entry.ptx
-            self.decide(entry.arch, REQUEST, "requested", f"{self.request.origin} asks for {entry}")
+            self.decide(
+                entry.arch,
+                Step.REQUEST,
+                Outcome.REQUESTED,
+                f"{self.request.origin} asks for {entry}",
+            )
         self.declared_ptx = {a for a, p in self.current.items() if p}
 
     # Step 2 -------------------------------------------------------------------------------
@@ -348,7 +399,9 @@ class _Run:
                 if arch in self.current:
                     self.drop(
                         arch,
-                        Decision(arch, EXCEPTION, "dropped", _exception_reason(self.tag, exc)),
+                        Decision(
+                            arch, Step.EXCEPTION, Outcome.DROPPED, _exception_reason(self.tag, exc)
+                        ),
                         "its arch was dropped by a recorded exception",
                     )
 
@@ -357,14 +410,14 @@ class _Run:
         nvcc = f"nvcc {self.toolkit.text}"
         for arch in sorted(self.current):
             decision = _toolkit_decision(self.toolkit, arch)
-            if decision.outcome == "dropped":
+            if decision.outcome is Outcome.DROPPED:
                 self.drop(arch, decision, f"{nvcc} cannot emit {arch.sm}")
                 continue
             self.decisions.append(decision)
             if self.current[arch] and not self.can_carry(arch):
                 self.current[arch] = False
                 self.orphans[arch] = f"{nvcc} cannot emit {arch.plain.compute}"
-                self.decide(arch, TOOLKIT, "dropped", self.orphans[arch], ptx=True)
+                self.decide(arch, Step.TOOLKIT, Outcome.DROPPED, self.orphans[arch], ptx=True)
         # nvcc refuses sm_XY and sm_XYf in one compile ("The same GPU code ... generated for
         # non family-specific and family-specific GPU arch"); both serve the same devices.
         for arch in sorted(self.current):
@@ -373,8 +426,8 @@ class _Run:
                 ptx = self.current.pop(arch)
                 self.decide(
                     arch,
-                    TOOLKIT,
-                    "dropped",
+                    Step.TOOLKIT,
+                    Outcome.DROPPED,
                     f"{family} is also requested and serves the same devices; nvcc "
                     f"refuses to emit {arch.sm} and {family.sm} into one binary",
                 )
@@ -387,7 +440,7 @@ class _Run:
             decision = _torch_decision(
                 self.torch, arch, set(self.current), self.devices, self.tag, self.recorded.get(arch)
             )
-            if decision.outcome == "dropped":
+            if decision.outcome is Outcome.DROPPED:
                 self.drop(
                     arch, decision, f"{self.torch.label} cannot run where {arch.sm} would serve"
                 )
@@ -395,7 +448,7 @@ class _Run:
                 self.decisions.append(decision)
         # Say whether the live clamp agrees with each recorded exception that applied.
         for arch in sorted(self.recorded):
-            if any(d.arch == arch and d.step == EXCEPTION for d in self.decisions):
+            if any(d.arch == arch and d.step is Step.EXCEPTION for d in self.decisions):
                 self.decisions.append(
                     _torch_decision(
                         self.torch,
@@ -415,25 +468,31 @@ class _Run:
                 self.add_ptx(
                     arch,
                     f"declared {arch}+PTX in {self.request.origin}: {arch.plain.compute} stays",
-                    outcome="kept",
+                    outcome=Outcome.KEPT,
                 )
         for orphan, why in sorted(self.orphans.items()):
             below = [a for a in self.current if a.cc < orphan.cc and self.can_carry(a)]
             if not below:
                 self.decide(
                     orphan,
-                    PTX,
-                    "dropped",
+                    Step.PTX,
+                    Outcome.DROPPED,
                     f"declared +PTX lost: {why}, and no surviving arch below it can carry it",
                     ptx=True,
                 )
                 continue
             carrier = max(below)
-            self.decide(orphan, PTX, "moved", f"declared +PTX moved to {carrier}: {why}", ptx=True)
+            self.decide(
+                orphan,
+                Step.PTX,
+                Outcome.MOVED,
+                f"declared +PTX moved to {carrier}: {why}",
+                ptx=True,
+            )
             self.add_ptx(
                 carrier,
                 f"carries the PTX declared on {orphan} ({why}): {carrier.plain.compute}",
-                outcome="moved",
+                outcome=Outcome.MOVED,
             )
         if self.current:
             self._role_highest()
@@ -500,7 +559,7 @@ def resolve(
         toolkit,
         torch,
         tuple(devices or known_devices()),
-        choose_request(policy, toolkit.tag, package, override),
+        choose_request(policy, toolkit.version, package, override),
     )
     run.requested()
     run.exceptions()

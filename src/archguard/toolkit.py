@@ -9,51 +9,13 @@ and ``f`` variants are added by :func:`variant_rule`, which reproduces every bun
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 
 from archguard.arch import Arch
-from archguard.errors import ConfigError, UnknownToolkit
-
-_TARGET = re.compile(r"(?:sm|compute)_(?P<digits>[0-9]{2,3})(?P<suffix>[af]?)", re.ASCII)
-_CUDA = re.compile(
-    r"(?:cu(?P<tag>[0-9]{3,4})|(?P<major>[0-9]{1,2})(?:\.(?P<minor>[0-9]{1,2}))?"
-    r"(?:\.[0-9]+)*)",
-    re.ASCII,
-)
-
-CudaVersion = tuple[int, int]
-
-
-def target_arch(name: str) -> Arch:
-    """``sm_90a`` / ``compute_100f`` -> Arch. For trusted data; raises ValueError."""
-    match = _TARGET.fullmatch(name)
-    if not match:
-        raise ValueError(f"not a CUDA target name: {name!r}")
-    digits = match["digits"]
-    return Arch(int(digits[:-1]), int(digits[-1]), match["suffix"])
-
-
-def cuda_tag(version: CudaVersion) -> str:
-    """(12, 8) -> 'cu128'; (13, 0) -> 'cu130'."""
-    return f"cu{version[0]}{version[1]}"
-
-
-def cuda_text(version: CudaVersion) -> str:
-    return f"{version[0]}.{version[1]}"
-
-
-def parse_cuda_version(text: str, source: str = "--cuda") -> CudaVersion:
-    """Accept '12.8', '12.8.93', '13', 'cu128'."""
-    match = _CUDA.fullmatch(text.strip())
-    if not match:
-        raise ConfigError(f"{source}: {text!r} is not a CUDA version; write it as 12.8 (or cu128).")
-    if match["tag"]:
-        tag = match["tag"]
-        return (int(tag[:-1]), int(tag[-1]))
-    return (int(match["major"]), int(match["minor"] or 0))
+from archguard.cuda import CudaVersion
+from archguard.errors import UnknownToolkit
 
 
 def variant_rule(plain: Iterable[Arch], cuda: CudaVersion) -> frozenset[Arch]:
@@ -79,27 +41,31 @@ class Toolkit:
     """What one CUDA toolkit can emit, and where that fact came from."""
 
     version: CudaVersion
-    sass: frozenset[Arch]
+    cubins: frozenset[Arch]
     ptx: frozenset[Arch]
     source: str
     nvcc: str | None = None  # path of the live nvcc; None for a bundled row
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.version, CudaVersion):
+            object.__setattr__(self, "version", CudaVersion(*self.version))
+
     @property
     def tag(self) -> str:
-        return cuda_tag(self.version)
+        return self.version.tag
 
     @property
     def text(self) -> str:
-        return cuda_text(self.version)
+        return self.version.text
 
     def emits_cubin(self, arch: Arch) -> bool:
-        return arch in self.sass
+        return arch in self.cubins
 
     def emits_ptx(self, arch: Arch) -> bool:
         return arch in self.ptx
 
-    def plain_sass(self) -> list[Arch]:
-        return sorted(a for a in self.sass if not a.suffix)
+    def plain_cubins(self) -> list[Arch]:
+        return sorted(a for a in self.cubins if not a.suffix)
 
     @classmethod
     def from_lists(
@@ -111,11 +77,11 @@ class Toolkit:
         nvcc: str | None = None,
     ) -> Toolkit:
         """Build from ``nvcc --list-gpu-code`` / ``--list-gpu-arch`` output plus the rule."""
-        plain = frozenset(target_arch(n) for n in gpu_code)
-        plain_ptx = frozenset(target_arch(n) for n in gpu_arch)
+        plain = frozenset(Arch.from_target(n) for n in gpu_code)
+        plain_ptx = frozenset(Arch.from_target(n) for n in gpu_arch)
         return cls(
-            version=version,
-            sass=plain | variant_rule(plain, version),
+            version=CudaVersion(*version),
+            cubins=plain | variant_rule(plain, version),
             ptx=plain_ptx | variant_rule(plain_ptx, version),
             source=source,
             nvcc=nvcc,
@@ -140,11 +106,11 @@ def bundled_rows() -> dict[CudaVersion, ToolkitRow]:
     assert isinstance(data, dict)
     rows: dict[CudaVersion, ToolkitRow] = {}
     for key, row in data["toolkits"].items():
-        version = parse_cuda_version(key)
+        version = CudaVersion.parse(key, "bundled toolkits.yml")
         toolkit = Toolkit(
             version=version,
-            sass=frozenset(target_arch(n) for n in row["sass"]),
-            ptx=frozenset(target_arch(n) for n in row["ptx"]),
+            cubins=frozenset(Arch.from_target(n) for n in row["cubins"]),
+            ptx=frozenset(Arch.from_target(n) for n in row["ptx"]),
             source=f"bundled table (toolkits.yml): {row['source']}",
         )
         rows[version] = ToolkitRow(
@@ -156,12 +122,13 @@ def bundled_rows() -> dict[CudaVersion, ToolkitRow]:
     return rows
 
 
-def bundled_toolkit(version: CudaVersion) -> Toolkit:
+def bundled_toolkit(version: tuple[int, int]) -> Toolkit:
     rows = bundled_rows()
+    version = CudaVersion(*version)
     if version not in rows:
-        known = ", ".join(cuda_text(v) for v in sorted(rows))
+        known = ", ".join(v.text for v in sorted(rows))
         raise UnknownToolkit(
-            f"CUDA {cuda_text(version)} is not in archguard's bundled toolkit table "
+            f"CUDA {version.text} is not in archguard's bundled toolkit table "
             f"(known: {known}). Run on a machine with that nvcc installed (drop --cuda), or "
             "add the release to scripts/probe_toolkits.py and regenerate defaults/toolkits.yml."
         )
@@ -170,8 +137,28 @@ def bundled_toolkit(version: CudaVersion) -> Toolkit:
 
 @cache
 def known_arches() -> frozenset[Arch]:
-    """Every arch some bundled toolkit emits as a cubin or PTX: the set parsing accepts."""
+    """Every arch some bundled toolkit emits as a cubin or PTX: the arches that exist.
+
+    The readers of arch lists (policy, package config, environment, command line, torch
+    detection) pass this to :mod:`archguard.arch`'s parsers.
+    """
     out: set[Arch] = set()
     for row in bundled_rows().values():
-        out |= row.toolkit.sass | row.toolkit.ptx
+        out |= row.toolkit.cubins | row.toolkit.ptx
     return frozenset(out)
+
+
+def compare_with_bundled(toolkit: Toolkit) -> str | None:
+    """The live toolkit and the bundled table must agree where both exist."""
+    row = bundled_rows().get(toolkit.version)
+    if row is None:
+        return None
+    if row.toolkit.cubins == toolkit.cubins:
+        return None
+    only_live = sorted(a.sm for a in toolkit.cubins - row.toolkit.cubins)
+    only_table = sorted(a.sm for a in row.toolkit.cubins - toolkit.cubins)
+    return (
+        f"the live nvcc {toolkit.text} and archguard's bundled table disagree (only live: "
+        f"{' '.join(only_live) or '-'}; only in the table: {' '.join(only_table) or '-'}); "
+        "the live nvcc is used. Regenerate the table with scripts/probe_toolkits.py."
+    )

@@ -13,8 +13,9 @@ from functools import cache
 from packaging.version import InvalidVersion, Version
 
 from archguard.arch import Targets, parse_targets
+from archguard.cuda import CudaVersion
 from archguard.errors import ConfigError, UnknownTorchBuild
-from archguard.toolkit import CudaVersion, cuda_tag, cuda_text, parse_cuda_version
+from archguard.toolkit import known_arches
 
 
 def parse_torch_version(text: str, source: str = "--torch") -> Version:
@@ -40,11 +41,15 @@ class TorchBuild:
     targets: Targets
     source: str
 
+    def __post_init__(self) -> None:
+        if self.cuda is not None and not isinstance(self.cuda, CudaVersion):
+            object.__setattr__(self, "cuda", CudaVersion(*self.cuda))
+
     @property
     def label(self) -> str:
         ver = str(self.version) if self.version is not None else "(version not given)"
         if self.cuda is not None and (self.version is None or not self.version.local):
-            return f"torch {ver} ({cuda_tag(self.cuda)})"
+            return f"torch {ver} ({self.cuda.tag})"
         return f"torch {ver}"
 
     @property
@@ -57,9 +62,15 @@ class TorchBuild:
 
 @dataclass(frozen=True)
 class BundledBuild:
-    index: str
+    """One (CUDA, torch release) cell of the bundled table."""
+
+    cuda: CudaVersion
     torch: str  # "2.7"
     build: TorchBuild
+
+    @property
+    def tag(self) -> str:
+        return self.cuda.tag
 
 
 @cache
@@ -70,36 +81,37 @@ def bundled_builds() -> tuple[BundledBuild, ...]:
     assert isinstance(data, dict)
     out: list[BundledBuild] = []
     for row in data["builds"]:
-        cuda = parse_cuda_version(row["index"])
+        cuda = CudaVersion.parse(row["tag"], "bundled torch_builds.yml")
         source = row["source"]
         if source == "adr":
             source = "CW-ADR-0012 'What PyTorch itself builds' (snapshot 2026-08)"
         targets_text = " ".join(
-            [row["sass"]] + [f"compute_{p.replace('.', '')}" for p in row["ptx"].split()]
+            [row["cubins"]] + [f"compute_{p.replace('.', '')}" for p in row["ptx"].split()]
         )
-        targets = parse_targets(targets_text, "bundled torch_builds.yml")
+        targets = parse_targets(targets_text, "bundled torch_builds.yml", known=known_arches())
         for minor in row["torch"]:
             out.append(
                 BundledBuild(
-                    row["index"],
+                    cuda,
                     minor,
                     TorchBuild(Version(minor), cuda, targets, f"bundled table: {source}"),
                 )
             )
-    return tuple(sorted(out, key=lambda b: (b.index, Version(b.torch))))
+    return tuple(sorted(out, key=lambda b: (b.tag, Version(b.torch))))
 
 
-def bundled_torch(cuda: CudaVersion, version: Version) -> TorchBuild:
-    index = cuda_tag(cuda)
+def bundled_torch(cuda: tuple[int, int], version: Version) -> TorchBuild:
+    cuda = CudaVersion(*cuda)
+    index = cuda.tag
     minor = release_minor(version)
-    candidates = [b for b in bundled_builds() if b.index == index]
+    candidates = [b for b in bundled_builds() if b.cuda == cuda]
     for b in candidates:
         if b.torch == minor:
             return b.build
     known = ", ".join(b.torch for b in candidates) or "none"
     raise UnknownTorchBuild(
         f"the bundled torch table has no {index} build of torch {minor} (CUDA "
-        f"{cuda_text(cuda)} builds known: {known}). Pick one of those, or describe the torch "
+        f"{cuda.text} builds known: {known}). Pick one of those, or describe the torch "
         "with --torch-arches 'sm_75 sm_80 ... compute_120' (what torch.cuda.get_arch_list() "
         "prints for it)."
     )

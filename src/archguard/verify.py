@@ -10,22 +10,22 @@ the binary actually gives; any difference exits non-zero.
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 import tempfile
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from archguard.arch import Targets, parse_arch_list, parse_targets
+from archguard.arch import Targets, parse_arch_list
 from archguard.coverage import Tier, coverage
-from archguard.detect.cuobjdump import find_cuobjdump, read_binary
+from archguard.detect.cuobjdump import read_binary
 from archguard.errors import BinaryReadError
+from archguard.inputs import Query, gather
+from archguard.record import RECORD_NAME, is_record_name, read_record
+from archguard.toolkit import known_arches
 
 VERIFY_SCHEMA = "archguard.verify/1"
-RECORD_NAME = "archguard.json"
 ELF_MAGIC = b"\x7fELF"
 
 
@@ -66,22 +66,8 @@ def _diff(a: Targets, b: Targets) -> list[str]:
 
 def record_expectation(text: str, where: str) -> Expectation:
     """The targets a wheel's ``archguard.json`` promises (BinaryReadError if unreadable)."""
-    try:
-        data = json.loads(text)
-        if not isinstance(data, dict) or data.get("schema") != "archguard.resolution/1":
-            raise ValueError("not an archguard.resolution/1 record")
-        names = list(data["targets"]["cubins"]) + list(data["targets"]["ptx"])
-        if not all(isinstance(n, str) for n in names):
-            raise ValueError("targets must be sm_/compute_ names")
-        targets = parse_targets(names, where) if names else Targets(frozenset(), frozenset())
-        cuda: dict[str, object] = data["cuda"] if isinstance(data.get("cuda"), dict) else {}
-        torch: dict[str, object] = data["torch"] if isinstance(data.get("torch"), dict) else {}
-        label = (
-            f"{where} ({data.get('effective')}; {cuda.get('tag')}, torch {torch.get('version')})"
-        )
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise BinaryReadError(f"{where} is not a readable archguard record ({exc}).") from None
-    return Expectation(targets, label)
+    recorded = read_record(text, where)
+    return Expectation(recorded.targets, recorded.label)
 
 
 def _is_elf(data: bytes) -> bool:
@@ -99,12 +85,7 @@ def _iter_wheel(path: Path, tmp: Path) -> Iterator[tuple[str, Path, Expectation 
     except (OSError, zipfile.BadZipFile) as exc:
         raise BinaryReadError(f"{path} is not a readable wheel: {exc}") from None
     with zf:
-        records = [
-            n
-            for n in zf.namelist()
-            if PurePosixPath(n).parent.name.endswith(".dist-info")
-            and PurePosixPath(n).name == RECORD_NAME
-        ]
+        records = [n for n in zf.namelist() if is_record_name(n)]
         expectation = (
             record_expectation(zf.read(records[0]).decode("utf-8"), f"{path.name}!{records[0]}")
             if records
@@ -147,20 +128,13 @@ def _iter_paths(paths: list[Path], tmp: Path) -> Iterator[tuple[str, Path, Expec
             yield str(path), path, None
 
 
-def given_expectation(args: argparse.Namespace) -> Expectation | None:
-    if args.arch_list:
-        entries = parse_arch_list(args.arch_list, "--arch-list")
-        return Expectation(Targets.from_entries(entries), f"--arch-list {args.arch_list}")
-    if args.cuda or args.torch or args.torch_arches or args.project or args.policy:
-        from archguard.inputs import Query, gather  # noqa: PLC0415
-
-        query = Query(
-            project_dir=args.project or Path(),
-            cuda=args.cuda,
-            torch=args.torch,
-            torch_arches=args.torch_arches,
-            policy=args.policy,
-        )
+def given_expectation(arch_list: str | None, query: Query | None = None) -> Expectation | None:
+    """An expectation from the command line: ``--arch-list``, or a resolution for ``query``
+    (``--cuda``/``--torch``/``--torch-arches``/``--project``/``--policy``)."""
+    if arch_list:
+        entries = parse_arch_list(arch_list, "--arch-list", known=known_arches())
+        return Expectation(Targets.from_entries(entries), f"--arch-list {arch_list}")
+    if query is not None:
         res = gather(query).resolve().require_cubins()
         return Expectation(
             res.targets, f"resolution for {res.tag}, {res.torch.label}: {res.effective_text}"
@@ -168,12 +142,11 @@ def given_expectation(args: argparse.Namespace) -> Expectation | None:
     return None
 
 
-def check(args: argparse.Namespace) -> list[Checked]:
-    cuobjdump = find_cuobjdump(args.cuobjdump)
-    given = given_expectation(args)
+def check(paths: Sequence[Path], cuobjdump: str, given: Expectation | None = None) -> list[Checked]:
+    """Read every CUDA binary under ``paths`` and pair it with what it should hold."""
     results = []
     with tempfile.TemporaryDirectory(prefix="archguard-verify-") as tmp:
-        for label, path, recorded in _iter_paths(list(args.paths), Path(tmp)):
+        for label, path, recorded in _iter_paths(list(paths), Path(tmp)):
             found = read_binary(path, cuobjdump).targets
             results.append(Checked(label, given or recorded, found))
     return results
@@ -186,13 +159,24 @@ def _tiers(found: Targets) -> dict[str, list[str]]:
     return out
 
 
-def run_verify(args: argparse.Namespace) -> int:
-    results = check(args)
+@dataclass(frozen=True)
+class Report:
+    """The outcome of ``verify``: each binary, the problems, and the verdict."""
+
+    results: list[Checked]
+    problems: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems and all(r.ok for r in self.results)
+
+
+def verdict(results: list[Checked], paths: Sequence[Path]) -> Report:
     cuda_binaries = [r for r in results if r.found is not None]
     problems = []
     if not cuda_binaries:
         problems.append(
-            "no binary with CUDA device code was found in " + ", ".join(str(p) for p in args.paths)
+            "no binary with CUDA device code was found in " + ", ".join(str(p) for p in paths)
         )
     for r in cuda_binaries:
         if r.expected is None:
@@ -200,9 +184,15 @@ def run_verify(args: argparse.Namespace) -> int:
                 f"{r.label}: no recorded resolution to compare with (pass "
                 "--arch-list, or --cuda/--torch)"
             )
-    ok = not problems and all(r.ok for r in results)
-    if args.format == "json":
-        sys.stdout.write(
+    return Report(results, problems)
+
+
+def render(report: Report, fmt: str) -> str:
+    """``verify``'s output, text or json."""
+    results, problems, ok = report.results, report.problems, report.ok
+    cuda_binaries = [r for r in results if r.found is not None]
+    if fmt == "json":
+        return (
             json.dumps(
                 {
                     "schema": VERIFY_SCHEMA,
@@ -227,33 +217,31 @@ def run_verify(args: argparse.Namespace) -> int:
             )
             + "\n"
         )
-    else:
-        out = ["archguard verify"]
-        for r in results:
-            out.append("")
-            out.append(r.label)
-            if r.found is None:
-                out.append("  no CUDA device code (not a CUDA binary)")
-                continue
-            if r.expected is not None:
-                out.append(f"  expected   {r.expected.targets}  ({r.expected.source})")
-            out.append(f"  found      {r.found}")
-            if r.missing:
-                out.append(f"  MISSING    {' '.join(r.missing)}")
-            if r.unexpected:
-                out.append(f"  UNEXPECTED {' '.join(r.unexpected)}")
-            if r.expected is not None and r.ok:
-                out.append("  OK         exactly the expected cubins and PTX")
-            for tier, items in _tiers(r.found).items():
-                out.append(f"  {tier:<10} {', '.join(items) or 'none'}")
+    out = ["archguard verify"]
+    for r in results:
         out.append("")
-        for p in problems:
-            out.append(f"problem: {p}")
-        checked = len(cuda_binaries)
-        bad = sum(1 for r in cuda_binaries if not r.ok or r.expected is None)
-        out.append(
-            f"result: {'OK' if ok else 'FAILED'} ({checked} CUDA binar"
-            f"{'y' if checked == 1 else 'ies'} checked, {bad} with differences)"
-        )
-        sys.stdout.write("\n".join(out) + "\n")
-    return 0 if ok else 1
+        out.append(r.label)
+        if r.found is None:
+            out.append("  no CUDA device code (not a CUDA binary)")
+            continue
+        if r.expected is not None:
+            out.append(f"  expected   {r.expected.targets}  ({r.expected.source})")
+        out.append(f"  found      {r.found}")
+        if r.missing:
+            out.append(f"  MISSING    {' '.join(r.missing)}")
+        if r.unexpected:
+            out.append(f"  UNEXPECTED {' '.join(r.unexpected)}")
+        if r.expected is not None and r.ok:
+            out.append("  OK         exactly the expected cubins and PTX")
+        for tier, items in _tiers(r.found).items():
+            out.append(f"  {tier:<10} {', '.join(items) or 'none'}")
+    out.append("")
+    for p in problems:
+        out.append(f"problem: {p}")
+    checked = len(cuda_binaries)
+    bad = sum(1 for r in cuda_binaries if not r.ok or r.expected is None)
+    out.append(
+        f"result: {'OK' if ok else 'FAILED'} ({checked} CUDA binar"
+        f"{'y' if checked == 1 else 'ies'} checked, {bad} with differences)"
+    )
+    return "\n".join(out) + "\n"

@@ -1,5 +1,6 @@
-"""What archguard does inside a build: resolve once, log it, put it on the nvcc line,
-record it in the wheel, and leave the process as it found it.
+"""What archguard changes inside a build, and puts back: the environment and each CUDA
+extension's nvcc arguments (planned by :func:`archguard.flags.plan_nvcc_args`), and the
+record written into the wheel.
 
 Torch ignores ``TORCH_CUDA_ARCH_LIST`` as soon as any nvcc flag contains the text "arch"
 (an include directory under ``monarch/`` is enough), and cannot spell ``f`` targets or plain
@@ -12,99 +13,20 @@ in the flags and adds none of its own. ``TORCH_CUDA_ARCH_LIST`` is still set to 
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from archguard._integration.setuptools_hook import announce_once, project_root, say
-from archguard.arch import Arch
-from archguard.errors import ArchguardError, NotRepresentable
-from archguard.flags import find_arch_flags, gencode_flags, torch_arch_list
-from archguard.resolve import Resolution
+from archguard._integration.common import announce_once, say
+from archguard._integration.session import Session, session_for, setup_error
+from archguard.errors import ArchguardError
+from archguard.flags import gencode_flags, plan_nvcc_args
+from archguard.record import resolution_record, write_record
 
-RECORD_NAME = "archguard.json"
 CUDA_SUFFIXES = (".cu", ".cuh")
 NVCC_KEYS = ("nvcc", "nvcc_dlink")
-
-
-@dataclass
-class Session:
-    """One resolution per Distribution (a process may build several extensions)."""
-
-    resolution: Resolution
-    torch_arch_list: str | None
-    replaced: str | None = None  # a TORCH_CUDA_ARCH_LIST the environment had set
-    extensions: list[dict[str, object]] = field(default_factory=list)
-
-
-def _setup_error(exc: ArchguardError) -> Exception:
-    """setuptools reports a SetupError raised in a command as one clean ``error:`` line."""
-    from setuptools.errors import SetupError  # noqa: PLC0415
-
-    error: Exception = SetupError(exc.render())
-    return error
-
-
-def _log_resolution(
-    res: Resolution, shown: Sequence[tuple[str, str]], warnings: Sequence[str]
-) -> None:
-    for key, value in shown:
-        say(f"{key}: {value}")
-    say(f"request: {res.request.origin}: {res.requested_text}")
-    for d in res.decisions:
-        notable = d.outcome in ("dropped", "moved", "added")
-        if notable or (d.step == "torch" and d.outcome != "kept"):
-            say(f"{d.outcome}{' PTX' if d.ptx else ''} {d.arch} ({d.step}): {d.reason}")
-    for note in [*res.notes, *warnings]:
-        say(f"warning: {note}")
-    say(f"effective arch list ({res.tag}): {res.effective_text}")
-    tiers: dict[str, list[str]] = {}
-    for c in res.coverage():
-        tiers.setdefault(c.tier.value, []).append(
-            c.device.cc_text + (f" via {c.via}" if c.tier.value == "jit-only" else "")
-        )
-    say("coverage: " + "; ".join(f"{k} {', '.join(v)}" for k, v in tiers.items()))
-
-
-def session_for(dist: Any) -> Session | None:
-    """Resolve for this distribution (once), or None when ARCHGUARD_DISABLE is on."""
-    cached = getattr(dist, "_archguard_session", None)
-    if cached is not None:
-        return cached  # type: ignore[no-any-return]
-    from archguard.config import env_disabled  # noqa: PLC0415
-    from archguard.inputs import Query, gather  # noqa: PLC0415
-
-    try:
-        if env_disabled(os.environ):
-            announce_once(
-                "disabled",
-                f"disabled by ARCHGUARD_DISABLE="
-                f"{os.environ['ARCHGUARD_DISABLE']}: building without "
-                "an arch policy",
-            )
-            return None
-        gathered = gather(Query(project_dir=Path(project_root(dist))))
-        res = gathered.resolve()
-        _log_resolution(res, gathered.shown, gathered.warnings)
-        res.require_cubins()
-    except ArchguardError as exc:
-        raise _setup_error(exc) from None
-    try:
-        torch_text: str | None = torch_arch_list(res.effective)
-    except NotRepresentable as exc:
-        torch_text = None
-        say(
-            f"TORCH_CUDA_ARCH_LIST is unset for this build: torch cannot express "
-            f"{'; '.join(exc.problems)}; "
-            "archguard passes the -gencode flags to nvcc itself"
-        )
-    session = Session(res, torch_text)
-    dist._archguard_session = session
-    return session
 
 
 def is_torch_build_extension(cls: type) -> bool:
@@ -113,44 +35,6 @@ def is_torch_build_extension(cls: type) -> bool:
         c.__name__ == "BuildExtension" and c.__module__ == "torch.utils.cpp_extension"
         for c in cls.__mro__
     )
-
-
-def _why_not(res: Resolution, arch: Arch) -> str:
-    decisions = [d for d in res.why(arch) if d.outcome in ("dropped", "not-requested")]
-    return decisions[-1].reason if decisions else "not in the effective list"
-
-
-def plan_nvcc_args(
-    args: Sequence[str], res: Resolution, ext_name: str
-) -> tuple[list[str], list[str], list[str]]:
-    """(new nvcc args, warnings, notes): every arch flag out, the effective -gencode in."""
-    rest, found = find_arch_flags(list(args))
-    warnings: list[str] = []
-    notes: list[str] = []
-    effective = res.targets
-    for flag in found:
-        text = " ".join(flag.tokens)
-        extra = [a.sm for a in sorted(flag.targets.cubins - effective.cubins)]
-        extra += [a.compute for a in sorted(flag.targets.ptx - effective.ptx)]
-        if extra:
-            reasons = "; ".join(
-                f"{name}: {_why_not(res, arch)}"
-                for name, arch in [
-                    (a.sm, a) for a in sorted(flag.targets.cubins - effective.cubins)
-                ]
-            )
-            warnings.append(
-                f"extension {ext_name}: dropped the hard-coded nvcc flag {text!r}: "
-                f"{' '.join(extra)} not in the effective list"
-                + (f" ({reasons})" if reasons else "")
-                + ". Declare arches in [tool.archguard] arch_list instead of nvcc flags."
-            )
-        else:
-            notes.append(
-                f"extension {ext_name}: the hard-coded nvcc flag {text!r} is within "
-                "the effective list; archguard's flags replace it"
-            )
-    return rest + gencode_flags(res.effective), warnings, notes
 
 
 def _has_cuda_sources(ext: Any) -> bool:
@@ -234,15 +118,15 @@ def archguard_build(cmd: Any) -> Iterator[None]:
                     if key not in args:
                         continue
                     try:
-                        new, warnings, notes = plan_nvcc_args(args[key], res, ext.name)
+                        plan = plan_nvcc_args(args[key], res, ext.name)
                     except ArchguardError as exc:
-                        raise _setup_error(exc) from None
-                    for w in warnings:
+                        raise setup_error(exc) from None
+                    for w in plan.warnings:
                         say(f"warning: {w}")
-                    for n in notes:
+                    for n in plan.notes:
                         say(n)
-                    args[key] = new
-                    record[key] = {"dropped": warnings, "replaced": notes}
+                    args[key] = plan.args
+                    record[key] = {"dropped": plan.warnings, "replaced": plan.notes}
                 record["gencode"] = gencode_flags(res.effective)
                 saved.append((ext, original))
                 ext.extra_compile_args = args
@@ -255,18 +139,16 @@ def archguard_build(cmd: Any) -> Iterator[None]:
             ext.extra_compile_args = original
 
 
-def write_record(dist: Any, dist_info: Path) -> None:
-    """Write the resolution into the wheel's ``.dist-info`` (``archguard.json``)."""
+def record_into(dist: Any, dist_info: Path) -> None:
+    """Write the build's resolution into the wheel's ``.dist-info`` (``archguard.json``)."""
     session: Session | None = getattr(dist, "_archguard_session", None)
     if session is None or not dist_info.is_dir():
         return
-    from archguard.report import resolution_record  # noqa: PLC0415
-
     record = resolution_record(session.resolution)
     record["build"] = {
         "torch_cuda_arch_list": session.torch_arch_list,
         "replaced_torch_cuda_arch_list": session.replaced,
         "extensions": session.extensions,
     }
-    (dist_info / RECORD_NAME).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-    say(f"recorded the resolution in {dist_info.name}/{RECORD_NAME}")
+    path = write_record(dist_info, record)
+    say(f"recorded the resolution in {dist_info.name}/{path.name}")

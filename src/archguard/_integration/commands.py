@@ -28,9 +28,9 @@ class ArchguardBdistWheel:
     """Mixin for bdist_wheel: write the resolution record into the wheel's .dist-info."""
 
     def write_wheelfile(self, wheelfile_base: str, *args: Any, **kwargs: Any) -> None:
-        from archguard._integration.build import write_record  # noqa: PLC0415
+        from archguard._integration.build import record_into  # noqa: PLC0415
 
-        write_record(self.distribution, Path(wheelfile_base))  # type: ignore[attr-defined]
+        record_into(self.distribution, Path(wheelfile_base))  # type: ignore[attr-defined]
         super().write_wheelfile(wheelfile_base, *args, **kwargs)  # type: ignore[misc]
 
 
@@ -38,12 +38,12 @@ class ArchguardEditableWheel:
     """Mixin for editable_wheel: the record goes into the editable wheel's .dist-info."""
 
     def _run_build_commands(self, *args: Any, **kwargs: Any) -> Any:
-        from archguard._integration.build import write_record  # noqa: PLC0415
+        from archguard._integration.build import record_into  # noqa: PLC0415
 
         result = super()._run_build_commands(*args, **kwargs)  # type: ignore[misc]
         unpacked = Path(args[1] if len(args) > 1 else kwargs["unpacked_wheel"])
         dist_info = Path(self.dist_info_dir).name  # type: ignore[attr-defined]
-        write_record(self.distribution, unpacked / dist_info)  # type: ignore[attr-defined]
+        record_into(self.distribution, unpacked / dist_info)  # type: ignore[attr-defined]
         return result
 
 

@@ -26,7 +26,7 @@ from archguard.errors import BinaryReadError, CuobjdumpNotFound
 TIMEOUT_S = 300
 _LIST = re.compile(r"^(ELF|PTX) file\s+[0-9]+:\s+\S*?\.(sm_[0-9]+[af]?)\.(cubin|ptx)\s*$")
 _HEADER = re.compile(r"^Fatbin (elf|ptx) code:")
-_ARCH = re.compile(r"^arch = sm_([0-9]{2,3})([af]?)\s*$")
+_ARCH = re.compile(r"^arch = (sm_[0-9]{2,3}[af]?)\s*$")
 NO_DEVICE_CODE = "does not contain device code"
 
 
@@ -106,8 +106,7 @@ def parse_headers(text: str) -> list[tuple[str, Arch]]:
             continue
         arch = _ARCH.match(line)
         if arch and kind:
-            digits = arch[1]
-            out.append((kind, Arch(int(digits[:-1]), int(digits[-1]), arch[2])))
+            out.append((kind, Arch.from_target(arch[1])))
             kind = None
     return out
 

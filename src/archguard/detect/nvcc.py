@@ -13,6 +13,8 @@ import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from archguard.arch import split_target
+from archguard.cuda import CudaVersion
 from archguard.errors import NvccNotFound, NvccUnusable
 from archguard.toolkit import Toolkit
 
@@ -72,19 +74,19 @@ def _run(argv: list[str]) -> str:
     return proc.stdout
 
 
-def parse_nvcc_version(text: str, nvcc: str = "nvcc") -> tuple[int, int]:
+def parse_nvcc_version(text: str, nvcc: str = "nvcc") -> CudaVersion:
     match = _RELEASE.search(text)
     if not match:
         raise NvccUnusable(
             f"`{nvcc} --version` did not print a CUDA release (expected 'release X.Y, "
             f"VX.Y.Z'); it printed: {text.strip()[:200]!r}"
         )
-    return (int(match[1]), int(match[2]))
+    return CudaVersion(int(match[1]), int(match[2]))
 
 
 def parse_target_list(text: str, prefix: str, what: str) -> list[str]:
     names = text.split()
-    bad = [n for n in names if not re.fullmatch(prefix + r"_[0-9]{2,3}[af]?", n)]
+    bad = [n for n in names if (split_target(n) or ("", None))[0] != prefix]
     if bad or not names:
         raise NvccUnusable(
             f"`{what}` printed {text.strip()[:200]!r}, not a list of {prefix}_XY targets"

@@ -16,8 +16,9 @@ from types import ModuleType
 from packaging.version import Version
 
 from archguard.arch import parse_targets
+from archguard.cuda import CudaVersion
 from archguard.errors import InvalidArch, TorchNotCuda, TorchNotFound
-from archguard.toolkit import parse_cuda_version
+from archguard.toolkit import known_arches
 from archguard.torchbuild import TorchBuild
 
 CUDA_BUILD_HINT = (
@@ -74,12 +75,12 @@ def torch_build_from_module(torch: ModuleType) -> TorchBuild:
         )
     source = f"torch.cuda.get_arch_list() of torch {version}"
     try:
-        targets = parse_targets(arch_list, source)
+        targets = parse_targets(arch_list, source, known=known_arches())
     except InvalidArch as exc:
         raise TorchNotCuda(f"{exc} archguard cannot read this torch's arch list.") from None
     return TorchBuild(
         Version(version),
-        parse_cuda_version(cuda, "torch.version.cuda"),
+        CudaVersion.parse(cuda, "torch.version.cuda"),
         targets,
         f"installed torch ({source})",
     )
