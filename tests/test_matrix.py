@@ -57,7 +57,7 @@ def test_text_and_markdown(run_cli) -> None:  # type: ignore[no-untyped-def]
     md = matrix(run_cli, "--format", "markdown").stdout
     assert (
         "| cu128 | 2.7 | `7.5;8.0;8.6;9.0+PTX;10.0;12.0+PTX` | 7.0 (exception) | 11.0 | "
-        "6.0, 6.1, 6.2, 7.0, 7.2 | 6.0, 6.1, 6.2, 7.0, 7.2, 11.0 |"
+        "5.0, 5.2, 5.3, 6.0, 6.1, 6.2, 7.0, 7.2 | 5.0, 5.2, 5.3, 6.0, 6.1, 6.2, 7.0, 7.2, 11.0 |"
     ) in md
 
 
@@ -108,3 +108,20 @@ def test_html_renders_in_headless_chromium(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     data = out.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000
+
+
+def test_matrix_and_list_agree_on_every_cell_under_archguard_arch_list(run_cli) -> None:  # type: ignore[no-untyped-def]
+    """ARCHGUARD_ARCH_LIST applies to every cell, as it does to `list` (issue #11)."""
+    env = {"ARCHGUARD_ARCH_LIST": "7.0;8.0;10.0"}
+    data = json.loads(run_cli("matrix", "--format", "json", env=env).stdout)
+    assert data["override"] == {"variable": "ARCHGUARD_ARCH_LIST", "list": "7.0;8.0;10.0"}
+    for combo in data["combos"]:
+        listed = run_cli("list", "--cuda", combo["cuda"], "--torch", combo["torch"], env=env)
+        assert listed.returncode == 0, listed.stderr
+        assert listed.stdout.strip() == combo["effective"], combo["cuda_tag"]
+    cells = {(c["cuda_tag"], c["torch"]): c["effective"] for c in data["combos"]}
+    assert cells[("cu128", "2.8")] == "7.0;8.0+PTX;10.0+PTX"  # 9.x between: PTX on 8.0
+    assert cells[("cu130", "2.13")] == "8.0+PTX;10.0+PTX"  # no sm_70 in nvcc 13.0
+    text = run_cli("matrix", env=env).stdout
+    assert text.startswith("note: ARCHGUARD_ARCH_LIST=7.0;8.0;10.0 applies to every cell")
+    assert "note:" not in run_cli("matrix").stdout  # without the override: no note

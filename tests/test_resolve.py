@@ -102,6 +102,9 @@ def test_thor_is_jit_only_via_compute_90_on_cu130() -> None:
         "12.1",
     ]
     assert [cc for cc, (tier, _) in tiers.items() if tier is Tier.DEAD] == [
+        "5.0",  # Maxwell: dead after the ADR's 5.0 drop, named on the page
+        "5.2",
+        "5.3",
         "6.0",
         "6.1",
         "6.2",
@@ -297,3 +300,25 @@ def test_plain_and_family_twins_collapse_to_the_family_cubin() -> None:
     assert res.effective_text == "9.0;10.0f+PTX"
     (drop,) = [d for d in res.decisions if d.outcome == "dropped"]
     assert drop.arch == Arch(10, 0) and "nvcc refuses" in drop.reason
+
+
+def test_maxwell_is_served_by_sm_50_where_the_toolkit_emits_it_and_torch_ships_it() -> None:
+    """cu126: nvcc 12.6 emits sm_50 and torch ships it, so 5.0 serves 5.0-5.3 (kept);
+    cu128 torch 2.8 ships no 5.x cubin and no PTX at or below 5.3, so it is dropped."""
+    pkg = PackageConfig("pp", arch_list=entries("5.0;8.0"))
+    res = resolve_combo("cu126", "2.8", package=pkg)
+    assert res.effective_text == "5.0+PTX;8.0+PTX"  # 6.x/7.x sit in the gap: PTX on 5.0
+    tiers = {c.device.cc_text: (c.tier, c.via) for c in res.coverage()}
+    assert tiers["5.2"] == (Tier.NATIVE, "sm_50") and tiers["5.3"] == (Tier.NATIVE, "sm_50")
+    (kept,) = [d for d in res.decisions_for(Arch(5, 0)) if d.step.value == "torch"]
+    assert kept.reason.startswith("sm_50 serves 5.0, 5.2, 5.3; torch 2.8 (cu126) runs on")
+    res = resolve_combo("cu128", "2.8", package=pkg)
+    assert res.effective_text == "8.0+PTX"
+    (drop,) = res.dropped()
+    assert drop.arch == Arch(5, 0) and "ships no 5.x cubin at all" in drop.reason
+
+
+@pytest.mark.parametrize(("index", "torch"), COMBOS)
+def test_maxwell_is_named_dead_on_every_bundled_row(index: str, torch: str) -> None:
+    dead = {c.device.cc_text for c in resolve_combo(index, torch).coverage() if c.tier is Tier.DEAD}
+    assert {"5.0", "5.2", "5.3"} <= dead

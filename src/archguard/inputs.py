@@ -125,6 +125,26 @@ def gather_settings(query: Query, environ: Mapping[str, str] | None = None) -> S
     return Settings(policy, project, override, tuple(shown), tuple(warnings))
 
 
+def cuda_agreement(toolkit: Toolkit, torch: TorchBuild) -> str | None:
+    """None when torch's CUDA is the toolkit's; a warning for a minor mismatch;
+    :class:`CudaMismatch` across majors."""
+    if torch.cuda is None or torch.cuda == toolkit.version:
+        return None
+    if torch.cuda.major != toolkit.version.major:
+        raise CudaMismatch(
+            f"{torch.label} was built for CUDA {torch.cuda.text} but the nvcc that "
+            f"would compile is CUDA {toolkit.text} ({toolkit.source}). Extensions built "
+            "across CUDA majors fail to load. Point CUDA_HOME at a CUDA "
+            f"{torch.cuda.major}.x toolkit, or install the torch built for CUDA "
+            f"{toolkit.text}."
+        )
+    return (
+        f"{torch.label} was built for CUDA {torch.cuda.text}, nvcc is CUDA "
+        f"{toolkit.text}: same major, so it works; the policy row is the toolkit's "
+        f"({toolkit.tag})."
+    )
+
+
 def gather(query: Query, environ: Mapping[str, str] | None = None) -> Gathered:
     env = os.environ if environ is None else environ
     settings = gather_settings(query, env)
@@ -151,20 +171,9 @@ def gather(query: Query, environ: Mapping[str, str] | None = None) -> Gathered:
 
         torch = detect_torch()
 
-    if torch.cuda is not None and torch.cuda != toolkit.version:
-        if torch.cuda.major != toolkit.version.major:
-            raise CudaMismatch(
-                f"{torch.label} was built for CUDA {torch.cuda.text} but the nvcc that "
-                f"would compile is CUDA {toolkit.text} ({toolkit.source}). Extensions built "
-                "across CUDA majors fail to load. Point CUDA_HOME at a CUDA "
-                f"{torch.cuda.major}.x toolkit, or install the torch built for CUDA "
-                f"{toolkit.text}."
-            )
-        warnings.append(
-            f"{torch.label} was built for CUDA {torch.cuda.text}, nvcc is CUDA "
-            f"{toolkit.text}: same major, so it works; the policy row is the toolkit's "
-            f"({toolkit.tag})."
-        )
+    mismatch = cuda_agreement(toolkit, torch)
+    if mismatch:
+        warnings.append(mismatch)
 
     policy_line, package_line, *overrides = settings.shown
     shown = [

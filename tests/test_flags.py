@@ -1,0 +1,113 @@
+"""archguard.flags: spelling a list for nvcc, torch and CMake; reading hard-coded flags back;
+planning an extension's nvcc arguments."""
+
+from __future__ import annotations
+
+import pytest
+from packaging.version import Version
+
+from archguard.arch import Arch, ArchEntry, Targets, parse_arch_list
+from archguard.errors import NotRepresentable, NvccFlagError
+from archguard.flags import (
+    cmake_architectures,
+    find_arch_flags,
+    gencode_flags,
+    plan_nvcc_args,
+    torch_arch_list,
+)
+from archguard.policy import load_policy
+from archguard.resolve import resolve
+from archguard.toolkit import bundled_toolkit, known_arches
+from archguard.torchbuild import bundled_torch
+
+
+def entries(text: str) -> tuple[ArchEntry, ...]:
+    return parse_arch_list(text, "test", known=known_arches())
+
+
+SPELLINGS = [
+    # list, TORCH_CUDA_ARCH_LIST (None: not representable), CMAKE_CUDA_ARCHITECTURES
+    ("7.5;8.0;9.0+PTX", "7.5;8.0;9.0+PTX", "75-real;80-real;90"),
+    ("9.0a;10.0", "9.0a;10.0", "90a-real;100-real"),
+    ("10.0f", None, "100f-real"),
+    ("12.0a+PTX", None, "120a-real;120-virtual"),
+    ("8.8", None, "88-real"),  # nvcc 13.0 emits it; torch's allowlist lacks it
+]
+
+
+@pytest.mark.parametrize(("text", "torch", "cmake"), SPELLINGS)
+def test_spellings(text: str, torch: str | None, cmake: str) -> None:
+    assert cmake_architectures(entries(text)) == cmake
+    if torch is None:
+        with pytest.raises(NotRepresentable) as info:
+            torch_arch_list(entries(text))
+        assert info.value.problems
+    else:
+        assert torch_arch_list(entries(text)) == torch
+
+
+def test_gencode_is_sorted_cubins_then_plain_ptx() -> None:
+    assert gencode_flags(entries("12.0a+PTX;8.0")) == [
+        "-gencode=arch=compute_80,code=sm_80",
+        "-gencode=arch=compute_120a,code=sm_120a",
+        "-gencode=arch=compute_120,code=compute_120",
+    ]
+
+
+FLAGS = [
+    (["-O2", "-gencode=arch=compute_80,code=sm_80"], ["-O2"], ["sm_80"]),
+    (["-gencode", "arch=compute_90a,code=sm_90a"], [], ["sm_90a"]),
+    (
+        ["--generate-code=arch=compute_100f,code=[sm_100f,compute_100f]"],
+        [],
+        ["sm_100f", "compute_100f"],
+    ),
+    (["-arch=sm_90"], [], ["sm_90", "compute_90"]),
+    (["-arch", "compute_80", "-code", "sm_80,sm_86"], [], ["sm_80", "sm_86"]),
+    (
+        ["-I/x/research/monarch/include", "--threads", "4"],
+        ["-I/x/research/monarch/include", "--threads", "4"],
+        [],
+    ),
+]
+
+
+@pytest.mark.parametrize(("args", "rest", "names"), FLAGS)
+def test_find_arch_flags(args: list[str], rest: list[str], names: list[str]) -> None:
+    other, found = find_arch_flags(args)
+    assert other == rest
+    cubins = frozenset().union(*(f.targets.cubins for f in found)) if found else frozenset()
+    ptx = frozenset().union(*(f.targets.ptx for f in found)) if found else frozenset()
+    assert sorted(Targets(cubins, ptx).names()) == sorted(names)
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["-arch=native"], "'native'"),
+        (["--gpu-architecture", "all-major"], "'all-major'"),
+        (["-gencode=arch=compute_90,code=lto_90"], "LTO"),
+        (["-gencode"], "has no value"),
+        (["-gencode=sm_90"], "is not of the form"),
+    ],
+)
+def test_unclampable_flags(args: list[str], needle: str) -> None:
+    with pytest.raises(NvccFlagError, match=needle):
+        find_arch_flags(args)
+
+
+def test_plan_replaces_every_arch_flag_and_names_each_drop() -> None:
+    res = resolve(
+        load_policy(None), bundled_toolkit((13, 0)), bundled_torch((13, 0), Version("2.13"))
+    )
+    plan = plan_nvcc_args(
+        ["-gencode=arch=compute_89,code=sm_89", "-O3", "-gencode", "arch=compute_80,code=sm_80"],
+        res,
+        "pkg._C",
+    )
+    assert plan.args == ["-O3", *gencode_flags(res.effective)]
+    (warning,) = plan.warnings
+    assert "'-gencode=arch=compute_89,code=sm_89'" in warning and "policy row cu130" in warning
+    (note,) = plan.notes
+    assert "'-gencode arch=compute_80,code=sm_80' is within the effective list" in note
+    assert Arch(8, 9) not in res.targets.cubins

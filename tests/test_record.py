@@ -1,0 +1,82 @@
+"""archguard.record: the wheel record's name, schema, writing and reading."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from packaging.version import Version
+
+from archguard.errors import BinaryReadError
+from archguard.policy import load_policy
+from archguard.record import (
+    RECORD_NAME,
+    RESOLUTION_SCHEMA,
+    is_record_name,
+    read_record,
+    resolution_record,
+    write_record,
+)
+from archguard.resolve import resolve
+from archguard.toolkit import bundled_toolkit
+from archguard.torchbuild import bundled_torch
+
+
+def cu130():  # type: ignore[no-untyped-def]
+    return resolve(
+        load_policy(None), bundled_toolkit((13, 0)), bundled_torch((13, 0), Version("2.13"))
+    )
+
+
+def test_record_round_trips_through_a_dist_info(tmp_path: Path) -> None:
+    res = cu130()
+    path = write_record(tmp_path, resolution_record(res))
+    assert path.name == RECORD_NAME
+    data = json.loads(path.read_text())
+    assert data["schema"] == RESOLUTION_SCHEMA
+    assert data["effective"] == "7.5;8.0;8.6;9.0+PTX;10.0;12.0+PTX"
+    assert {d["step"] for d in data["decisions"]} == {"request", "toolkit", "torch", "ptx"}
+    recorded = read_record(path.read_text(), "x.whl!archguard.json")
+    assert recorded.targets == res.targets
+    assert (
+        recorded.label
+        == "x.whl!archguard.json (7.5;8.0;8.6;9.0+PTX;10.0;12.0+PTX; cu130, torch 2.13)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "yes"),
+    [
+        ("pkg-1.0.dist-info/archguard.json", True),
+        ("a/b/pkg-1.0.dist-info/archguard.json", True),
+        ("pkg/archguard.json", False),
+        ("archguard.json", False),
+    ],
+)
+def test_is_record_name(name: str, yes: bool) -> None:
+    assert is_record_name(name) is yes
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "not json",
+        "[]",
+        '{"schema": "other/1"}',
+        '{"schema": "archguard.resolution/1"}',
+        '{"schema": "archguard.resolution/1", "targets": {"cubins": [1], "ptx": []}}',
+    ],
+)
+def test_unreadable_records_are_one_error(text: str) -> None:
+    with pytest.raises(BinaryReadError, match="is not a readable archguard record"):
+        read_record(text, "w.whl!archguard.json")
+
+
+def test_why_section_uses_the_same_decisions() -> None:
+    from archguard.arch import Arch
+
+    record = resolution_record(cu130(), why=[Arch(7, 0)])
+    why = record["why"]["7.0"]  # type: ignore[index]
+    assert why["fate"] == "dropped (toolkit)"
+    assert why["decisions"][0]["outcome"] == "not-requested"
