@@ -36,7 +36,7 @@ def test_policy_precedence(
     env = {"ARCHGUARD_POLICY": str(files["env"])} if use_env else {}
     policy = gather_settings(query, env).policy
     assert policy.rows["cu130"].reason == expected
-    assert choose_policy(query, gather_settings(query, env).project, env) == policy
+    assert choose_policy(query, gather_settings(query, env).package, env) == policy
 
 
 def test_bundled_policy_without_project_or_environment() -> None:

@@ -1,4 +1,5 @@
-"""The command line: ``python -m archguard explain | list | matrix | verify | check-policy``.
+"""The command line: ``python -m archguard explain | list | env | matrix | verify |
+check-policy``.
 
 ``main(argv) -> int``; every :class:`~archguard.errors.ArchguardError` becomes one
 paragraph on stderr and exit status 1 (2 for a usage error), never a traceback.
@@ -68,6 +69,14 @@ def main_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--format", choices=("text", "torch", "cmake", "gencode", "json"), default="text"
     )
+
+    p = sub.add_parser(
+        "env",
+        help="the variables a build archguard's hook never sees needs (TORCH_CUDA_ARCH_LIST, "
+        'CUDAARCHS): eval "$(python -m archguard env)"',
+    )
+    _add_inputs(p)
+    p.add_argument("--format", choices=("sh", "github", "json"), default="sh")
 
     p = sub.add_parser("check-policy", help="validate a policy file")
     p.add_argument("file", nargs="?", help="default: ARCHGUARD_POLICY or the bundled policy")
@@ -143,9 +152,10 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if args.format == "json":
         record = resolution_record(res, why)
         record["warnings"] = warnings
+        record["build_time"] = list(gathered.settings.build_time)
         _write(dumps(record))
     else:
-        _write(explain_text(res, gathered.shown, warnings, why))
+        _write(explain_text(res, gathered.shown, warnings, why, gathered.settings.build_time))
     if not res.ok:
         try:
             res.require_cubins()
@@ -166,13 +176,24 @@ def cmd_list(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_env(args: argparse.Namespace) -> int:
+    from archguard.report import env_text  # noqa: PLC0415
+
+    gathered = gather(_query(args))
+    for warning in _environment_notes(gathered.warnings):
+        print(f"archguard: warning: {warning}", file=sys.stderr)
+    res = gathered.resolve().require_cubins()
+    text, notes = env_text(res, args.format)
+    for note in notes:
+        print(f"archguard: note: {note}", file=sys.stderr)
+    _write(text)
+    return EXIT_OK
+
+
 def cmd_check_policy(args: argparse.Namespace) -> int:
-    from archguard.config import Project  # noqa: PLC0415
     from archguard.inputs import choose_policy  # noqa: PLC0415
 
-    policy = choose_policy(
-        Query(policy=args.file, policy_origin=""), Project.none(Path()), os.environ
-    )
+    policy = choose_policy(Query(policy=args.file, policy_origin=""), None, os.environ)
     exceptions = sum(len(v) for v in policy.exceptions.values())
     print(
         f"{policy.source}: valid ({len(policy.rows)} rows: {', '.join(sorted(policy.rows))}; "
@@ -217,6 +238,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 COMMANDS = {
     "explain": cmd_explain,
     "list": cmd_list,
+    "env": cmd_env,
     "check-policy": cmd_check_policy,
     "matrix": cmd_matrix,
     "verify": cmd_verify,

@@ -25,12 +25,38 @@ CONFIG_KEYS: dict[str, str] = {
     "arch_list": "arch list for every CUDA version (overrides the policy row)",
     "arch_list_by_cuda": "arch list per cuXYZ (wins over arch_list)",
     "policy": "path of a policy file, relative to the project (ARCHGUARD_POLICY wins)",
+    "verify": "after build_ext, read the built binaries back: error, warn or off "
+    "(ARCHGUARD_VERIFY wins)",
+    "hardcoded_arch_specific": "hard-coded sm_XYa / sm_XYf nvcc targets: keep, drop or error",
+    "lint": "the __CUDA_ARCH__ stub lint before compiling: warn, error or off "
+    "(ARCHGUARD_LINT wins)",
+    "nvcc_threads": "nvcc --threads per CUDA compile (default: chosen from the machine)",
+    "max_jobs": "parallel compile jobs (default: chosen from the machine; MAX_JOBS wins)",
 }
+# Keys whose value is one of a few words; the first is the default.
+CHOICES: dict[str, tuple[str, ...]] = {
+    "verify": ("error", "warn", "off"),
+    "hardcoded_arch_specific": ("keep", "drop", "error"),
+    "lint": ("warn", "error", "off"),
+}
+COUNTS = ("nvcc_threads", "max_jobs")  # positive integers
 
 ENV_ARCH_LIST = "ARCHGUARD_ARCH_LIST"
 ENV_POLICY = "ARCHGUARD_POLICY"
 ENV_DISABLE = "ARCHGUARD_DISABLE"
-ENV_KNOWN = (ENV_ARCH_LIST, ENV_POLICY, ENV_DISABLE)
+ENV_ENABLE = "ARCHGUARD_ENABLE"
+ENV_CONFIG = "ARCHGUARD_CONFIG"
+ENV_VERIFY = "ARCHGUARD_VERIFY"
+ENV_LINT = "ARCHGUARD_LINT"
+ENV_KNOWN = (
+    ENV_ARCH_LIST,
+    ENV_POLICY,
+    ENV_DISABLE,
+    ENV_ENABLE,
+    ENV_CONFIG,
+    ENV_VERIFY,
+    ENV_LINT,
+)
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"", "0", "false", "no", "off"}
 
@@ -48,6 +74,11 @@ class PackageConfig:
     arch_list: tuple[ArchEntry, ...] | None = None
     arch_list_by_cuda: Mapping[str, tuple[ArchEntry, ...]] = field(default_factory=dict)
     policy: Path | None = None
+    verify: str | None = None  # None: the default (error when cuobjdump is found)
+    hardcoded_arch_specific: str = "keep"
+    lint: str | None = None  # None: the default (warn)
+    nvcc_threads: int | None = None
+    max_jobs: int | None = None
 
     def requested_for(self, tag: str) -> tuple[tuple[ArchEntry, ...], str] | None:
         if tag in self.arch_list_by_cuda:
@@ -109,10 +140,39 @@ def parse_config(
             problems.add(f"policy must be a path string, not {value!r}")
         else:
             policy = (root / value).resolve()
+    choices: dict[str, str] = {}
+    for key, allowed_values in CHOICES.items():
+        if key in table:
+            value = table[key]
+            if value in allowed_values:
+                choices[key] = value
+            else:
+                problems.add(
+                    f"{key} = {value!r} is not one of {', '.join(map(repr, allowed_values))}"
+                    f"{_did_you_mean(str(value), allowed_values)}"
+                )
+    counts: dict[str, int] = {}
+    for key in COUNTS:
+        if key in table:
+            value = table[key]
+            if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 1024:
+                counts[key] = value
+            else:
+                problems.add(f"{key} = {value!r} must be a whole number from 1 to 1024")
     problems.raise_if_any(
         lambda _, lines: ConfigError(f"{source} is invalid; fix each of these:\n{lines}")
     )
-    return PackageConfig(source, arch_list, by_cuda, policy)
+    return PackageConfig(
+        source,
+        arch_list,
+        by_cuda,
+        policy,
+        verify=choices.get("verify"),
+        hardcoded_arch_specific=choices.get("hardcoded_arch_specific", "keep"),
+        lint=choices.get("lint"),
+        nvcc_threads=counts.get("nvcc_threads"),
+        max_jobs=counts.get("max_jobs"),
+    )
 
 
 @dataclass(frozen=True)
@@ -187,15 +247,72 @@ def load_project(root: str | Path) -> Project:
     return project_from_data(root, pyproject, read_toml(pyproject))
 
 
-def env_disabled(environ: Mapping[str, str]) -> bool:
-    value = environ.get(ENV_DISABLE, "").strip().lower()
+def _env_switch(environ: Mapping[str, str], name: str, fix: str) -> bool:
+    value = environ.get(name, "").strip().lower()
     if value in _TRUE:
         return True
     if value in _FALSE:
         return False
     raise ConfigError(
-        f"{ENV_DISABLE}={environ[ENV_DISABLE]!r} is neither on (1, true, yes, on) nor off "
-        "(0, false, no, off, empty); set it to 1 to turn archguard off."
+        f"{name}={environ[name]!r} is neither on (1, true, yes, on) nor off "
+        f"(0, false, no, off, empty); {fix}."
+    )
+
+
+def env_disabled(environ: Mapping[str, str]) -> bool:
+    return _env_switch(environ, ENV_DISABLE, "set it to 1 to turn archguard off")
+
+
+def env_enabled(environ: Mapping[str, str]) -> bool:
+    """``ARCHGUARD_ENABLE``: archguard on for every build with a CUDA extension."""
+    return _env_switch(
+        environ,
+        ENV_ENABLE,
+        "set it to 1 to turn archguard on for every build with a CUDA extension",
+    )
+
+
+def env_choice(environ: Mapping[str, str], name: str, key: str) -> str | None:
+    """``ARCHGUARD_VERIFY`` / ``ARCHGUARD_LINT``: one of the words of ``CHOICES[key]``."""
+    value = environ.get(name)
+    if value is None or not value.strip():
+        return None
+    word = value.strip().lower()
+    if word not in CHOICES[key]:
+        raise ConfigError(
+            f"{name}={value!r} is not one of {', '.join(CHOICES[key])} (it overrides "
+            f"[tool.archguard] {key}).{_did_you_mean(word, CHOICES[key])}"
+        )
+    return word
+
+
+def load_config_file(path: str) -> PackageConfig:
+    """``ARCHGUARD_CONFIG=/path/pkg.toml``: a farm's ``[tool.archguard]`` for a package it
+    does not own. It holds only that table (same keys, same checks); a relative ``policy``
+    in it is relative to the file."""
+    origin = f"{ENV_CONFIG}={path}"
+    try:
+        file = Path(path).resolve()
+        if not file.is_file():
+            raise ConfigError(
+                f"{origin}: no such file; point it at a TOML file holding a "
+                "[tool.archguard] table, or unset it."
+            )
+    except (OSError, ValueError):
+        raise ConfigError(f"{origin} is not a usable path; fix it or unset it.") from None
+    data = read_toml(file)
+    tool = data.get("tool")
+    extra = [f"[{k}]" for k in data if k != "tool"]
+    if isinstance(tool, dict):
+        extra += [f"[tool.{k}]" for k in tool if k != "archguard"]
+    if extra or not isinstance(tool, dict) or "archguard" not in tool:
+        found = f" It holds {', '.join(extra)}, which archguard does not read." if extra else ""
+        raise ConfigError(
+            f"{origin}: the file must hold exactly one [tool.archguard] table (the package's "
+            f"kernel floors, kept by the farm).{found} Move everything else out of it."
+        )
+    return parse_config(
+        tool["archguard"], f"{file} [tool.archguard] (from {ENV_CONFIG})", file.parent
     )
 
 

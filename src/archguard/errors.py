@@ -118,6 +118,18 @@ class NvccFlagError(ArchguardError):
     code = "unsupported-arch-flag"
 
 
+class ArchSpecificFlag(ArchguardError):
+    """A package hard-codes an ``a``/``f`` target and ``hardcoded_arch_specific = "error"``."""
+
+    code = "hardcoded-arch-specific"
+
+
+class BuildVerifyFailed(ArchguardError):
+    """After ``build_ext``, a built binary does not hold the targets it was built for."""
+
+    code = "verify-failed"
+
+
 class NotRepresentable(ArchguardError):
     """The effective list cannot be written in the requested output format."""
 
@@ -154,6 +166,8 @@ ALL_ERRORS: tuple[type[ArchguardError], ...] = (
     NvccUnusable,
     CudaMismatch,
     NvccFlagError,
+    ArchSpecificFlag,
+    BuildVerifyFailed,
     NotRepresentable,
     CuobjdumpNotFound,
     BinaryReadError,

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from archguard.arch import Arch, ArchEntry, Targets, format_list, split_target
-from archguard.errors import NotRepresentable, NvccFlagError
+from archguard.errors import ArchSpecificFlag, NotRepresentable, NvccFlagError
 from archguard.resolve import Outcome, Resolution
 
 # torch.utils.cpp_extension._get_cuda_arch_flags (torch 2.13.0): supported_arches. An entry
@@ -52,9 +52,10 @@ TORCH_ACCEPTS = frozenset(
 )
 
 
-def gencode_flags(entries: Iterable[ArchEntry]) -> list[str]:
-    """One ``-gencode`` per cubin and per PTX target, ascending; PTX is always plain."""
-    targets = Targets.from_entries(entries)
+def gencode_flags(entries: Iterable[ArchEntry] | Targets) -> list[str]:
+    """One ``-gencode`` per cubin and per PTX target, ascending; PTX is always plain
+    (for a list; an extension's own targets are given as :class:`Targets`)."""
+    targets = entries if isinstance(entries, Targets) else Targets.from_entries(entries)
     flags = [f"-gencode=arch={a.compute},code={a.sm}" for a in sorted(targets.cubins)]
     flags += [f"-gencode=arch={a.compute},code={a.compute}" for a in sorted(targets.ptx)]
     return flags
@@ -220,14 +221,26 @@ def _arch_code(
 # ---------------------------------------------------------------------------------------
 # Planning one extension's nvcc arguments.
 
+ARCH_SPECIFIC_MODES = ("keep", "drop", "error")
+
 
 @dataclass(frozen=True)
-class NvccPlan:
-    """What an extension's nvcc argument list becomes, and what to say about it."""
+class ExtensionPlan:
+    """What one extension's nvcc argument lists become, the targets its binary will hold,
+    where each came from, and what to say about it."""
 
-    args: list[str]
-    warnings: list[str]  # hard-coded targets dropped, each with why
-    notes: list[str]  # hard-coded flags within the effective list, replaced
+    name: str
+    args: dict[str, list[str]]  # per key of extra_compile_args ("nvcc", "nvcc_dlink")
+    targets: Targets
+    origins: dict[str, str]  # sm_/compute_ name -> where it came from
+    kept: dict[Arch, Arch | None]  # hard-coded a/f target kept -> the plain cubin it replaces
+    warnings: list[str]
+    notes: list[str]
+    per_key: dict[str, dict[str, list[str]]]  # key -> {"dropped": [...], "replaced": [...]}
+
+    @property
+    def gencode(self) -> list[str]:
+        return gencode_flags(self.targets)
 
 
 def _why_not(res: Resolution, arch: Arch) -> str:
@@ -235,29 +248,136 @@ def _why_not(res: Resolution, arch: Arch) -> str:
     return decisions[-1].reason if decisions else "not in the effective list"
 
 
-def plan_nvcc_args(args: Sequence[str], res: Resolution, ext_name: str) -> NvccPlan:
-    """Every arch flag out (each hard-coded target outside the effective list named with
-    its reason), the effective list's ``-gencode`` flags in."""
-    rest, found = find_arch_flags(list(args))
+def _effective_origins(res: Resolution) -> dict[str, str]:
+    origins = {a.sm: f"the effective list ({res.request.origin})" for a in res.targets.cubins}
+    for d in res.decisions:
+        if d.ptx and d.step.value == "ptx" and d.outcome is not Outcome.DROPPED:
+            origins[d.arch.plain.compute] = f"a PTX net of the effective list: {d.reason}"
+    return {name: origins[name] for name in res.targets.names() if name in origins}
+
+
+def plan_extension(
+    name: str,
+    arg_lists: dict[str, list[str]],
+    res: Resolution,
+    arch_specific: str = "keep",
+) -> ExtensionPlan:
+    """Every arch flag out of each nvcc argument list and this extension's targets in.
+
+    The targets are the effective list, except that a hard-coded ``Xa``/``Xf`` cubin (a
+    kernel requirement) that passes the toolkit and torch clamps is kept with
+    ``arch_specific = "keep"``: in place of the list's plain ``X`` (nvcc refuses ``X`` with
+    ``Xf`` in one compile; a plain ``X`` the package hard-codes itself stays beside ``Xa``),
+    or added. ``"drop"`` treats it like a plain hard-coded target (replaced by the list,
+    named); ``"error"`` stops with :class:`ArchSpecificFlag`. Every other hard-coded target
+    outside the list is dropped with its reason.
+    """
+    split = {key: find_arch_flags(list(args)) for key, args in arg_lists.items()}
+    effective = res.targets
+    hard_cubins = {a for _, found in split.values() for f in found for a in f.targets.cubins}
+    specific = sorted(a for a in hard_cubins if a.suffix and a not in effective.cubins)
+    if specific and arch_specific == "error":
+        flags = sorted({" ".join(f.tokens) for _, found in split.values() for f in found})
+        raise ArchSpecificFlag(
+            f"extension {name} hard-codes the arch-specific target"
+            f"{'s' if len(specific) > 1 else ''} {' '.join(a.sm for a in specific)} "
+            f"({'; '.join(repr(f) for f in flags)}) and [tool.archguard] "
+            "hardcoded_arch_specific = 'error'. Keep it for this extension with "
+            "hardcoded_arch_specific = 'keep', replace it by the effective list with 'drop', "
+            "or declare the arch in [tool.archguard] arch_list_by_cuda."
+        )
+    cubins = set(effective.cubins)
+    kept: dict[Arch, Arch | None] = {}
+    refused: dict[Arch, str] = {}
+    if arch_specific == "keep":
+        for arch in specific:
+            decision = res.clamp_extra(arch, cubins)
+            if decision is not None:
+                refused[arch] = decision.reason
+            else:
+                kept[arch] = None
+        for arch in kept:
+            twin = arch.plain
+            if twin in cubins and not (arch.suffix == "a" and twin in hard_cubins):
+                cubins.discard(twin)
+                kept[arch] = twin
+            cubins.add(arch)
+    targets = Targets(frozenset(cubins), effective.ptx)
+
+    origins = _effective_origins(res)
     warnings: list[str] = []
     notes: list[str] = []
-    effective = res.targets
-    for flag in found:
-        text = " ".join(flag.tokens)
-        extra_cubins = sorted(flag.targets.cubins - effective.cubins)
-        extra = [a.sm for a in extra_cubins]
-        extra += [a.compute for a in sorted(flag.targets.ptx - effective.ptx)]
-        if extra:
-            reasons = "; ".join(f"{a.sm}: {_why_not(res, a)}" for a in extra_cubins)
-            warnings.append(
-                f"extension {ext_name}: dropped the hard-coded nvcc flag {text!r}: "
-                f"{' '.join(extra)} not in the effective list"
-                + (f" ({reasons})" if reasons else "")
-                + ". Declare arches in [tool.archguard] arch_list instead of nvcc flags."
-            )
-        else:
-            notes.append(
-                f"extension {ext_name}: the hard-coded nvcc flag {text!r} is within "
-                "the effective list; archguard's flags replace it"
-            )
-    return NvccPlan(rest + gencode_flags(res.effective), warnings, notes)
+    per_key: dict[str, dict[str, list[str]]] = {}
+    new_args: dict[str, list[str]] = {}
+    for key, (rest, found) in split.items():
+        dropped: list[str] = []
+        replaced: list[str] = []
+        for flag in found:
+            text = " ".join(flag.tokens)
+            for arch in sorted(flag.targets.cubins & set(kept)):
+                origins[arch.sm] = (
+                    f"the hard-coded nvcc flag {text!r} of extension {name} (kept: an "
+                    "arch-specific target is a kernel requirement)"
+                )
+            extra_cubins = sorted(flag.targets.cubins - targets.cubins)
+            extra = [a.sm for a in extra_cubins]
+            extra += [a.compute for a in sorted(flag.targets.ptx - targets.ptx)]
+            kept_here = sorted(flag.targets.cubins & set(kept))
+            if extra:
+                reasons = "; ".join(
+                    f"{a.sm}: {refused.get(a) or _why_not(res, a)}"
+                    + (
+                        " (hardcoded_arch_specific = 'drop')"
+                        if a.suffix and arch_specific == "drop"
+                        else ""
+                    )
+                    for a in extra_cubins
+                )
+                dropped.append(
+                    f"extension {name}: dropped the hard-coded nvcc flag {text!r}: "
+                    f"{' '.join(extra)} not in the effective list"
+                    + (f" ({reasons})" if reasons else "")
+                    + ". Declare arches in [tool.archguard] arch_list instead of nvcc flags."
+                )
+            elif not kept_here:
+                replaced.append(
+                    f"extension {name}: the hard-coded nvcc flag {text!r} is within "
+                    "the effective list; archguard's flags replace it"
+                )
+            for arch in kept_here:
+                displaced = kept[arch]
+                replaced.append(
+                    f"extension {name}: kept the hard-coded arch-specific target {arch.sm} "
+                    f"from {text!r} (a kernel requirement)"
+                    + (
+                        f", in place of the effective list's {displaced.sm}"
+                        if displaced
+                        else ", added"
+                    )
+                )
+        warnings += dropped
+        notes += replaced
+        per_key[key] = {"dropped": dropped, "replaced": replaced}
+        new_args[key] = rest + gencode_flags(targets)
+    return ExtensionPlan(
+        name,
+        new_args,
+        targets,
+        {n: origins[n] for n in targets.names()},
+        kept,
+        warnings,
+        notes,
+        per_key,
+    )
+
+
+_MENTION = re.compile(r"\b(?:sm|compute)_[0-9]{2,3}[af]\b", re.ASCII)
+
+
+def arch_specific_mentions(text: str) -> list[tuple[int, str]]:
+    """(line, name) of every ``sm_XYa``/``sm_XYf``/``compute_XYa`` name in a build file."""
+    return [
+        (number, match.group(0))
+        for number, line in enumerate(text.splitlines(), 1)
+        for match in _MENTION.finditer(line)
+    ]

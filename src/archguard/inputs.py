@@ -18,15 +18,18 @@ from pathlib import Path
 
 from archguard.arch import ArchEntry, parse_targets
 from archguard.config import (
+    ENV_CONFIG,
     ENV_POLICY,
     PackageConfig,
     Project,
     env_arch_list,
+    load_config_file,
     load_project,
     unknown_env_warnings,
 )
 from archguard.cuda import CudaVersion
 from archguard.errors import CudaMismatch
+from archguard.flags import arch_specific_mentions
 from archguard.policy import Policy, load_policy
 from archguard.resolve import Resolution, resolve
 from archguard.toolkit import Toolkit, bundled_toolkit, compare_with_bundled, known_arches
@@ -48,19 +51,50 @@ class Query:
     policy_origin: str = "--policy"  # how ``policy`` was given, for messages ("" = plainly)
 
 
+BUILD_FILES = ("setup.py", "CMakeLists.txt")
+
+
+def build_time_notes(project: Project, package: PackageConfig | None) -> tuple[str, ...]:
+    """What explain can say before a build about per-extension targets: the arch-specific
+    targets the project's build files mention, and what the build will do with them."""
+    if project.pyproject is None and not any((project.root / f).is_file() for f in BUILD_FILES):
+        return ()
+    mode = package.hardcoded_arch_specific if package else "keep"
+    mentions = []
+    for name in BUILD_FILES:
+        path = project.root / name
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
+        except OSError:
+            continue
+        mentions += [f"{name}:{line} {target}" for line, target in arch_specific_mentions(text)]
+    doing = {
+        "keep": "keeps each that passes the clamps for its extension, in place of its plain "
+        "twin, and logs that extension's coverage",
+        "drop": "replaces them by the effective list, naming each drop",
+        "error": "stops the build",
+    }[mode]
+    lines = [
+        "Per-extension nvcc flags are decided at build time: archguard reads each extension's "
+        "hard-coded arch flags when build_ext runs. A hard-coded sm_XYa/sm_XYf target is a "
+        f"kernel requirement; with hardcoded_arch_specific = '{mode}' the build {doing}."
+    ]
+    if mentions:
+        lines.append("Arch-specific targets in the build files: " + ", ".join(mentions))
+    return tuple(lines)
+
+
 @dataclass(frozen=True)
 class Settings:
     """The machine-independent inputs: the policy, the package and the overrides."""
 
     policy: Policy
     project: Project
+    package: PackageConfig | None  # the project's table, or ARCHGUARD_CONFIG's instead
     override: Override | None
     shown: tuple[tuple[str, str], ...]  # (input, where it came from), for explain and logs
     warnings: tuple[str, ...]
-
-    @property
-    def package(self) -> PackageConfig | None:
-        return self.project.config
+    build_time: tuple[str, ...] = ()  # per-extension facts known before a build
 
     def resolve(self, toolkit: Toolkit, torch: TorchBuild) -> Resolution:
         return resolve(self.policy, toolkit, torch, self.package, self.override)
@@ -88,18 +122,20 @@ class Gathered:
         return self.settings.resolve(self.toolkit, self.torch)
 
 
-def choose_policy(query: Query, project: Project, environ: Mapping[str, str]) -> Policy:
+def choose_policy(
+    query: Query, package: PackageConfig | None, environ: Mapping[str, str]
+) -> Policy:
     """--policy, then ARCHGUARD_POLICY, then [tool.archguard] policy, then the bundled one."""
     if query.policy:
         return load_policy(query.policy, query.policy_origin)
     if environ.get(ENV_POLICY):
         return load_policy(environ[ENV_POLICY], ENV_POLICY)
-    if project.config is not None and project.config.policy is not None:
-        return load_policy(project.config.policy, f"{project.config.source} policy")
+    if package is not None and package.policy is not None:
+        return load_policy(package.policy, f"{package.source} policy")
     return load_policy(None)
 
 
-def _package_line(project: Project) -> str:
+def _own_table(project: Project) -> str:
     if project.config:
         return project.config.source
     if project.pyproject:
@@ -107,13 +143,26 @@ def _package_line(project: Project) -> str:
     return f"no pyproject.toml in {project.root}"
 
 
+def choose_package(
+    project: Project, environ: Mapping[str, str]
+) -> tuple[PackageConfig | None, str]:
+    """The package's ``[tool.archguard]``, or the farm's ``ARCHGUARD_CONFIG`` in its place;
+    with the line that says which (both, when the farm's replaces the package's)."""
+    path = environ.get(ENV_CONFIG)
+    if not path:
+        return project.config, _own_table(project)
+    farm = load_config_file(path)
+    return farm, f"{farm.source}, in place of the package's own ({_own_table(project)})"
+
+
 def gather_settings(query: Query, environ: Mapping[str, str] | None = None) -> Settings:
     env = os.environ if environ is None else environ
     project = Project.none(Path()) if query.project_dir is None else load_project(query.project_dir)
     warnings = [*project.warnings(), *unknown_env_warnings(env)]
-    policy = choose_policy(query, project, env)
+    package, package_line = choose_package(project, env)
+    policy = choose_policy(query, package, env)
     override = env_arch_list(env)
-    shown = [("policy", policy.source), ("package", _package_line(project))]
+    shown = [("policy", policy.source), ("package", package_line)]
     if override is not None:
         shown.append(
             (
@@ -122,7 +171,15 @@ def gather_settings(query: Query, environ: Mapping[str, str] | None = None) -> S
                 "and the policy, still clamped)",
             )
         )
-    return Settings(policy, project, override, tuple(shown), tuple(warnings))
+    return Settings(
+        policy,
+        project,
+        package,
+        override,
+        tuple(shown),
+        tuple(warnings),
+        build_time_notes(project, package) if query.project_dir is not None else (),
+    )
 
 
 def cuda_agreement(toolkit: Toolkit, torch: TorchBuild) -> str | None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from archguard import __version__
@@ -113,10 +113,31 @@ def is_record_name(name: str) -> bool:
 
 @dataclass(frozen=True)
 class RecordedTargets:
-    """What a record promises: the targets and a label naming the record and its list."""
+    """What a record promises: the wheel's targets and a label naming the record and its
+    list, and per extension (by its file inside the wheel) that extension's own targets."""
 
     targets: Targets
     label: str
+    extensions: dict[str, tuple[str, Targets]] = field(default_factory=dict)  # file -> name
+
+    def for_file(self, member: str) -> tuple[str, Targets] | None:
+        """The extension whose binary ``member`` is (a path in a wheel or a tree)."""
+        for file, found in self.extensions.items():
+            if member == file or member.endswith("/" + file):
+                return found
+        return None
+
+
+def targets_from_record(value: object, where: str) -> Targets:
+    """``{"cubins": [...], "ptx": [...]}`` back to Targets (ValueError if malformed)."""
+    if not isinstance(value, dict):
+        raise ValueError("targets must be an object with cubins and ptx")
+    names = list(value["cubins"]) + list(value["ptx"])
+    if not all(isinstance(n, str) for n in names):
+        raise ValueError("targets must be sm_/compute_ names")
+    if not names:
+        return Targets(frozenset(), frozenset())
+    return parse_targets(names, where, known=known_arches())
 
 
 def read_record(text: str, where: str) -> RecordedTargets:
@@ -125,14 +146,16 @@ def read_record(text: str, where: str) -> RecordedTargets:
         data = json.loads(text)
         if not isinstance(data, dict) or data.get("schema") != RESOLUTION_SCHEMA:
             raise ValueError(f"not an {RESOLUTION_SCHEMA} record")
-        names = list(data["targets"]["cubins"]) + list(data["targets"]["ptx"])
-        if not all(isinstance(n, str) for n in names):
-            raise ValueError("targets must be sm_/compute_ names")
-        targets = (
-            parse_targets(names, where, known=known_arches())
-            if names
-            else Targets(frozenset(), frozenset())
-        )
+        targets = targets_from_record(data["targets"], where)
+        extensions: dict[str, tuple[str, Targets]] = {}
+        build = data.get("build")
+        for ext in build.get("extensions", []) if isinstance(build, dict) else []:
+            if isinstance(ext, dict) and ext.get("file") and "targets" in ext:
+                name = str(ext.get("name"))
+                extensions[str(ext["file"])] = (
+                    name,
+                    targets_from_record(ext["targets"], f"{where} extension {name}"),
+                )
         cuda: dict[str, object] = data["cuda"] if isinstance(data.get("cuda"), dict) else {}
         torch: dict[str, object] = data["torch"] if isinstance(data.get("torch"), dict) else {}
         label = (
@@ -140,4 +163,4 @@ def read_record(text: str, where: str) -> RecordedTargets:
         )
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise BinaryReadError(f"{where} is not a readable archguard record ({exc}).") from None
-    return RecordedTargets(targets, label)
+    return RecordedTargets(targets, label, extensions)

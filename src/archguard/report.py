@@ -13,9 +13,9 @@ from collections.abc import Iterable, Sequence
 
 from archguard import __version__
 from archguard.arch import Arch
-from archguard.coverage import DeviceCoverage, Tier
+from archguard.coverage import DeviceCoverage, Tier, coverage
 from archguard.errors import ArchguardError, EmptyArchList, NotRepresentable
-from archguard.flags import cmake_architectures, gencode_flags, torch_arch_list
+from archguard.flags import ExtensionPlan, cmake_architectures, gencode_flags, torch_arch_list
 from archguard.record import targets_record
 from archguard.resolve import Decision, Outcome, Resolution, Step
 
@@ -82,7 +82,11 @@ def explain_text(
     inputs: Sequence[tuple[str, str]] = (),
     warnings: Sequence[str] = (),
     why: Sequence[Arch] = (),
+    build_time: Sequence[str] = (),
 ) -> str:
+    """``explain``'s text. ``build_time``: what is known before the build about the
+    per-extension targets a build decides (hard-coded ``a``/``f`` targets seen in the
+    project's build files)."""
     out = [f"archguard {__version__} explain", "", "Inputs"]
     for key, value in inputs:
         out += _wrap(value, 14, f"  {key}")
@@ -106,6 +110,10 @@ def explain_text(
         out += _wrap(
             f"({res.torch.label} itself cannot run on these, whatever the wheel holds)", 14, ""
         )
+    if build_time:
+        out += ["", "Per extension (decided at build time)"]
+        for line in build_time:
+            out += _wrap(line, 4, "  - ")
     notes = [*res.notes, *warnings]
     if notes:
         out += ["", "Notes"]
@@ -182,3 +190,108 @@ def render_error(exc: ArchguardError) -> str:
         assert isinstance(exc.resolution, Resolution)
         exc.detail = decision_table(exc.resolution)
     return exc.render()
+
+
+def extension_lines(plan: ExtensionPlan, res: Resolution) -> list[str]:
+    """For an extension whose targets differ from the wheel's effective list (it keeps a
+    hard-coded ``a``/``f`` target): what differs, its own coverage tiers, and a warning that
+    names every device the extension no longer serves natively, with the fix."""
+    if plan.targets == res.targets:
+        return []
+    wheel = {c.device.cc: c for c in res.coverage()}
+    own = coverage(plan.targets, res.devices)
+    kept = ", ".join(
+        f"{arch.sm} in place of {twin.sm}" if twin else f"{arch.sm} added"
+        for arch, twin in sorted(plan.kept.items())
+    )
+    lines = [
+        f"extension {plan.name}: its targets differ from the wheel's effective list ({kept}): "
+        f"{plan.targets}",
+        f"extension {plan.name} coverage: {tiers_text(own)}",
+    ]
+    for arch in sorted(plan.kept):
+        if arch.suffix == "a" and arch.plain in plan.targets.ptx:
+            feat = f"__CUDA_ARCH_FEAT_SM{arch.digits}_ALL"
+            lines.append(
+                f"extension {plan.name}: the list's {arch.plain.compute} PTX net is compiled with "
+                f"__CUDA_ARCH__ == {arch.major * 100 + arch.minor * 10} but without {feat}: "
+                f"{arch.sm}-only code must be guarded on {feat} (as CUTLASS does), not on "
+                "__CUDA_ARCH__ alone, or that PTX will not assemble"
+            )
+    lost = [c for c in own if c.tier is not Tier.NATIVE and wheel[c.device.cc].tier is Tier.NATIVE]
+    if lost:
+        fixes = []
+        for c in lost:
+            replaced_by = [
+                a for a, twin in plan.kept.items() if twin and twin.major == c.device.cc[0]
+            ]
+            fix = []
+            for arch in sorted(replaced_by):
+                family = Arch(arch.major, arch.minor, "f")
+                if arch.suffix == "a" and res.toolkit.emits_cubin(family):
+                    fix.append(f"hard-code {family.sm} instead of {arch.sm} if its kernels allow")
+            own_a = Arch(c.device.cc[0], c.device.cc[1], "a")
+            if res.toolkit.emits_cubin(own_a):
+                fix.append(f"add {own_a.sm}")
+            how = f" (now {c.tier.value}{' via ' + c.via if c.via else ''})"
+            fixes.append(f"{c.device}{how}: " + (" or ".join(fix) or "no arch-specific fix"))
+        lines.append(
+            f"warning: extension {plan.name} no longer serves natively what the wheel's "
+            f"effective list serves: {'; '.join(fixes)}"
+        )
+    return lines
+
+
+ENV_SCHEMA = "archguard.env/1"
+
+
+def build_variables(res: Resolution) -> tuple[dict[str, str], dict[str, str], list[str]]:
+    """The variables a build archguard's hook never sees needs: (set, unset with why, notes).
+
+    ``TORCH_CUDA_ARCH_LIST`` where torch can spell the list (else unset, naming each entry
+    it cannot spell) and ``CUDAARCHS``, CMake's default for ``CMAKE_CUDA_ARCHITECTURES``.
+    """
+    values: dict[str, str] = {}
+    unset: dict[str, str] = {}
+    notes: list[str] = []
+    try:
+        values["TORCH_CUDA_ARCH_LIST"] = torch_arch_list(res.effective)
+    except NotRepresentable as exc:
+        unset["TORCH_CUDA_ARCH_LIST"] = "torch cannot spell " + "; ".join(exc.problems)
+    values["CUDAARCHS"] = cmake_architectures(res.effective)
+    families = [str(e) for e in res.effective if e.arch.suffix == "f"]
+    if families:
+        notes.append(
+            f"CUDAARCHS holds family targets ({', '.join(families)}): CMake 4.4 reads the 'f' "
+            "suffix, CMake 3.25 stops with 'is not one of the following'"
+        )
+    return values, unset, notes
+
+
+def env_text(res: Resolution, fmt: str) -> tuple[str, list[str]]:
+    """``archguard env``: (stdout text, notes for stderr) in sh, github or json."""
+    import shlex  # noqa: PLC0415
+
+    values, unset, notes = build_variables(res)
+    if fmt == "json":
+        data = {
+            "schema": ENV_SCHEMA,
+            "cuda": res.tag,
+            "torch": str(res.torch.version) if res.torch.version is not None else None,
+            "effective": res.effective_text,
+            "set": values,
+            "unset": unset,
+            "notes": notes,
+        }
+        return dumps(data), []
+    if fmt == "github":  # lines for $GITHUB_ENV, which takes no comments
+        text = "".join(f"{k}={v}\n" for k, v in values.items())
+        return text, [f"{k} not set: {why}" for k, why in unset.items()] + notes
+    lines = [
+        f"# archguard {__version__}: the arch list for {res.tag}, {res.torch.label} "
+        f"({res.request.origin}): {res.effective_text}"
+    ]
+    lines += [f"export {k}={shlex.quote(v)}" for k, v in values.items()]
+    lines += [f"unset {k}  # {why}" for k, why in unset.items()]
+    lines += [f"# {note}" for note in notes]
+    return "\n".join(lines) + "\n", []

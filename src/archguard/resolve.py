@@ -235,6 +235,18 @@ class Resolution:
             )
         return (*out, *known)
 
+    def clamp_extra(self, arch: Arch, cubins: set[Arch]) -> Decision | None:
+        """Would a cubin for ``arch``, added to ``cubins``, pass steps 3 and 4 (this toolkit
+        emits it, this torch runs where it serves)? None if it would; else the decision
+        that drops it. For targets a package hard-codes beyond the effective list."""
+        decision = _toolkit_decision(self.toolkit, arch)
+        if decision.outcome is Outcome.DROPPED:
+            return decision
+        decision = _torch_decision(
+            self.torch, arch, cubins | {arch}, self.devices, self.tag, None, hypothetical=True
+        )
+        return decision if decision.outcome is Outcome.DROPPED else None
+
     def require_cubins(self) -> Resolution:
         """Step 6: raise :class:`EmptyArchList` when nothing is left.
 

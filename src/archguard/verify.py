@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from archguard.arch import Targets, parse_arch_list
-from archguard.coverage import Tier, coverage
+from archguard.coverage import Device, Tier, coverage
 from archguard.detect.cuobjdump import read_binary
 from archguard.errors import BinaryReadError
 from archguard.inputs import Query, gather
-from archguard.record import RECORD_NAME, is_record_name, read_record
+from archguard.record import RECORD_NAME, RecordedTargets, is_record_name, read_record
 from archguard.toolkit import known_arches
 
 VERIFY_SCHEMA = "archguard.verify/1"
@@ -59,15 +59,39 @@ class Checked:
             self.expected is not None and not self.missing and not self.unexpected
         )
 
+    @property
+    def left_dead(self) -> list[Device]:
+        """Devices the expected targets would run on that the found ones leave dead."""
+        if self.expected is None or self.found is None:
+            return []
+        want = coverage(self.expected.targets)
+        got = {c.device.cc: c.tier for c in coverage(self.found)}
+        return [c.device for c in want if c.tier is not Tier.DEAD and got[c.device.cc] is Tier.DEAD]
+
 
 def _diff(a: Targets, b: Targets) -> list[str]:
     return [x.sm for x in sorted(a.cubins - b.cubins)] + [x.compute for x in sorted(a.ptx - b.ptx)]
 
 
-def record_expectation(text: str, where: str) -> Expectation:
-    """The targets a wheel's ``archguard.json`` promises (BinaryReadError if unreadable)."""
+@dataclass(frozen=True)
+class Recorded:
+    """A record's promises: one expectation per extension binary, the wheel's otherwise."""
+
+    wheel: Expectation
+    targets: RecordedTargets
+
+    def for_binary(self, member: str) -> Expectation:
+        own = self.targets.for_file(member)
+        if own is None:
+            return self.wheel
+        name, targets = own
+        return Expectation(targets, f"{self.targets.label}, extension {name}: {targets}")
+
+
+def record_expectation(text: str, where: str) -> Recorded:
+    """What a wheel's ``archguard.json`` promises (BinaryReadError if unreadable)."""
     recorded = read_record(text, where)
-    return Expectation(recorded.targets, recorded.label)
+    return Recorded(Expectation(recorded.targets, recorded.label), recorded)
 
 
 def _is_elf(data: bytes) -> bool:
@@ -99,10 +123,14 @@ def _iter_wheel(path: Path, tmp: Path) -> Iterator[tuple[str, Path, Expectation 
                 continue
             target = tmp / f"{index}-{PurePosixPath(name).name}"
             target.write_bytes(data)
-            yield f"{path.name}!{name}", target, expectation
+            yield (
+                f"{path.name}!{name}",
+                target,
+                expectation.for_binary(name) if expectation else None,
+            )
 
 
-def _dir_record(root: Path) -> Expectation | None:
+def _dir_record(root: Path) -> Recorded | None:
     records = sorted(root.glob(f"**/*.dist-info/{RECORD_NAME}"))
     if len(records) == 1:
         return record_expectation(records[0].read_text(encoding="utf-8"), str(records[0]))
@@ -121,7 +149,8 @@ def _iter_paths(paths: list[Path], tmp: Path) -> Iterator[tuple[str, Path, Expec
                 elif item.is_file() and _binary_name(item.name):
                     with item.open("rb") as f:
                         if _is_elf(f.read(4)):
-                            yield str(item), item, record
+                            member = item.relative_to(path).as_posix()
+                            yield str(item), item, record.for_binary(member) if record else None
         elif path.suffix == ".whl":
             yield from _iter_wheel(path, tmp)
         else:
@@ -144,12 +173,22 @@ def given_expectation(arch_list: str | None, query: Query | None = None) -> Expe
 
 def check(paths: Sequence[Path], cuobjdump: str, given: Expectation | None = None) -> list[Checked]:
     """Read every CUDA binary under ``paths`` and pair it with what it should hold."""
-    results = []
     with tempfile.TemporaryDirectory(prefix="archguard-verify-") as tmp:
-        for label, path, recorded in _iter_paths(list(paths), Path(tmp)):
-            found = read_binary(path, cuobjdump).targets
-            results.append(Checked(label, given or recorded, found))
-    return results
+        found = [
+            (label, path, given or recorded)
+            for label, path, recorded in _iter_paths(list(paths), Path(tmp))
+        ]
+        return check_binaries(found, cuobjdump)
+
+
+def check_binaries(
+    binaries: Sequence[tuple[str, Path, Expectation | None]], cuobjdump: str
+) -> list[Checked]:
+    """Read each binary with cuobjdump and pair it with what it should hold."""
+    return [
+        Checked(label, expected, read_binary(path, cuobjdump).targets)
+        for label, path, expected in binaries
+    ]
 
 
 def _tiers(found: Targets) -> dict[str, list[str]]:
@@ -207,6 +246,7 @@ def render(report: Report, fmt: str) -> str:
                             "found": r.found.names() if r.found else None,
                             "missing": r.missing,
                             "unexpected": r.unexpected,
+                            "left_dead": [d.cc_text for d in r.left_dead],
                             "ok": r.ok and (r.found is None or r.expected is not None),
                             "coverage": _tiers(r.found) if r.found else None,
                         }
@@ -231,6 +271,8 @@ def render(report: Report, fmt: str) -> str:
             out.append(f"  MISSING    {' '.join(r.missing)}")
         if r.unexpected:
             out.append(f"  UNEXPECTED {' '.join(r.unexpected)}")
+        if r.left_dead:
+            out.append(f"  LEFT DEAD  {', '.join(str(d) for d in r.left_dead)}")
         if r.expected is not None and r.ok:
             out.append("  OK         exactly the expected cubins and PTX")
         for tier, items in _tiers(r.found).items():

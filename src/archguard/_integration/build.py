@@ -1,32 +1,40 @@
 """What archguard changes inside a build, and puts back: the environment and each CUDA
-extension's nvcc arguments (planned by :func:`archguard.flags.plan_nvcc_args`), and the
-record written into the wheel.
+extension's nvcc arguments (planned by :func:`archguard.flags.plan_extension`); then what it
+checks after the build (the binaries read back) and records in the wheel.
 
 Torch ignores ``TORCH_CUDA_ARCH_LIST`` as soon as any nvcc flag contains the text "arch"
 (an include directory under ``monarch/`` is enough), and cannot spell ``f`` targets or plain
 PTX for an ``a`` arch. So archguard does not rely on it: it removes every arch flag from each
-CUDA extension's nvcc arguments (warning for each hard-coded target the resolution does not
-keep) and appends the exact ``-gencode`` flags of the effective list. Torch then sees "arch"
-in the flags and adds none of its own. ``TORCH_CUDA_ARCH_LIST`` is still set to the same list
-(where torch can spell it) for code that reads it, e.g. a CMake step.
+CUDA extension's nvcc arguments and appends the exact ``-gencode`` flags of that extension's
+targets (the effective list, with the package's own hard-coded ``a``/``f`` targets kept).
+Torch then sees "arch" in the flags and adds none of its own. ``TORCH_CUDA_ARCH_LIST`` (where
+torch can spell the list) and ``CUDAARCHS`` (CMake's default for
+``CMAKE_CUDA_ARCHITECTURES``) are set to the effective list for build steps archguard cannot
+put flags into, e.g. a CMake step.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from archguard._integration.common import announce_once, say
+from archguard._integration.common import announce_once, project_root, say
 from archguard._integration.session import Session, session_for, setup_error
+from archguard.config import ENV_ENABLE, env_disabled, env_enabled
 from archguard.errors import ArchguardError
-from archguard.flags import gencode_flags, plan_nvcc_args
+from archguard.flags import plan_extension
 from archguard.record import resolution_record, write_record
+from archguard.report import extension_lines
 
 CUDA_SUFFIXES = (".cu", ".cuh")
 NVCC_KEYS = ("nvcc", "nvcc_dlink")
+# Directories never searched for CUDA sources when deciding whether a source-less
+# (CMake-built) extension is a CUDA one in farm mode.
+_SKIP_DIRS = {".git", "build", "dist", ".venv", "venv", "node_modules", "__pycache__"}
 
 
 def is_torch_build_extension(cls: type) -> bool:
@@ -41,102 +49,195 @@ def _has_cuda_sources(ext: Any) -> bool:
     return any(str(s).endswith(CUDA_SUFFIXES) for s in getattr(ext, "sources", ()))
 
 
+def _has_nvcc_flags(ext: Any) -> bool:
+    args = getattr(ext, "extra_compile_args", None)
+    return isinstance(args, dict) and "nvcc" in args
+
+
+def _tree_has_cuda_sources(root: str, limit: int = 20000) -> bool:
+    """Does the source tree hold a .cu/.cuh file? (Bounded walk, build dirs skipped.)"""
+    seen = 0
+    for _, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in _SKIP_DIRS and not d.startswith(".")]
+        for name in files:
+            if name.endswith(CUDA_SUFFIXES):
+                return True
+        seen += len(files)
+        if seen > limit:
+            return False
+    return False
+
+
+def cuda_extensions(extensions: list[Any], root: str, farm: bool) -> list[Any]:
+    """The extensions archguard acts on: those with CUDA sources or ``nvcc`` flags, and
+    source-less ones (a CMake step builds them) - in farm mode only when the source tree
+    holds CUDA sources, so that a C/C++-only package never notices archguard."""
+    direct = [e for e in extensions if _has_cuda_sources(e) or _has_nvcc_flags(e)]
+    sourceless = [e for e in extensions if not getattr(e, "sources", None) and e not in direct]
+    if sourceless and (not farm or _tree_has_cuda_sources(root)):
+        direct += sourceless
+    return direct
+
+
 @contextmanager
-def _environment(session: Session) -> Iterator[None]:
-    name = "TORCH_CUDA_ARCH_LIST"
-    before = os.environ.get(name)
-    if before is not None and before != session.torch_arch_list:
-        session.replaced = before
-        say(
-            f"warning: {name}={before!r} was set in the environment; replaced by "
-            f"{session.torch_arch_list!r} for this build (archguard's effective list)"
-        )
+def _variables(values: dict[str, str | None]) -> Iterator[None]:
+    """Set (value) or unset (None) each variable for the build; restore all afterwards."""
+    before = {name: os.environ.get(name) for name in values}
     try:
-        if session.torch_arch_list is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = session.torch_arch_list
+        for name, value in values.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
         yield
     finally:
-        if before is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = before
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _build_variables(session: Session) -> dict[str, str | None]:
+    """TORCH_CUDA_ARCH_LIST and CUDAARCHS for the build, each pre-set value named."""
+    values = {
+        "TORCH_CUDA_ARCH_LIST": session.torch_arch_list,
+        "CUDAARCHS": session.cudaarchs,
+    }
+    for name, value in values.items():
+        before = os.environ.get(name)
+        if before is not None and before != value:
+            session.replaced[name] = before
+            say(
+                f"warning: {name}={before!r} was set in the environment; replaced by "
+                f"{value!r} for this build (archguard's effective list)"
+            )
+    return values
+
+
+def _activation(cmd: Any) -> bool:
+    """True when the package itself opted in; False when only ARCHGUARD_ENABLE did."""
+    return getattr(cmd.distribution, "_archguard_activation", "package") != "environment"
+
+
+def _extension_file(cmd: Any, ext: Any) -> str:
+    """The extension's path inside the wheel (``pkg/_C.cpython-311-x86_64-linux-gnu.so``)."""
+    try:
+        return str(cmd.get_ext_filename(cmd.get_ext_fullname(ext.name))).replace(os.sep, "/")
+    except Exception:  # an unusual build_ext; the record then matches by name
+        return ""
+
+
+def _nvcc_arg_lists(cmd: Any, ext: Any, torch_cmd: bool) -> dict[str, list[str]] | None:
+    """The extension's nvcc argument lists, or None (with a warning) when archguard cannot
+    see its nvcc line."""
+    original = ext.extra_compile_args
+    if isinstance(original, dict):
+        args = {k: list(v) for k, v in original.items()}
+        if "nvcc" not in args and not torch_cmd:
+            say(
+                f"warning: extension {ext.name}: {type(cmd).__name__} is not "
+                "torch's BuildExtension and the extension has no 'nvcc' flags; "
+                "archguard cannot see its nvcc line. Check the wheel with "
+                "`archguard verify`."
+            )
+            return None
+        args.setdefault("nvcc", [])
+        return args
+    if torch_cmd:
+        flat = list(original or [])
+        return {"cxx": flat, "nvcc": list(flat)}  # torch uses a list for both
+    say(
+        f"warning: extension {ext.name}: {type(cmd).__name__} is not torch's "
+        "BuildExtension; archguard set TORCH_CUDA_ARCH_LIST and CUDAARCHS but cannot see the "
+        "nvcc line. Check the wheel with `archguard verify`."
+    )
+    return None
 
 
 @contextmanager
 def archguard_build(cmd: Any) -> Iterator[None]:
-    """Around ``build_ext.run``: the resolved list on every CUDA extension's nvcc line.
+    """Around ``build_ext.run``: each CUDA extension's targets on its nvcc line, the list
+    in the environment, and afterwards the built binaries read back.
 
     Extensions that are all C/C++ sources (a CPU fallback such as ``CppExtension``) need no
     arch list: archguard says so and stays out, so a CPU-only torch can still build them.
-    Extensions with CUDA sources, or with no sources at all (a CMake step builds them and
-    reads ``TORCH_CUDA_ARCH_LIST``), get the resolution.
+    In farm mode (``ARCHGUARD_ENABLE``, the package did not opt in) a build with no CUDA
+    extension is left alone without a word.
     """
     extensions = list(getattr(cmd, "extensions", None) or ())
-    if extensions and not any(_has_cuda_sources(e) or not e.sources for e in extensions):
-        announce_once("no-cuda", "no CUDA sources among the extensions: no arch list to choose")
+    dist = cmd.distribution
+    opted = _activation(cmd)
+    root = project_root(dist)
+    cuda = cuda_extensions(extensions, root, farm=not opted)
+    if not cuda:
+        if opted and extensions:
+            announce_once("no-cuda", "no CUDA sources among the extensions: no arch list to choose")
         yield
         return
-    session = session_for(cmd.distribution)
+    if not opted:
+        try:
+            enabled = env_enabled(os.environ)
+            disabled = env_disabled(os.environ)
+        except ArchguardError as exc:
+            raise setup_error(exc) from None
+        if not enabled or disabled:  # ARCHGUARD_DISABLE wins; session_for announces it
+            if disabled:
+                session_for(dist)
+            yield
+            return
+        announce_once(
+            "enabled",
+            f"enabled by {ENV_ENABLE}={os.environ[ENV_ENABLE]} for {root}: the package does "
+            "not opt in itself (no [tool.archguard], no torch-archguard in "
+            "build-system.requires)",
+        )
+    session = session_for(dist)
     if session is None:
         yield
         return
     res = session.resolution
     torch_cmd = is_torch_build_extension(type(cmd))
     saved: list[tuple[Any, Any]] = []
+    started = time.time()
     try:
-        with _environment(session):
-            for ext in extensions:
+        with _variables(_build_variables(session)):
+            for ext in cuda:
                 if not _has_cuda_sources(ext):
-                    continue
-                original = ext.extra_compile_args
-                args: dict[str, list[str]]
-                if isinstance(original, dict):
-                    args = {k: list(v) for k, v in original.items()}
-                    if "nvcc" not in args and not torch_cmd:
-                        say(
-                            f"warning: extension {ext.name}: {type(cmd).__name__} is not "
-                            "torch's BuildExtension and the extension has no 'nvcc' flags; "
-                            "archguard cannot see its nvcc line. Check the wheel with "
-                            "`archguard verify`."
-                        )
-                        continue
-                    args.setdefault("nvcc", [])
-                elif torch_cmd:
-                    flat = list(original or [])
-                    args = {"cxx": flat, "nvcc": list(flat)}  # torch uses a list for both
-                else:
-                    say(
-                        f"warning: extension {ext.name}: {type(cmd).__name__} is not torch's "
-                        "BuildExtension; archguard set TORCH_CUDA_ARCH_LIST but cannot see the "
-                        "nvcc line. Check the wheel with `archguard verify`."
+                    session.extensions[ext.name] = session.unseen_record(
+                        ext.name, _extension_file(cmd, ext)
                     )
                     continue
-                record: dict[str, object] = {"name": ext.name}
-                for key in NVCC_KEYS:
-                    if key not in args:
-                        continue
-                    try:
-                        plan = plan_nvcc_args(args[key], res, ext.name)
-                    except ArchguardError as exc:
-                        raise setup_error(exc) from None
-                    for w in plan.warnings:
-                        say(f"warning: {w}")
-                    for n in plan.notes:
-                        say(n)
-                    args[key] = plan.args
-                    record[key] = {"dropped": plan.warnings, "replaced": plan.notes}
-                record["gencode"] = gencode_flags(res.effective)
-                saved.append((ext, original))
+                args = _nvcc_arg_lists(cmd, ext, torch_cmd)
+                if args is None:
+                    session.extensions[ext.name] = session.unseen_record(
+                        ext.name, _extension_file(cmd, ext)
+                    )
+                    continue
+                keys = {k: args[k] for k in NVCC_KEYS if k in args}
+                try:
+                    plan = plan_extension(ext.name, keys, res, session.arch_specific)
+                except ArchguardError as exc:
+                    raise setup_error(exc) from None
+                for key in keys:
+                    for line in plan.per_key[key]["dropped"]:
+                        say(f"warning: {line}")
+                    for line in plan.per_key[key]["replaced"]:
+                        say(line)
+                    args[key] = plan.args[key]
+                saved.append((ext, ext.extra_compile_args))
                 ext.extra_compile_args = args
-                say(f"extension {ext.name}: nvcc gets {' '.join(gencode_flags(res.effective))}")
-                session.extensions = [e for e in session.extensions if e["name"] != ext.name]
-                session.extensions.append(record)
+                say(f"extension {ext.name}: nvcc gets {' '.join(plan.gencode)}")
+                for line in extension_lines(plan, res):
+                    say(line)
+                session.extensions[ext.name] = session.plan_record(plan, _extension_file(cmd, ext))
             yield
     finally:
         for ext, original in saved:
             ext.extra_compile_args = original
+    from archguard._integration.postbuild import verify_build  # noqa: PLC0415
+
+    verify_build(cmd, session, [e.name for e in cuda], started)
 
 
 def record_into(dist: Any, dist_info: Path) -> None:
@@ -145,10 +246,6 @@ def record_into(dist: Any, dist_info: Path) -> None:
     if session is None or not dist_info.is_dir():
         return
     record = resolution_record(session.resolution)
-    record["build"] = {
-        "torch_cuda_arch_list": session.torch_arch_list,
-        "replaced_torch_cuda_arch_list": session.replaced,
-        "extensions": session.extensions,
-    }
+    record["build"] = session.build_record()
     path = write_record(dist_info, record)
     say(f"recorded the resolution in {dist_info.name}/{path.name}")

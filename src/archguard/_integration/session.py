@@ -1,5 +1,6 @@
 """One resolution per build: gathered the one way in (:mod:`archguard.inputs`), logged,
-checked for emptiness, and kept on the Distribution for every command of the build."""
+checked for emptiness, and kept on the Distribution for every command of the build, with
+what the build did per extension (for the record and the check after the build)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from archguard._integration.common import announce_once, project_root, say
-from archguard.config import env_disabled
+from archguard.config import ENV_VERIFY, PackageConfig, env_choice, env_disabled
 from archguard.errors import ArchguardError, NotRepresentable
-from archguard.flags import torch_arch_list
+from archguard.flags import ExtensionPlan, cmake_architectures, torch_arch_list
 from archguard.inputs import Query, gather
+from archguard.record import targets_record
 from archguard.report import build_log_lines, render_error
 from archguard.resolve import Resolution
 
@@ -23,8 +25,64 @@ class Session:
 
     resolution: Resolution
     torch_arch_list: str | None
-    replaced: str | None = None  # a TORCH_CUDA_ARCH_LIST the environment had set
-    extensions: list[dict[str, object]] = field(default_factory=list)
+    cudaarchs: str
+    package: PackageConfig | None
+    inputs: dict[str, str]  # input -> where it came from (the log's first lines)
+    activation: str  # "package" (it opted in) or "environment" (ARCHGUARD_ENABLE)
+    replaced: dict[str, str] = field(default_factory=dict)  # variable -> pre-set value
+    extensions: dict[str, dict[str, object]] = field(default_factory=dict)
+    verified: list[dict[str, object]] = field(default_factory=list)
+
+    @property
+    def arch_specific(self) -> str:
+        return self.package.hardcoded_arch_specific if self.package else "keep"
+
+    def verify_mode(self) -> str | None:
+        """ARCHGUARD_VERIFY, then [tool.archguard] verify; None: the default."""
+        chosen = env_choice(os.environ, ENV_VERIFY, "verify")
+        if chosen is None and self.package is not None:
+            chosen = self.package.verify
+        return chosen
+
+    def plan_record(self, plan: ExtensionPlan, file: str) -> dict[str, object]:
+        return {
+            "name": plan.name,
+            "file": file,
+            "targets": targets_record(plan.targets),
+            "origins": plan.origins,
+            "kept_arch_specific": {
+                a.sm: (b.sm if b else None) for a, b in sorted(plan.kept.items())
+            },
+            **plan.per_key,
+            "gencode": plan.gencode,
+        }
+
+    def unseen_record(self, name: str, file: str) -> dict[str, object]:
+        """An extension whose nvcc line archguard cannot see (a CMake step): expected to
+        hold the effective list, which it got through TORCH_CUDA_ARCH_LIST/CUDAARCHS."""
+        res = self.resolution
+        return {
+            "name": name,
+            "file": file,
+            "targets": targets_record(res.targets),
+            "origins": {
+                n: f"the effective list ({res.request.origin}), through the environment"
+                for n in res.targets.names()
+            },
+            "nvcc_line_seen": False,
+        }
+
+    def build_record(self) -> dict[str, object]:
+        return {
+            "activation": self.activation,
+            "inputs": self.inputs,
+            "torch_cuda_arch_list": self.torch_arch_list,
+            "replaced_torch_cuda_arch_list": self.replaced.get("TORCH_CUDA_ARCH_LIST"),
+            "cudaarchs": self.cudaarchs,
+            "replaced_cudaarchs": self.replaced.get("CUDAARCHS"),
+            "extensions": list(self.extensions.values()),
+            "verified": self.verified,
+        }
 
 
 def setup_error(exc: ArchguardError) -> Exception:
@@ -65,6 +123,22 @@ def session_for(dist: Any) -> Session | None:
             f"{'; '.join(exc.problems)}; "
             "archguard passes the -gencode flags to nvcc itself"
         )
-    session = Session(res, torch_text)
+    cudaarchs = cmake_architectures(res.effective)
+    families = [e for e in res.effective if e.arch.suffix == "f"]
+    if families:
+        say(
+            f"CUDAARCHS={cudaarchs} holds family targets "
+            f"({', '.join(str(e) for e in families)}): CMake 4.4 reads the 'f' suffix, CMake "
+            "3.25 stops with 'is not one of the following'; archguard puts the -gencode "
+            "flags on the nvcc lines it can see itself"
+        )
+    session = Session(
+        res,
+        torch_text,
+        cudaarchs,
+        gathered.settings.package,
+        dict(gathered.shown),
+        getattr(dist, "_archguard_activation", "package"),
+    )
     dist._archguard_session = session
     return session

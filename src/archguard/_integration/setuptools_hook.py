@@ -7,6 +7,11 @@ nothing beyond the standard library, changes nothing and prints nothing. A packa
 opted in gets its command lookup wrapped so that ``build_ext`` (whatever class it is, from
 ``setup.py`` or ``[tool.setuptools] cmdclass``), ``bdist_wheel`` and ``editable_wheel`` run
 archguard's mixin first.
+
+Farm mode: with ``ARCHGUARD_ENABLE`` set (to anything but an "off" word) every package gets
+the wrapped lookup, marked as enabled by the environment; the ``build_ext`` mixin then acts
+only when the distribution has a CUDA extension, and says nothing otherwise. A value that is
+neither on nor off is reported by that mixin as an error, for CUDA builds only.
 """
 
 from __future__ import annotations
@@ -24,11 +29,22 @@ def _disabled() -> bool:
     return os.environ.get("ARCHGUARD_DISABLE", "").strip().lower() in ("1", "true", "yes", "on")
 
 
+def _farm_enabled() -> bool:
+    """ARCHGUARD_ENABLE is set to something other than an "off" word."""
+    value = os.environ.get("ARCHGUARD_ENABLE", "").strip().lower()
+    return value not in ("", "0", "false", "no", "off")
+
+
 def finalize_distribution_options(dist: Any) -> None:
     if getattr(dist, "_archguard_hooked", False):
         return
     root = project_root(dist)
     if not opted_in(os.path.join(root, "pyproject.toml")):
+        if _farm_enabled():
+            from archguard._integration.commands import install
+
+            dist._archguard_activation = "environment"
+            install(dist)
         return
     if _disabled():
         announce_once(

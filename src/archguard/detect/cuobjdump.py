@@ -16,7 +16,7 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,7 +38,10 @@ def find_cuobjdump(
     explicit: str | None = None,
     environ: Mapping[str, str] | None = None,
     which: Callable[[str], str | None] = shutil.which,
+    extra_dirs: Sequence[str] = (),
 ) -> str:
+    """The cuobjdump to use (see the module docstring); ``extra_dirs`` are searched after
+    the toolkit's ``bin/`` (the build passes the directory of the nvcc that compiles)."""
     env = os.environ if environ is None else environ
     if explicit:
         if not _executable(Path(explicit)):
@@ -53,6 +56,7 @@ def find_cuobjdump(
     for var in ("CUDA_HOME", "CUDA_PATH"):
         if env.get(var):
             candidates.append(Path(env[var], "bin", "cuobjdump"))
+    candidates += [Path(d, "cuobjdump") for d in extra_dirs]
     candidates.append(Path("/usr/local/cuda/bin/cuobjdump"))
     spec = importlib.util.find_spec("nvidia")
     for location in (spec.submodule_search_locations or []) if spec else []:

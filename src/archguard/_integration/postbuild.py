@@ -1,0 +1,132 @@
+"""After ``build_ext``: read every binary the build produced with cuobjdump and compare it
+with the targets it was built for, exactly as ``archguard verify`` does.
+
+This is what catches a CMake step that ignored the list, a prebuilt object linked in, or a
+build step archguard never saw. ``[tool.archguard] verify`` / ``ARCHGUARD_VERIFY`` choose:
+``error`` (the default when cuobjdump is found) stops the build with verify's report,
+``warn`` prints it, ``off`` skips the check. Without cuobjdump the default is a one-line
+note naming how to get it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from archguard._integration.common import say
+from archguard._integration.session import Session, setup_error
+from archguard.detect.cuobjdump import find_cuobjdump
+from archguard.errors import ArchguardError, BuildVerifyFailed, CuobjdumpNotFound
+from archguard.record import targets_from_record
+from archguard.verify import Checked, Expectation, check_binaries, render, verdict
+
+ELF_MAGIC = b"\x7fELF"
+
+
+def _is_elf(path: Path) -> bool:
+    try:
+        with path.open("rb") as f:
+            return f.read(4) == ELF_MAGIC
+    except OSError:
+        return False
+
+
+def _binaries(
+    cmd: Any, session: Session, cuda_names: list[str], started: float
+) -> list[tuple[str, Path, Expectation]]:
+    res = session.resolution
+    wheel = Expectation(res.targets, f"the effective list ({res.effective_text})")
+    out: list[tuple[str, Path, Expectation]] = []
+    seen: set[Path] = set()
+    for ext in getattr(cmd, "extensions", None) or ():
+        path = Path(cmd.get_ext_fullpath(ext.name))
+        if not path.is_file():
+            continue
+        seen.add(path.resolve())
+        recorded = session.extensions.get(ext.name)
+        expected = wheel
+        if recorded is not None:
+            own = targets_from_record(recorded["targets"], f"extension {ext.name}")
+            expected = Expectation(own, f"extension {ext.name}'s targets")
+        out.append((f"{ext.name} ({path.name})", path, expected))
+        if ext.name in cuda_names and not getattr(ext, "sources", None):
+            # A CMake step may install more libraries beside the extension: read those the
+            # build just wrote too.
+            for other in sorted(path.parent.glob("*.so*")):
+                if (
+                    other.resolve() not in seen
+                    and other.is_file()
+                    and other.stat().st_mtime >= started - 1
+                    and _is_elf(other)
+                ):
+                    seen.add(other.resolve())
+                    out.append((f"{other.name} (built beside {ext.name})", other, wheel))
+    return out
+
+
+def verify_build(cmd: Any, session: Session, cuda_names: list[str], started: float) -> None:
+    mode = session.verify_mode()
+    if mode == "off":
+        say(
+            "verify: off ([tool.archguard] verify or ARCHGUARD_VERIFY): the built binaries "
+            "are not read back"
+        )
+        return
+    nvcc = session.resolution.toolkit.nvcc
+    extra = [str(Path(nvcc).parent)] if nvcc else []
+    try:
+        cuobjdump = find_cuobjdump(None, os.environ, extra_dirs=extra)
+    except CuobjdumpNotFound as exc:
+        if mode == "error":
+            raise setup_error(exc) from None
+        say(
+            "verify: no cuobjdump, so the built binaries are not read back; "
+            "`pip install nvidia-cuda-cuobjdump` into the build environment (or put the CUDA "
+            "toolkit's bin/ on PATH) to check them"
+        )
+        return
+    try:
+        results = check_binaries(_binaries(cmd, session, cuda_names, started), cuobjdump)
+    except ArchguardError as exc:
+        raise setup_error(exc) from None
+    session.verified = [_verified(r) for r in results]
+    bad = [r for r in results if not r.ok]
+    cuda = [r for r in results if r.found is not None]
+    if not bad:
+        say(
+            f"verify: {len(cuda)} CUDA binar{'y' if len(cuda) == 1 else 'ies'} read back with "
+            f"{cuobjdump}: each holds exactly its targets"
+        )
+        return
+    report = render(verdict(results, []), "text")
+    summary = "; ".join(
+        f"{r.label}: missing {' '.join(r.missing) or '-'}, unexpected "
+        f"{' '.join(r.unexpected) or '-'}"
+        + (f", leaves dead {', '.join(d.cc_text for d in r.left_dead)}" if r.left_dead else "")
+        for r in bad
+    )
+    if mode == "warn":
+        for line in report.splitlines():
+            say(f"verify: {line}" if line else "verify:")
+        say(f"warning: the built binaries differ from their targets ({summary}); verify = 'warn'")
+        return
+    raise setup_error(
+        BuildVerifyFailed(
+            f"the built binaries do not hold the targets archguard put on the nvcc line "
+            f"({summary}). A build step archguard cannot see (a CMake step that ignores "
+            "CUDAARCHS/TORCH_CUDA_ARCH_LIST, a prebuilt object linked in) chose other arches. "
+            "Make that step read the list (`python -m archguard env` prints it), or set "
+            "[tool.archguard] verify = 'warn' (ARCHGUARD_VERIFY=warn) to build anyway. "
+            "cuobjdump's view follows.",
+            detail=report.rstrip(),
+        )
+    )
+
+
+def _verified(r: Checked) -> dict[str, object]:
+    return {
+        "binary": r.label,
+        "found": r.found.names() if r.found else None,
+        "ok": r.ok,
+    }
