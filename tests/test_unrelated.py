@@ -46,7 +46,7 @@ def wheel_files(out: Path) -> dict[str, bytes]:
     return files
 
 
-def build_all(python: Path, work: Path, label: str) -> dict[str, tuple[int, str, dict]]:
+def build_all(python: Path, work: Path, label: str, **env: str) -> dict[str, tuple[int, str, dict]]:
     results = {}
     for name in PACKAGES:
         src = work / "src" / name
@@ -69,7 +69,7 @@ def build_all(python: Path, work: Path, label: str) -> dict[str, tuple[int, str,
             ],
             capture_output=True,
             text=True,
-            env=build_env(),
+            env=build_env(**env),
             check=False,
         )
         results[name] = (
@@ -125,10 +125,12 @@ def test_unrelated_packages_build_identically_with_archguard_installed(
     )
     assert listed.stdout == "7.5;8.0;8.6;9.0+PTX;10.0;12.0+PTX\n", listed.stderr
     with_ag = build_all(fresh_python, work, "with")
+    # Farm mode switched on for every build: still nothing for packages without CUDA code.
+    enabled = build_all(fresh_python, work, "enabled", ARCHGUARD_ENABLE="1")
     for name in PACKAGES:
         rc_a, log_a, files_a = without[name]
-        rc_b, log_b, files_b = with_ag[name]
-        assert rc_a == rc_b, name
-        assert {k: v for k, v in files_a.items()} == {k: v for k, v in files_b.items()}, name
-        assert "archguard:" not in log_b, name
-        assert log_a.replace("out-without", "out-with") == log_b, name
+        for label, (rc_b, log_b, files_b) in (("with", with_ag[name]), ("enabled", enabled[name])):
+            assert rc_a == rc_b, (name, label)
+            assert files_a == files_b, (name, label)
+            assert "archguard:" not in log_b, (name, label)
+            assert log_a.replace("out-without", f"out-{label}") == log_b, (name, label)

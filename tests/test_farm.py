@@ -1,0 +1,366 @@
+"""Farm mode (issue #8): archguard on packages the farm does not own, on any build system,
+checked after the build. Real nvcc 13.0, real torch 2.13.0+cu130, real cuobjdump, real CMake.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from realtools import (
+    CUDA_HOME,
+    REPO,
+    build_env,
+    cli,
+    copy_tree,
+    needs_cuda_torch,
+    needs_cuobjdump,
+    needs_nvcc,
+    only_wheel,
+    pip_wheel,
+    torch_cuda,
+    wheel_record,
+    wheel_so_targets,
+)
+
+pytestmark = [pytest.mark.slow, needs_nvcc, needs_cuda_torch, needs_cuobjdump]
+
+MINI = REPO / "tests" / "packages" / "minicuda"
+CU130 = ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120", "compute_90", "compute_120"]
+SETUP = """\
+from setuptools import Extension, setup
+from torch.utils.cpp_extension import BuildExtension
+
+setup(
+    name="upstream",
+    version="1.0",
+    ext_modules=[Extension("_upstream", ["mod.c", "kernel.cu"],
+                           extra_compile_args={"cxx": [], "nvcc": ["-O2"]})],
+    cmdclass={"build_ext": BuildExtension},
+)
+"""
+# An upstream package that has never heard of archguard.
+PYPROJECT = '[build-system]\nrequires = ["setuptools>=64", "torch"]\nbuild-backend = "setuptools.build_meta"\n'
+
+
+def is_cu130() -> bool:
+    return torch_cuda() == "13.0"
+
+
+def upstream(tmp: Path) -> Path:
+    root = tmp / "upstream"
+    root.mkdir(parents=True)
+    for name in ("kernel.cu", "mod.c"):
+        shutil.copy(MINI / name, root / name)
+    (root / "setup.py").write_text(SETUP)
+    (root / "pyproject.toml").write_text(PYPROJECT)
+    return root
+
+
+def farm_env(**extra: str) -> dict[str, str]:
+    """A farm cell: no GPU, nvcc on PATH for CMake steps, archguard switched on."""
+    env = build_env(**{"ARCHGUARD_ENABLE": "1", **extra})
+    env["PATH"] = f"{CUDA_HOME}/bin{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+def log_of(proc: subprocess.CompletedProcess[str]) -> str:
+    return proc.stdout + proc.stderr
+
+
+def test_enable_builds_an_unmodified_package_with_exactly_the_effective_list(
+    tmp_path: Path,
+) -> None:
+    root = upstream(tmp_path)
+    proc = pip_wheel(root, tmp_path / "out", env=farm_env())
+    log = log_of(proc)
+    assert proc.returncode == 0, log[-4000:]
+    assert f"archguard: enabled by ARCHGUARD_ENABLE=1 for {root}" in log
+    wheel = only_wheel(tmp_path / "out")
+    found = wheel_so_targets(wheel, tmp_path)
+    assert found == wheel_record(wheel)["targets"]["cubins"] + wheel_record(wheel)["targets"]["ptx"]  # type: ignore[index, operator]
+    if is_cu130():
+        assert found == CU130
+    assert wheel_record(wheel)["build"]["activation"] == "environment"  # type: ignore[index]
+    assert "archguard: verify: 1 CUDA binary read back" in log
+
+
+@pytest.mark.parametrize("value", ["maybe", "2"])
+def test_a_bad_enable_value_is_one_invalid_config_error(tmp_path: Path, value: str) -> None:
+    root = upstream(tmp_path)
+    proc = pip_wheel(root, tmp_path / "out", env=farm_env(ARCHGUARD_ENABLE=value))
+    log = log_of(proc)
+    assert proc.returncode != 0
+    assert f"archguard error [invalid-config]: ARCHGUARD_ENABLE={value!r} is neither on" in log
+    assert "Traceback" not in log
+
+
+def test_disable_still_wins_and_is_announced(tmp_path: Path) -> None:
+    root = upstream(tmp_path)
+    proc = pip_wheel(root, tmp_path / "out", env=farm_env(ARCHGUARD_DISABLE="1"))
+    log = log_of(proc)
+    assert "archguard: disabled by ARCHGUARD_DISABLE=1" in log
+    assert proc.returncode != 0 and "IndexError" in log  # plain torch, no GPU: pytorch#137261
+
+
+def test_archguard_config_keeps_the_packages_floors_and_names_both_tables(
+    tmp_path: Path,
+) -> None:
+    root = upstream(tmp_path)
+    (root / "pyproject.toml").write_text(PYPROJECT + '[tool.archguard]\narch_list = "7.5"\n')
+    farm = tmp_path / "farm" / "packages"
+    farm.mkdir(parents=True)
+    (farm.parent / "policy.yml").write_text(
+        "schema: 1\nrows:\n  cu130: {arch_list: '8.0;9.0+PTX', reason: the farm's}\n"
+    )
+    config = farm / "upstream.toml"
+    config.write_text(
+        '[tool.archguard]\narch_list_by_cuda = { cu130 = "8.6;10.0" }\npolicy = "../policy.yml"\n'
+    )
+    proc = pip_wheel(root, tmp_path / "out", env=farm_env(ARCHGUARD_CONFIG=str(config)))
+    log = log_of(proc)
+    assert proc.returncode == 0, log[-4000:]
+    assert (
+        f"archguard: package: {config} [tool.archguard] (from ARCHGUARD_CONFIG), in place of "
+        f"the package's own ({root / 'pyproject.toml'} [tool.archguard])"
+    ) in log
+    assert f"archguard: policy: {farm.parent / 'policy.yml'} (from {config}" in log
+    wheel = only_wheel(tmp_path / "out")
+    record = wheel_record(wheel)
+    if is_cu130():
+        # 9.x lies between: role (ii) puts a PTX net on 8.6
+        assert wheel_so_targets(wheel, tmp_path) == ["sm_86", "sm_100", "compute_86", "compute_100"]
+        assert record["request"]["origin"] == (  # type: ignore[index]
+            f"{config} [tool.archguard] (from ARCHGUARD_CONFIG) arch_list_by_cuda.cu130"
+        )
+    inputs = record["build"]["inputs"]  # type: ignore[index]
+    assert str(config) in inputs["package"] and "policy.yml" in inputs["policy"]
+
+
+def test_a_typo_in_archguard_config_stops_the_build_naming_the_file(tmp_path: Path) -> None:
+    root = upstream(tmp_path)
+    config = tmp_path / "upstream.toml"
+    config.write_text('[tool.archguard]\narch_lst = "8.0"\n')
+    proc = pip_wheel(root, tmp_path / "out", env=farm_env(ARCHGUARD_CONFIG=str(config)))
+    log = log_of(proc)
+    assert proc.returncode != 0
+    (line,) = [x for x in log.splitlines() if "archguard error [invalid-config]" in x]
+    assert str(config) in line and "Did you mean 'arch_list'?" in log
+    assert "Traceback" not in log
+
+
+def cmake_package(tmp: Path) -> Path:
+    return copy_tree(REPO / "tests" / "packages" / "cmakecuda", tmp / "cmakecuda")
+
+
+@pytest.mark.skipif(not shutil.which("cmake"), reason="no cmake")
+def test_a_setup_py_that_drives_cmake_gets_exactly_the_list_through_cudaarchs(
+    tmp_path: Path,
+) -> None:
+    root = cmake_package(tmp_path)
+    proc = pip_wheel(root, tmp_path / "out", env=farm_env(ARCHGUARD_ARCH_LIST="8.0;9.0;12.0"))
+    log = log_of(proc)
+    assert proc.returncode == 0, log[-4000:]
+    wheel = only_wheel(tmp_path / "out")
+    assert wheel_so_targets(wheel, tmp_path) == [
+        "sm_80",
+        "sm_90",
+        "sm_120",
+        "compute_90",
+        "compute_120",
+    ]
+    assert "archguard: verify: 1 CUDA binary read back" in log
+    (ext,) = wheel_record(wheel)["build"]["extensions"]  # type: ignore[index]
+    assert ext["nvcc_line_seen"] is False
+    assert wheel_record(wheel)["build"]["cudaarchs"] == "80-real;90;120"  # type: ignore[index]
+
+
+@pytest.mark.skipif(not shutil.which("cmake"), reason="no cmake")
+def test_a_cmake_file_that_hard_codes_its_arches_is_stopped_by_the_in_build_check(
+    tmp_path: Path,
+) -> None:
+    root = cmake_package(tmp_path)
+    text = (root / "CMakeLists.txt").read_text()
+    (root / "CMakeLists.txt").write_text(
+        text.replace("add_library(", 'set(CMAKE_CUDA_ARCHITECTURES "86-real")\nadd_library(')
+    )
+    proc = pip_wheel(root, tmp_path / "out", env=farm_env(ARCHGUARD_ARCH_LIST="8.0;9.0;12.0"))
+    log = log_of(proc)
+    assert proc.returncode != 0
+    assert "archguard error [verify-failed]" in log
+    assert "missing sm_80 sm_90 sm_120 compute_90 compute_120, unexpected sm_86" in log
+    assert "leaves dead 8.0, 9.0, 10.0, 10.3, 11.0, 12.0, 12.1" in log
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").glob("*.whl"))
+    warn = pip_wheel(
+        root,
+        tmp_path / "warn",
+        env=farm_env(ARCHGUARD_ARCH_LIST="8.0;9.0;12.0", ARCHGUARD_VERIFY="warn"),
+    )
+    assert warn.returncode == 0, log_of(warn)[-3000:]
+    assert "verify = 'warn'" in log_of(warn)
+
+
+@pytest.mark.skipif(not shutil.which("cmake"), reason="no cmake")
+def test_scikit_build_core_gets_the_list_from_archguard_env_and_is_verified_after(
+    tmp_path: Path,
+) -> None:
+    pytest.importorskip("scikit_build_core")
+    root = copy_tree(REPO / "tests" / "packages" / "skbuild", tmp_path / "skbuild")
+    out = tmp_path / "out"
+    script = (
+        f'eval "$("{sys.executable}" -m archguard env --project "{root}")"\n'
+        f'"{sys.executable}" -m pip wheel --no-build-isolation --no-deps "{root}" -w "{out}"\n'
+        f'"{sys.executable}" -m archguard verify "{out}"/*.whl --project "{root}"\n'
+    )
+    env = build_env(ARCHGUARD_ARCH_LIST="8.0;9.0;10.0")
+    env["PATH"] = f"{CUDA_HOME}/bin{os.pathsep}{env['PATH']}"
+    proc = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert proc.returncode == 0, log_of(proc)[-4000:]
+    assert "OK         exactly the expected cubins and PTX" in proc.stdout
+    assert wheel_so_targets(only_wheel(out), tmp_path) == [
+        "sm_80",
+        "sm_90",
+        "sm_100",
+        "compute_100",
+    ]
+
+
+def readme_farm_recipe() -> str:
+    text = (REPO / "README.md").read_text()
+    section = text.split("### In a farm", 1)[1]
+    match = re.search(r"```bash\n(.*?)```", section, re.S)
+    assert match, "the README's farm recipe"
+    return match.group(1)
+
+
+def test_the_readme_farm_recipe_runs_exactly_as_written(tmp_path: Path) -> None:
+    """Enable, per-package config, policy, pinned torch, verify: the README's block, run by
+    bash in a farm cell whose environment already holds the pinned torch and archguard (so
+    its install line installs nothing: the package index is switched off)."""
+    farm = tmp_path / "farm"
+    (farm / "packages").mkdir(parents=True)
+    shutil.copy(REPO / "defaults" / "arch_policy.yml", farm / "arch_policy.yml")
+    (farm / "packages" / "upstream.toml").write_text(
+        '[tool.archguard]\narch_list_by_cuda = { cu130 = "8.0;8.6;9.0+PTX" }\n'
+    )
+    source = upstream(tmp_path / "src")
+    version = subprocess.run(
+        [sys.executable, "-c", "import torch; print(torch.__version__.split('+')[0])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    env = build_env(
+        FARM=str(farm), PKG="upstream", PKG_SOURCE=str(source), TORCH=version, PIP_NO_INDEX="1"
+    )
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    proc = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", readme_farm_recipe()],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        check=False,
+    )
+    log = log_of(proc)
+    assert proc.returncode == 0, log[-4000:]
+    assert "result: OK (1 CUDA binary checked, 0 with differences)" in proc.stdout
+    wheel = only_wheel(tmp_path / "wheelhouse")
+    if is_cu130():
+        assert wheel_so_targets(wheel, tmp_path) == ["sm_80", "sm_86", "sm_90", "compute_90"]
+
+
+def _uv() -> str | None:
+    here = Path(sys.executable).parent / "uv"
+    return str(here) if here.is_file() else shutil.which("uv")
+
+
+@pytest.mark.skipif(_uv() is None, reason="no uv (pip install uv)")
+def test_uv_extra_build_dependencies_bring_archguard_into_an_isolated_build(
+    tmp_path: Path,
+) -> None:
+    """uv's extra-build-dependencies, from a uv.toml the farm passes with --config-file: an
+    isolated build of a package that never names archguard, with archguard and the pinned
+    torch added to its build environment. Everything comes from a local wheel directory
+    (pip's cache fills it; uv's index is switched off), so the test needs no network when
+    pip's cache already holds torch."""
+    if os.environ.get("AG_TEST_SKIP_ISOLATED") == "1":
+        pytest.skip("AG_TEST_SKIP_ISOLATED=1 (the isolated build installs torch again)")
+    from realtools import archguard_wheel
+
+    version = subprocess.run(
+        [sys.executable, "-c", "import torch; print(torch.__version__.split('+')[0])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    wheels = tmp_path / "wheels"
+    ours = archguard_wheel(wheels)
+    download = subprocess.run(  # torch, archguard's own requirements, setuptools
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--isolated",
+            "-q",
+            f"torch=={version}",
+            str(ours),
+            "setuptools>=64",
+            "-d",
+            str(wheels),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if download.returncode != 0:
+        pytest.skip(f"could not fill a wheel directory: {download.stderr[-300:]}")
+    root = upstream(tmp_path / "src")
+    (root / "pyproject.toml").write_text(
+        PYPROJECT + '[project]\nname = "upstream"\nversion = "1.0"\n'
+    )
+    config = tmp_path / "farm-uv.toml"
+    config.write_text(
+        f'find-links = ["{wheels}"]\nno-index = true\n'
+        "[extra-build-dependencies]\n"
+        f'upstream = ["torch-archguard @ {ours.as_uri()}", "torch=={version}"]\n'
+    )
+    # uv passes its environment to the build backend: the farm's switch reaches the hook.
+    env = build_env(ARCHGUARD_ENABLE="1", UV_CACHE_DIR=str(tmp_path / "uv-cache"))
+    proc = subprocess.run(
+        [
+            _uv(),
+            "build",
+            "--wheel",
+            "--config-file",
+            str(config),
+            "-o",
+            str(tmp_path / "out"),
+            str(root),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    log = log_of(proc)
+    assert proc.returncode == 0, log[-4000:]
+    assert f"archguard: enabled by ARCHGUARD_ENABLE=1 for {root}" in log
+    wheel = only_wheel(tmp_path / "out")
+    found = wheel_so_targets(wheel, tmp_path)
+    assert found == wheel_record(wheel)["targets"]["cubins"] + wheel_record(wheel)["targets"]["ptx"]  # type: ignore[index, operator]
+    if is_cu130():
+        assert found == CU130
