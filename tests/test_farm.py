@@ -17,7 +17,6 @@ from realtools import (
     CUDA_HOME,
     REPO,
     build_env,
-    cli,
     copy_tree,
     needs_cuda_torch,
     needs_cuobjdump,
@@ -46,7 +45,10 @@ setup(
 )
 """
 # An upstream package that has never heard of archguard.
-PYPROJECT = '[build-system]\nrequires = ["setuptools>=64", "torch"]\nbuild-backend = "setuptools.build_meta"\n'
+PYPROJECT = (
+    '[build-system]\nrequires = ["setuptools>=64", "torch"]\n'
+    'build-backend = "setuptools.build_meta"\n'
+)
 
 
 def is_cu130() -> bool:
