@@ -78,6 +78,26 @@ def main_parser() -> argparse.ArgumentParser:
     _add_inputs(p)
     p.add_argument("--format", choices=("sh", "github", "json"), default="sh")
 
+    p = sub.add_parser(
+        "derive", help="propose a policy row for a CUDA index by the ADR's rule (writes nothing)"
+    )
+    p.add_argument("--cuda", metavar="X.Y", required=True)
+    p.add_argument("--policy", metavar="FILE", help="its decisions and rows (default: bundled)")
+    p.add_argument("--toolkits", metavar="FILE", help="a toolkits.yml with that CUDA's row")
+    p.add_argument("--torch-builds", metavar="FILE", help="a torch_builds.yml with its torch")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+
+    p = sub.add_parser(
+        "probe-torch",
+        help="read what a torch wheel (or installed torch) ships; print its torch_builds.yml row",
+    )
+    p.add_argument("paths", nargs="+", metavar="WHEEL_OR_DIR", type=Path)
+    p.add_argument("--check", action="store_true", help="exit 1 if the table's row differs")
+    p.add_argument("--torch-builds", metavar="FILE", help="the table to check (default: bundled)")
+    p.add_argument("--policy", metavar="FILE", help="whose arch_exceptions to check")
+    p.add_argument("--cuobjdump", metavar="PATH")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+
     p = sub.add_parser("check-policy", help="validate a policy file")
     p.add_argument("file", nargs="?", help="default: ARCHGUARD_POLICY or the bundled policy")
 
@@ -190,6 +210,35 @@ def cmd_env(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_derive(args: argparse.Namespace) -> int:
+    from archguard.cuda import CudaVersion  # noqa: PLC0415
+    from archguard.derive import derive, render  # noqa: PLC0415
+    from archguard.inputs import choose_policy, toolkit_facts, torch_facts  # noqa: PLC0415
+
+    cuda = CudaVersion.parse(args.cuda, "--cuda")
+    policy = choose_policy(Query(policy=args.policy), None, os.environ)
+    derived = derive(
+        cuda, policy, toolkit_facts(cuda, args.toolkits), torch_facts(args.torch_builds)
+    )
+    _write(render(derived, policy.source, args.format))
+    return EXIT_OK
+
+
+def cmd_probe_torch(args: argparse.Namespace) -> int:
+    from archguard.detect.cuobjdump import find_cuobjdump  # noqa: PLC0415
+    from archguard.detect.torchlibs import probe  # noqa: PLC0415
+    from archguard.inputs import choose_policy, torch_facts  # noqa: PLC0415
+    from archguard.snapshot import render  # noqa: PLC0415
+
+    cuobjdump = find_cuobjdump(args.cuobjdump)
+    builds = torch_facts(args.torch_builds)
+    policy = choose_policy(Query(policy=args.policy), None, os.environ)
+    probes = [probe(path, cuobjdump).probed() for path in args.paths]
+    text, ok = render(probes, builds, policy, args.format, check=args.check)
+    _write(text)
+    return EXIT_OK if ok or not args.check else EXIT_FAIL
+
+
 def cmd_check_policy(args: argparse.Namespace) -> int:
     from archguard.inputs import choose_policy  # noqa: PLC0415
 
@@ -239,6 +288,8 @@ COMMANDS = {
     "explain": cmd_explain,
     "list": cmd_list,
     "env": cmd_env,
+    "derive": cmd_derive,
+    "probe-torch": cmd_probe_torch,
     "check-policy": cmd_check_policy,
     "matrix": cmd_matrix,
     "verify": cmd_verify,

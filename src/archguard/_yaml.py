@@ -9,6 +9,7 @@ anything, within a fixed size and node budget.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import yaml
 
@@ -126,3 +127,23 @@ def load_plain_yaml(text: str, source: str, fail: Callable[[str], Exception]) ->
     finally:
         if loader is not None:
             loader.dispose()
+
+
+def read_yaml_text(
+    path: Path, source: str, fail: Callable[[str], Exception], what: str = "file"
+) -> str:
+    """Read a YAML file's text within the size limit, or raise ``fail(message)``."""
+    try:
+        if path.stat().st_size > MAX_BYTES:
+            raise fail(f"{what} {source} is larger than 1 MiB; a policy is ~5 KB")
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise fail(f"{what} {source} does not exist; fix the path") from None
+    except IsADirectoryError:
+        raise fail(f"{what} {source} is a directory; point at the .yml file") from None
+    except UnicodeDecodeError:
+        raise fail(f"{what} {source} is not UTF-8 text") from None
+    except OSError as exc:
+        raise fail(f"{what} {source} cannot be read: {exc.strerror}") from None
+    except ValueError:  # e.g. an embedded NUL byte
+        raise fail(f"{what} {source!r} is not a usable path") from None

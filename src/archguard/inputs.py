@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from archguard._yaml import load_plain_yaml, read_yaml_text
 from archguard.arch import ArchEntry, parse_targets
 from archguard.config import (
     ENV_CONFIG,
@@ -28,12 +29,25 @@ from archguard.config import (
     unknown_env_warnings,
 )
 from archguard.cuda import CudaVersion
-from archguard.errors import CudaMismatch
+from archguard.errors import ConfigError, CudaMismatch, UnknownToolkit
 from archguard.flags import arch_specific_mentions
 from archguard.policy import Policy, load_policy
 from archguard.resolve import Resolution, resolve
-from archguard.toolkit import Toolkit, bundled_toolkit, compare_with_bundled, known_arches
-from archguard.torchbuild import TorchBuild, bundled_torch, parse_torch_version
+from archguard.toolkit import (
+    Toolkit,
+    bundled_toolkit,
+    compare_with_bundled,
+    known_arches,
+    parse_rows,
+)
+from archguard.torchbuild import (
+    BundledBuild,
+    TorchBuild,
+    bundled_builds,
+    bundled_torch,
+    parse_builds,
+    parse_torch_version,
+)
 
 Override = tuple[tuple[ArchEntry, ...], str]  # (entries, the variable that gave them)
 
@@ -57,8 +71,8 @@ BUILD_FILES = ("setup.py", "CMakeLists.txt")
 def build_time_notes(project: Project, package: PackageConfig | None) -> tuple[str, ...]:
     """What explain can say before a build about per-extension targets: the arch-specific
     targets the project's build files mention, and what the build will do with them."""
-    if project.pyproject is None and not any((project.root / f).is_file() for f in BUILD_FILES):
-        return ()
+    if not any((project.root / f).is_file() for f in BUILD_FILES):
+        return ()  # no build file here: nothing is built from this directory
     mode = package.hardcoded_arch_specific if package else "keep"
     mentions = []
     for name in BUILD_FILES:
@@ -241,3 +255,42 @@ def gather(query: Query, environ: Mapping[str, str] | None = None) -> Gathered:
         *overrides,
     ]
     return Gathered(settings, toolkit, torch, shown, warnings)
+
+
+def _table(path: str, option: str) -> object:
+    source = f"{path} (from {option})"
+    text = read_yaml_text(Path(path), source, ConfigError, "table")
+    return load_plain_yaml(text, source, ConfigError)
+
+
+def toolkit_facts(cuda: CudaVersion, toolkits: str | None = None) -> Toolkit:
+    """The toolkit row for ``cuda``: bundled, or from a farm's toolkits.yml (``--toolkits``)."""
+    if toolkits is None:
+        return bundled_toolkit(cuda)
+    try:
+        rows = parse_rows(_table(toolkits, "--toolkits"), f"{toolkits} (from --toolkits)")
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(
+            f"{toolkits} (from --toolkits) is not a toolkits.yml table ({exc}); see "
+            "defaults/toolkits.yml for the form."
+        ) from None
+    if cuda not in rows:
+        known = ", ".join(v.text for v in sorted(rows)) or "none"
+        raise UnknownToolkit(
+            f"{toolkits} (from --toolkits) has no CUDA {cuda.text} (it has {known})."
+        )
+    return rows[cuda].toolkit
+
+
+def torch_facts(builds: str | None = None) -> tuple[BundledBuild, ...]:
+    """PyTorch's builds: the bundled torch_builds.yml, or a farm's (``--torch-builds``)."""
+    if builds is None:
+        return bundled_builds()
+    source = f"{builds} (from --torch-builds)"
+    try:
+        return parse_builds(_table(builds, "--torch-builds"), source, source)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ConfigError(
+            f"{source} is not a torch_builds.yml table ({exc}); see "
+            "defaults/torch_builds.yml for the form."
+        ) from None

@@ -17,16 +17,19 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
 from archguard._problems import Problems, closest
-from archguard._yaml import load_plain_yaml
+from archguard._yaml import load_plain_yaml, read_yaml_text
 from archguard.arch import Arch, ArchEntry, parse_arch, parse_arch_list, split_list
 from archguard.cuda import CudaVersion
 from archguard.errors import InvalidArch, PolicyError
 from archguard.toolkit import known_arches
 
 SCHEMA = 1
-TOP_KEYS = ("schema", "rows", "arch_exceptions")
+TOP_KEYS = ("schema", "rows", "arch_exceptions", "derivation")
 ROW_KEYS = ("arch_list", "reason")
 EXCEPTION_KEYS = ("torch", "drop", "reason")
+DERIVATION_KEYS = ("drop", "gap_nets")
+DROP_KEYS = ("arch", "reason")
+GAP_NET_KEYS = ("gap", "arch", "reason")
 
 
 @dataclass(frozen=True)
@@ -48,11 +51,41 @@ class ArchException:
 
 
 @dataclass(frozen=True)
+class DecidedDrop:
+    """An arch the owner decided has no population for this farm (CW-ADR-0012: 5.0)."""
+
+    arch: Arch
+    reason: str
+
+
+@dataclass(frozen=True)
+class GapNet:
+    """Where the PTX net for a major with no cubin (a "major gap") sits, where the owner
+    decided it (CW-ADR-0012 puts the net for the 11.x gap on 9.0, not 10.0)."""
+
+    gap: int
+    arch: Arch
+    reason: str
+
+
+@dataclass(frozen=True)
+class Derivation:
+    """What the ADR's derivation rule needs beyond the facts: the owner's decisions."""
+
+    drops: tuple[DecidedDrop, ...] = ()
+    gap_nets: tuple[GapNet, ...] = ()
+
+    def gap_net(self, major: int) -> GapNet | None:
+        return next((g for g in self.gap_nets if g.gap == major), None)
+
+
+@dataclass(frozen=True)
 class Policy:
     rows: Mapping[str, PolicyRow]
     exceptions: Mapping[str, tuple[ArchException, ...]]
     source: str
     digest: str = ""  # sha256 of the file's text, recorded with every resolution
+    derivation: Derivation = Derivation()
 
     def exceptions_for(self, tag: str) -> tuple[ArchException, ...]:
         return self.exceptions.get(tag, ())
@@ -200,25 +233,57 @@ def parse_policy(data: object, source: str, known: Collection[Arch]) -> Policy:
                 continue
             parsed.append(ArchException(str(tag), spec, drop, reason))
         exceptions[str(tag)] = tuple(parsed)
+    derivation = _derivation(data.get("derivation"), source, known, problems)
     problems.raise_policy_error()
-    return Policy(rows, exceptions, source)
+    return Policy(rows, exceptions, source, derivation=derivation)
+
+
+def _derivation(
+    raw: object, source: str, known: Collection[Arch], problems: _Problems
+) -> Derivation:
+    """The ``derivation:`` section: decided drops and gap nets, each with its reason."""
+    if raw is None:
+        return Derivation()
+    if not isinstance(raw, dict):
+        problems.add("must be a mapping with keys drop, gap_nets", "derivation")
+        return Derivation()
+    problems.check_keys("derivation", raw, DERIVATION_KEYS, ())
+    drops: list[DecidedDrop] = []
+    nets: list[GapNet] = []
+    for key, keys in (("drop", DROP_KEYS), ("gap_nets", GAP_NET_KEYS)):
+        items = raw.get(key, [])
+        if not isinstance(items, list):
+            problems.add(f"must be a list of {{{', '.join(keys)}}} entries", f"derivation.{key}")
+            continue
+        for i, item in enumerate(items):
+            where = f"derivation.{key}[{i}]"
+            if not isinstance(item, dict):
+                problems.add(f"must be a mapping with keys {', '.join(keys)}", where)
+                continue
+            problems.check_keys(where, item, keys, keys)
+            reason = _reason(problems, f"{where}.reason", item.get("reason"))
+            try:
+                arch = parse_arch(str(item.get("arch", "")), f"{source} {where}.arch", known=known)
+            except InvalidArch as exc:
+                problems.add(str(exc), f"{where}.arch")
+                continue
+            if key == "drop":
+                drops.append(DecidedDrop(arch, reason))
+                continue
+            gap = item.get("gap")
+            if not isinstance(gap, int) or isinstance(gap, bool) or not arch.major < gap:
+                problems.add(
+                    f"gap must be the major with no cubin, above the net's arch ({arch}), as "
+                    f"a whole number (e.g. gap: 11), not {gap!r}",
+                    f"{where}.gap",
+                )
+                continue
+            nets.append(GapNet(gap, arch, reason))
+    return Derivation(tuple(drops), tuple(nets))
 
 
 def read_policy_text(path: Path, source: str) -> str:
-    try:
-        if path.stat().st_size > (1 << 20):
-            raise PolicyError(f"policy file {source} is larger than 1 MiB; a policy is ~5 KB")
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise PolicyError(f"policy file {source} does not exist; fix the path") from None
-    except IsADirectoryError:
-        raise PolicyError(f"policy file {source} is a directory; point at the .yml file") from None
-    except UnicodeDecodeError:
-        raise PolicyError(f"policy file {source} is not UTF-8 text") from None
-    except OSError as exc:
-        raise PolicyError(f"policy file {source} cannot be read: {exc.strerror}") from None
-    except ValueError:  # e.g. an embedded NUL byte
-        raise PolicyError(f"policy file {source!r} is not a usable path") from None
+    return read_yaml_text(path, source, PolicyError, "policy file")
 
 
 def load_policy(

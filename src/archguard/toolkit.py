@@ -98,28 +98,37 @@ class ToolkitRow:
     nvcc_list_gpu_arch: tuple[str, ...]
 
 
-@cache
-def bundled_rows() -> dict[CudaVersion, ToolkitRow]:
-    from archguard._data import bundled_yaml  # noqa: PLC0415
+def parse_rows(data: object, source: str) -> dict[CudaVersion, ToolkitRow]:
+    """A toolkits.yml table (bundled, or a farm's for a toolkit not in it) -> rows.
 
-    data = bundled_yaml("toolkits.yml")
-    assert isinstance(data, dict)
+    Raises ``ValueError``/``KeyError``/``TypeError`` on a malformed table; the readers say
+    which file it was.
+    """
+    if not isinstance(data, dict) or not isinstance(data.get("toolkits"), dict):
+        raise ValueError("expected a mapping with a 'toolkits' mapping of CUDA versions")
     rows: dict[CudaVersion, ToolkitRow] = {}
     for key, row in data["toolkits"].items():
-        version = CudaVersion.parse(key, "bundled toolkits.yml")
+        version = CudaVersion.parse(str(key), source)
         toolkit = Toolkit(
             version=version,
             cubins=frozenset(Arch.from_target(n) for n in row["cubins"]),
             ptx=frozenset(Arch.from_target(n) for n in row["ptx"]),
-            source=f"bundled table (toolkits.yml): {row['source']}",
+            source=f"{source}: {row['source']}",
         )
         rows[version] = ToolkitRow(
             toolkit,
-            str(row["ptx_isa"]),
+            str(row.get("ptx_isa", "")),
             tuple(row.get("nvcc_list_gpu_code", ())),
             tuple(row.get("nvcc_list_gpu_arch", ())),
         )
     return rows
+
+
+@cache
+def bundled_rows() -> dict[CudaVersion, ToolkitRow]:
+    from archguard._data import bundled_yaml  # noqa: PLC0415
+
+    return parse_rows(bundled_yaml("toolkits.yml"), "bundled table (toolkits.yml)")
 
 
 def bundled_toolkit(version: tuple[int, int]) -> Toolkit:

@@ -73,31 +73,42 @@ class BundledBuild:
         return self.cuda.tag
 
 
-@cache
-def bundled_builds() -> tuple[BundledBuild, ...]:
-    from archguard._data import bundled_yaml  # noqa: PLC0415
+def parse_builds(
+    data: object, source: str, label: str = "bundled table"
+) -> tuple[BundledBuild, ...]:
+    """A torch_builds.yml table (bundled, or a farm's) -> one BundledBuild per cell.
 
-    data = bundled_yaml("torch_builds.yml")
-    assert isinstance(data, dict)
+    Raises ``ValueError``/``KeyError``/``TypeError`` (or archguard's own errors) on a
+    malformed table; the readers say which file it was.
+    """
+    if not isinstance(data, dict) or not isinstance(data.get("builds"), list):
+        raise ValueError("expected a mapping with a 'builds' list")
     out: list[BundledBuild] = []
     for row in data["builds"]:
-        cuda = CudaVersion.parse(row["tag"], "bundled torch_builds.yml")
-        source = row["source"]
-        if source == "adr":
-            source = "CW-ADR-0012 'What PyTorch itself builds' (snapshot 2026-08)"
+        cuda = CudaVersion.parse(row["tag"], source)
+        origin = row["source"]
+        if origin == "adr":
+            origin = "CW-ADR-0012 'What PyTorch itself builds' (snapshot 2026-08)"
         targets_text = " ".join(
             [row["cubins"]] + [f"compute_{p.replace('.', '')}" for p in row["ptx"].split()]
         )
-        targets = parse_targets(targets_text, "bundled torch_builds.yml", known=known_arches())
+        targets = parse_targets(targets_text, source, known=known_arches())
         for minor in row["torch"]:
             out.append(
                 BundledBuild(
                     cuda,
-                    minor,
-                    TorchBuild(Version(minor), cuda, targets, f"bundled table: {source}"),
+                    str(minor),
+                    TorchBuild(Version(str(minor)), cuda, targets, f"{label}: {origin}"),
                 )
             )
     return tuple(sorted(out, key=lambda b: (b.tag, Version(b.torch))))
+
+
+@cache
+def bundled_builds() -> tuple[BundledBuild, ...]:
+    from archguard._data import bundled_yaml  # noqa: PLC0415
+
+    return parse_builds(bundled_yaml("torch_builds.yml"), "bundled torch_builds.yml")
 
 
 def bundled_torch(cuda: tuple[int, int], version: Version) -> TorchBuild:

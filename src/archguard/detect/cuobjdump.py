@@ -117,6 +117,16 @@ def parse_headers(text: str) -> list[tuple[str, Arch]]:
 
 def combine(listing: list[tuple[str, str]], headers: list[tuple[str, Arch]], where: str) -> Targets:
     """Check both views agree entry by entry; the headers supply the f suffix."""
+    entries = combine_entries(listing, headers, where)
+    cubins = frozenset(a for k, a in entries if k == "elf")
+    ptx = frozenset(a for k, a in entries if k == "ptx")
+    return Targets(cubins, ptx)
+
+
+def combine_entries(
+    listing: list[tuple[str, str]], headers: list[tuple[str, Arch]], where: str
+) -> list[tuple[str, Arch]]:
+    """Every embedded image, in order, as (kind 'elf'|'ptx', arch with its a/f suffix)."""
     if len(listing) != len(headers) or any(
         lk != hk or name.removesuffix("f") != arch.sm.removesuffix("f")
         for (lk, name), (hk, arch) in zip(listing, headers, strict=True)
@@ -125,18 +135,26 @@ def combine(listing: list[tuple[str, str]], headers: list[tuple[str, Arch]], whe
             f"cuobjdump's listing and header dump of {where} disagree ({len(listing)} vs "
             f"{len(headers)} entries); archguard will not guess which is right."
         )
-    cubins = frozenset(a for k, a in headers if k == "elf")
-    ptx = frozenset(a for k, a in headers if k == "ptx")
-    return Targets(cubins, ptx)
+    return headers
 
 
-def read_binary(path: Path, cuobjdump: str) -> Embedded:
+def read_entries(path: Path, cuobjdump: str) -> list[tuple[str, Arch]] | None:
+    """Every image embedded in a binary (kind, arch), or None when it has no device code."""
     listed = _run([cuobjdump, "--list-elf", "--list-ptx", str(path)])
     if NO_DEVICE_CODE in listed.stderr:
-        return Embedded(None)
+        return None
     if listed.returncode != 0 and not parse_listing(listed.stdout):
         raise BinaryReadError(
             f"cuobjdump could not read {path}: {(listed.stderr or listed.stdout).strip()[:300]}"
         )
     headers = _run([cuobjdump, str(path)])
-    return Embedded(combine(parse_listing(listed.stdout), parse_headers(headers.stdout), str(path)))
+    return combine_entries(parse_listing(listed.stdout), parse_headers(headers.stdout), str(path))
+
+
+def read_binary(path: Path, cuobjdump: str) -> Embedded:
+    entries = read_entries(path, cuobjdump)
+    if entries is None:
+        return Embedded(None)
+    cubins = frozenset(a for k, a in entries if k == "elf")
+    ptx = frozenset(a for k, a in entries if k == "ptx")
+    return Embedded(Targets(cubins, ptx))
