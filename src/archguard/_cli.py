@@ -175,7 +175,12 @@ def cmd_explain(args: argparse.Namespace) -> int:
         record["build_time"] = list(gathered.settings.build_time)
         _write(dumps(record))
     else:
-        _write(explain_text(res, gathered.shown, warnings, why, gathered.settings.build_time))
+        build_time = gathered.settings.build_time
+        if build_time and res.ok:
+            from archguard.inputs import parallel_preview  # noqa: PLC0415
+
+            build_time = (*build_time, parallel_preview(gathered.settings, res, os.environ))
+        _write(explain_text(res, gathered.shown, warnings, why, build_time))
     if not res.ok:
         try:
             res.require_cubins()

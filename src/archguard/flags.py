@@ -381,3 +381,21 @@ def arch_specific_mentions(text: str) -> list[tuple[int, str]]:
         for number, line in enumerate(text.splitlines(), 1)
         for match in _MENTION.finditer(line)
     ]
+
+
+_THREADS = re.compile(r"^(?:--threads|-t)(?:=?([0-9]+))?$")
+
+
+def threads_flag(args: Sequence[str]) -> tuple[int, str] | None:
+    """The ``--threads N`` / ``-t N`` a package puts on its nvcc line: (N, as written)."""
+    for i, token in enumerate(args):
+        match = _THREADS.match(token)
+        if not match:
+            continue
+        value = match[1]
+        written = token
+        if value is None and i + 1 < len(args) and args[i + 1].isdigit():
+            value, written = args[i + 1], f"{token} {args[i + 1]}"
+        if value is not None:
+            return int(value), written
+    return None

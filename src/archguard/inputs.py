@@ -294,3 +294,47 @@ def torch_facts(builds: str | None = None) -> tuple[BundledBuild, ...]:
             f"{source} is not a torch_builds.yml table ({exc}); see "
             "defaults/torch_builds.yml for the form."
         ) from None
+
+
+_SKIP = {".git", "build", "dist", ".venv", "venv", "node_modules", "__pycache__"}
+
+
+def count_sources(root: Path, limit: int = 20000) -> tuple[int, int]:
+    """(.cu, C/C++) files under a project (bounded walk, build dirs skipped): what explain
+    can know before a build about its compile jobs."""
+    cu = cxx = seen = 0
+    for _, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in _SKIP and not d.startswith(".")]
+        for name in files:
+            cu += name.endswith(".cu")
+            cxx += name.endswith((".c", ".cc", ".cpp", ".cxx"))
+        seen += len(files)
+        if seen > limit:
+            break
+    return cu, cxx
+
+
+def parallel_preview(settings: Settings, res: Resolution, environ: Mapping[str, str]) -> str:
+    """What a build here would choose for nvcc --threads and parallel jobs (explain)."""
+    from archguard.detect.machine import detect_machine  # noqa: PLC0415
+    from archguard.flags import gencode_flags  # noqa: PLC0415
+    from archguard.parallel import Decided, Workload, choose  # noqa: PLC0415
+
+    cu, cxx = count_sources(settings.project.root)
+    package = settings.package
+    jobs = threads = None
+    if (environ.get("MAX_JOBS") or "").isdigit():
+        jobs = Decided(int(environ["MAX_JOBS"]), "MAX_JOBS")
+    elif package is not None and package.max_jobs:
+        jobs = Decided(package.max_jobs, f"{package.source} max_jobs")
+    if (environ.get("NVCC_THREADS") or "").isdigit():
+        threads = Decided(int(environ["NVCC_THREADS"]), "NVCC_THREADS")
+    elif package is not None and package.nvcc_threads:
+        threads = Decided(package.nvcc_threads, f"{package.source} nvcc_threads")
+    choice = choose(
+        detect_machine(), Workload(cu, cxx, len(gencode_flags(res.effective))), jobs, threads
+    )
+    return (
+        f"Build parallelism here: {choice.summary}, from {choice.why} (sources counted under "
+        f"{settings.project.root}; a --threads on the package's own nvcc line would win)."
+    )

@@ -111,7 +111,7 @@ def explain_text(
             f"({res.torch.label} itself cannot run on these, whatever the wheel holds)", 14, ""
         )
     if build_time:
-        out += ["", "Per extension (decided at build time)"]
+        out += ["", "Decided at build time"]
         for line in build_time:
             out += _wrap(line, 4, "  - ")
     notes = [*res.notes, *warnings]

@@ -26,7 +26,8 @@ from archguard._integration.common import announce_once, project_root, say
 from archguard._integration.session import Session, session_for, setup_error
 from archguard.config import ENV_ENABLE, env_disabled, env_enabled
 from archguard.errors import ArchguardError
-from archguard.flags import plan_extension
+from archguard.flags import plan_extension, threads_flag
+from archguard.parallel import Choice, Decided, Workload, choose
 from archguard.record import resolution_record, write_record
 from archguard.report import extension_lines
 
@@ -96,6 +97,50 @@ def _variables(values: dict[str, str | None]) -> Iterator[None]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+CXX_SUFFIXES = (".c", ".cc", ".cpp", ".cxx")
+
+
+def _decided(name: str, value: str | None, origin: str) -> Decided | None:
+    if value is None or not value.strip():
+        return None
+    if not value.strip().isdigit() or int(value) < 1:
+        say(f"warning: {name}={value!r} is not a positive whole number; archguard ignores it")
+        return None
+    return Decided(int(value), origin)
+
+
+def choose_parallelism(
+    session: Session, cuda: list[Any], plans: dict[str, tuple[dict[str, list[str]], int]]
+) -> Choice:
+    """nvcc --threads and the parallel jobs for this build, unless the user, the package or
+    its [tool.archguard] decided (MAX_JOBS, NVCC_THREADS, --threads on its nvcc line)."""
+    from archguard.detect.machine import detect_machine  # noqa: PLC0415
+
+    package = session.package
+    jobs = _decided("MAX_JOBS", os.environ.get("MAX_JOBS"), "MAX_JOBS")
+    if jobs is None and package is not None and package.max_jobs:
+        jobs = Decided(package.max_jobs, f"{package.source} max_jobs")
+    threads = None
+    for name, (args, _) in plans.items():
+        found = threads_flag(args.get("nvcc", []))
+        if found is not None:
+            threads = Decided(found[0], f"extension {name}'s nvcc flags ({found[1]!r})")
+            break
+    if threads is None:
+        threads = _decided("NVCC_THREADS", os.environ.get("NVCC_THREADS"), "NVCC_THREADS")
+    if threads is None and package is not None and package.nvcc_threads:
+        threads = Decided(package.nvcc_threads, f"{package.source} nvcc_threads")
+    sources = [str(s) for e in cuda for s in getattr(e, "sources", ())]
+    work = Workload(
+        cuda_sources=sum(s.endswith(".cu") for s in sources),
+        cxx_sources=sum(s.endswith(CXX_SUFFIXES) for s in sources),
+        targets=max(
+            (n for _, n in plans.values()), default=len(session.resolution.targets.names())
+        ),
+    )
+    return choose(detect_machine(), work, jobs, threads)
 
 
 def _build_variables(session: Session) -> dict[str, str | None]:
@@ -198,33 +243,51 @@ def archguard_build(cmd: Any) -> Iterator[None]:
         return
     res = session.resolution
     torch_cmd = is_torch_build_extension(type(cmd))
+    planned: list[tuple[Any, dict[str, list[str]], Any]] = []
+    for ext in cuda:
+        if not _has_cuda_sources(ext):
+            session.extensions[ext.name] = session.unseen_record(
+                ext.name, _extension_file(cmd, ext)
+            )
+            continue
+        args = _nvcc_arg_lists(cmd, ext, torch_cmd)
+        if args is None:
+            session.extensions[ext.name] = session.unseen_record(
+                ext.name, _extension_file(cmd, ext)
+            )
+            continue
+        keys = {k: args[k] for k in NVCC_KEYS if k in args}
+        try:
+            plan = plan_extension(ext.name, keys, res, session.arch_specific)
+        except ArchguardError as exc:
+            raise setup_error(exc) from None
+        planned.append((ext, args, plan))
+    choice = choose_parallelism(
+        session, cuda, {ext.name: (args, len(plan.gencode)) for ext, args, plan in planned}
+    )
+    say(f"parallel: {choice.summary}: {choice.why}")
+    session.parallel = {  # (the machine's free memory varies: it stays in the log)
+        "jobs": choice.jobs,
+        "jobs_from": choice.jobs_from,
+        "threads": choice.threads,
+        "threads_from": choice.threads_from,
+    }
+    variables = _build_variables(session)
+    if choice.jobs_from == "chosen":
+        variables["MAX_JOBS"] = str(choice.jobs)
     saved: list[tuple[Any, Any]] = []
     started = time.time()
     try:
-        with _variables(_build_variables(session)):
-            for ext in cuda:
-                if not _has_cuda_sources(ext):
-                    session.extensions[ext.name] = session.unseen_record(
-                        ext.name, _extension_file(cmd, ext)
-                    )
-                    continue
-                args = _nvcc_arg_lists(cmd, ext, torch_cmd)
-                if args is None:
-                    session.extensions[ext.name] = session.unseen_record(
-                        ext.name, _extension_file(cmd, ext)
-                    )
-                    continue
-                keys = {k: args[k] for k in NVCC_KEYS if k in args}
-                try:
-                    plan = plan_extension(ext.name, keys, res, session.arch_specific)
-                except ArchguardError as exc:
-                    raise setup_error(exc) from None
-                for key in keys:
+        with _variables(variables):
+            for ext, args, plan in planned:
+                for key in plan.args:
                     for line in plan.per_key[key]["dropped"]:
                         say(f"warning: {line}")
                     for line in plan.per_key[key]["replaced"]:
                         say(line)
                     args[key] = plan.args[key]
+                if threads_flag(args["nvcc"]) is None:
+                    args["nvcc"] = [*args["nvcc"], "--threads", str(choice.threads)]
                 saved.append((ext, ext.extra_compile_args))
                 ext.extra_compile_args = args
                 say(f"extension {ext.name}: nvcc gets {' '.join(plan.gencode)}")

@@ -32,6 +32,7 @@ class Session:
     replaced: dict[str, str] = field(default_factory=dict)  # variable -> pre-set value
     extensions: dict[str, dict[str, object]] = field(default_factory=dict)
     verified: list[dict[str, object]] = field(default_factory=list)
+    parallel: dict[str, object] = field(default_factory=dict)
 
     @property
     def arch_specific(self) -> str:
@@ -81,6 +82,7 @@ class Session:
             "cudaarchs": self.cudaarchs,
             "replaced_cudaarchs": self.replaced.get("CUDAARCHS"),
             "extensions": list(self.extensions.values()),
+            "parallel": self.parallel,
             "verified": self.verified,
         }
 

@@ -1,0 +1,113 @@
+"""archguard.parallel and archguard.detect.machine: the choice at the edges the issue names,
+with the machine given as data; and the cgroup / meminfo parsers on real file formats."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from archguard.detect.machine import (
+    detect_machine,
+    parse_cfs,
+    parse_cpu_max,
+    parse_memory_limit,
+    parse_meminfo,
+)
+from archguard.flags import threads_flag
+from archguard.parallel import GIB, Decided, Machine, Workload, choose
+
+
+def machine(cores: int, gib: float) -> Machine:
+    return Machine(cores, "test", int(gib * GIB), "test")
+
+
+EDGES = [
+    # (what, cores, GiB, cuda, cxx, targets, decided jobs, decided threads, jobs, threads)
+    ("1 core", 1, 24, 2, 1, 8, None, None, 1, 1),
+    ("2 cores, the benchmark's extension", 2, 24, 2, 1, 8, None, None, 2, 2),
+    ("64 cores with 8 GiB: memory bounds it", 64, 8, 4, 1, 8, None, None, 2, 1),
+    ("64 cores with 8 GiB, one .cu", 64, 8, 1, 0, 8, None, None, 1, 2),
+    ("one .cu with 6 targets on 16 cores", 16, 128, 1, 0, 6, None, None, 1, 6),
+    ("one .cu with 6 targets and a binding on 2 cores", 2, 24, 1, 1, 6, None, None, 2, 2),
+    ("30 .cu files with 1 target on 16 cores", 16, 128, 30, 0, 1, None, None, 16, 1),
+    ("30 .cu files with 1 target on 2 cores", 2, 24, 30, 0, 1, None, None, 2, 1),
+    ("a package that already passes --threads 4, 16 cores", 16, 128, 4, 1, 8, None, 4, 5, 4),
+    ("a package that already passes --threads 4, 2 cores", 2, 24, 2, 1, 8, None, 4, 1, 4),
+    ("MAX_JOBS=1 set by the user, 2 cores", 2, 24, 2, 1, 8, 1, None, 1, 2),
+    ("MAX_JOBS=1 and NVCC_THREADS=1: nothing chosen", 8, 64, 2, 1, 8, 1, 1, 1, 1),
+]
+
+
+@pytest.mark.parametrize("case", EDGES, ids=[c[0] for c in EDGES])
+def test_the_choice_at_the_edges(case: tuple) -> None:  # type: ignore[type-arg]
+    _, cores, gib, cu, cxx, targets, jobs, threads, want_jobs, want_threads = case
+    choice = choose(
+        machine(cores, gib),
+        Workload(cu, cxx, targets),
+        Decided(jobs, "MAX_JOBS") if jobs else None,
+        Decided(threads, "the package's nvcc flags") if threads else None,
+    )
+    assert (choice.jobs, choice.threads) == (want_jobs, want_threads)
+    # what someone decided always wins, and says who
+    if jobs:
+        assert choice.jobs == jobs and choice.jobs_from == "set by MAX_JOBS"
+    if threads:
+        assert choice.threads == threads and "package" in choice.threads_from
+    # never more compiler threads than memory holds (3 GiB each), unless someone decided
+    if not jobs and not threads:
+        assert choice.jobs * choice.threads <= max(1, int(gib // 3)) or choice.jobs == 1
+
+
+def test_the_reason_names_every_input() -> None:
+    choice = choose(machine(2, 24), Workload(2, 1, 8))
+    assert choice.why == (
+        "2 cores (test), 24.0 GiB memory (test: room for 8 compiler threads at 3 GiB each), "
+        "2 CUDA and 1 C++ source, 8 targets per CUDA compile"
+    )
+    assert choice.summary == "2 parallel compile jobs (chosen), nvcc --threads 2 (chosen)"
+
+
+@pytest.mark.parametrize(
+    ("args", "found"),
+    [
+        (["-O2", "--threads", "4"], (4, "--threads 4")),
+        (["--threads=8"], (8, "--threads=8")),
+        (["-t", "2"], (2, "-t 2")),
+        (["-t4"], (4, "-t4")),
+        (["-O2", "-Xptxas=-v"], None),
+        (["--threads"], None),
+    ],
+)
+def test_threads_flag(args: list[str], found: tuple[int, str] | None) -> None:
+    assert threads_flag(args) == found
+
+
+def test_cgroup_and_meminfo_parsers() -> None:
+    assert parse_cpu_max("200000 100000\n") == 2.0
+    assert parse_cpu_max("150000 100000") == 1.5
+    assert parse_cpu_max("max 100000") is None
+    assert parse_cfs("-1", "100000") is None and parse_cfs("400000\n", "100000\n") == 4.0
+    assert parse_meminfo("MemTotal: 100 kB\nMemAvailable:   2048 kB\n") == 2048 * 1024
+    assert parse_memory_limit("max") is None
+    assert parse_memory_limit("9223372036854771712") is None  # v1 "no limit"
+    assert parse_memory_limit(str(8 * GIB), str(2 * GIB)) == 6 * GIB
+
+
+def test_detect_machine_reads_a_cgroup_tree(tmp_path: Path) -> None:
+    """A container with 16 CPUs in its affinity, a 3.5-CPU quota and a 6 GiB limit."""
+    cg = tmp_path / "sys" / "fs" / "cgroup"
+    cg.mkdir(parents=True)
+    (cg / "cpu.max").write_text("350000 100000\n")
+    (cg / "memory.max").write_text(f"{6 * GIB}\n")
+    (cg / "memory.current").write_text(f"{1 * GIB}\n")
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc" / "meminfo").write_text(f"MemAvailable: {100 * 1024 * 1024} kB\n")
+    found = detect_machine(tmp_path, affinity=lambda: 16)
+    assert found.cores == 3 and "cgroup quota 3.5" in found.cores_from
+    assert found.memory == 5 * GIB and found.memory_from == "cgroup memory limit"
+
+
+def test_detect_machine_on_this_machine_is_sane() -> None:
+    found = detect_machine()
+    assert found.cores >= 1 and found.memory > 0
