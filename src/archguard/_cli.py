@@ -98,6 +98,16 @@ def main_parser() -> argparse.ArgumentParser:
     p.add_argument("--cuobjdump", metavar="PATH")
     p.add_argument("--format", choices=("text", "json"), default="text")
 
+    p = sub.add_parser(
+        "lint", help="find __CUDA_ARCH__-guarded code a served device runs compiled out"
+    )
+    p.add_argument(
+        "paths", nargs="*", metavar="PATH", type=Path, help="default: the project's .cu files"
+    )
+    p.add_argument("-I", dest="include", action="append", default=[], type=Path, metavar="DIR")
+    _add_inputs(p)
+    p.add_argument("--format", choices=("text", "json"), default="text")
+
     p = sub.add_parser("check-policy", help="validate a policy file")
     p.add_argument("file", nargs="?", help="default: ARCHGUARD_POLICY or the bundled policy")
 
@@ -244,6 +254,22 @@ def cmd_probe_torch(args: argparse.Namespace) -> int:
     return EXIT_OK if ok or not args.check else EXIT_FAIL
 
 
+def cmd_lint(args: argparse.Namespace) -> int:
+    from archguard.lint import include_dirs_of, lint_paths, path_sources, project_sources, render  # noqa: PLC0415
+
+    gathered = gather(_query(args))
+    for warning in _environment_notes(gathered.warnings):
+        print(f"archguard: warning: {warning}", file=sys.stderr)
+    res = gathered.resolve().require_cubins()
+    project = args.project.resolve()
+    roots = path_sources(args.paths) if args.paths else project_sources(project)
+    inside = [project, *args.include, *(p if p.is_dir() else p.parent for p in args.paths)]
+    include_dirs = [*args.include, *include_dirs_of(project)]
+    report = lint_paths(roots, include_dirs, inside, res.targets, res.toolkit, res.torch.targets)
+    _write(render(report, res.tag, args.format, base=project))
+    return EXIT_OK if report.ok else EXIT_FAIL
+
+
 def cmd_check_policy(args: argparse.Namespace) -> int:
     from archguard.inputs import choose_policy  # noqa: PLC0415
 
@@ -294,6 +320,7 @@ COMMANDS = {
     "list": cmd_list,
     "env": cmd_env,
     "derive": cmd_derive,
+    "lint": cmd_lint,
     "probe-torch": cmd_probe_torch,
     "check-policy": cmd_check_policy,
     "matrix": cmd_matrix,
