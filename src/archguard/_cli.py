@@ -139,6 +139,14 @@ def main_parser() -> argparse.ArgumentParser:
     p.add_argument("--project", type=Path, default=None, metavar="DIR")
     p.add_argument("--policy", metavar="FILE")
     p.add_argument("--cuobjdump", metavar="PATH", help="cuobjdump to use")
+    p.add_argument(
+        "--stubs",
+        action="store_true",
+        help="also classify every kernel in every image (needs nvdisasm): real, empty or trap",
+    )
+    p.add_argument(
+        "--fail-on-stubs", action="store_true", help="exit 1 when a served device runs a stub"
+    )
     p.add_argument("--format", choices=("text", "json"), default="text")
     return parser
 
@@ -310,9 +318,24 @@ def cmd_verify(args: argparse.Namespace) -> int:
         else None
     )
     given = given_expectation(args.arch_list, query)
-    report = verdict(check(args.paths, cuobjdump, given), args.paths)
+    nvdisasm = None
+    if args.stubs or args.fail_on_stubs:
+        from archguard.detect.sass import find_nvdisasm  # noqa: PLC0415
+        from archguard.errors import NvdisasmNotFound  # noqa: PLC0415
+
+        nvdisasm = find_nvdisasm(near=cuobjdump)
+        if nvdisasm is None:
+            raise NvdisasmNotFound(
+                "verify --stubs disassembles every cubin (cuobjdump -sass), which needs "
+                "nvdisasm, and none was found (looked at NVDISASM_PATH, PATH, CUDA_HOME/bin, "
+                "beside cuobjdump, and the nvidia-cuda-nvdisasm package). Install it with "
+                "`pip install nvidia-cuda-nvdisasm`."
+            )
+    results = check(args.paths, cuobjdump, given, nvdisasm)
+    report = verdict(results, args.paths)
     _write(render(report, args.format))
-    return EXIT_OK if report.ok else EXIT_FAIL
+    stubbed = args.fail_on_stubs and any(r.stubs and r.stubs.findings for r in results)
+    return EXIT_OK if report.ok and not stubbed else EXIT_FAIL
 
 
 COMMANDS = {

@@ -146,6 +146,18 @@ class CuobjdumpNotFound(ArchguardError):
     code = "cuobjdump-missing"
 
 
+class NvdisasmNotFound(ArchguardError):
+    """``verify --stubs`` needs nvdisasm (``cuobjdump -sass``) and found none."""
+
+    code = "nvdisasm-missing"
+
+
+class StubHazard(ArchguardError):
+    """The lint found guarded code a served device runs compiled out, and ``lint = "error"``."""
+
+    code = "stub-hazard"
+
+
 class BinaryReadError(ArchguardError):
     """``verify`` could not read a wheel, a shared object or cuobjdump's answer."""
 
@@ -170,5 +182,7 @@ ALL_ERRORS: tuple[type[ArchguardError], ...] = (
     BuildVerifyFailed,
     NotRepresentable,
     CuobjdumpNotFound,
+    NvdisasmNotFound,
+    StubHazard,
     BinaryReadError,
 )

@@ -20,9 +20,13 @@ from pathlib import Path, PurePosixPath
 from archguard.arch import Targets, parse_arch_list
 from archguard.coverage import Device, Tier, coverage
 from archguard.detect.cuobjdump import read_binary
+from archguard.detect.sass import demangle, read_kernels
 from archguard.errors import BinaryReadError
 from archguard.inputs import Query, gather
 from archguard.record import RECORD_NAME, RecordedTargets, is_record_name, read_record
+from archguard.stubs import StubReport
+from archguard.stubs import analyse as analyse_stubs
+from archguard.stubs import lines as stub_lines
 from archguard.toolkit import known_arches
 
 VERIFY_SCHEMA = "archguard.verify/1"
@@ -40,6 +44,7 @@ class Checked:
     label: str
     expected: Expectation | None
     found: Targets | None  # None: no device code
+    stubs: StubReport | None = None  # with --stubs
 
     @property
     def missing(self) -> list[str]:
@@ -171,24 +176,39 @@ def given_expectation(arch_list: str | None, query: Query | None = None) -> Expe
     return None
 
 
-def check(paths: Sequence[Path], cuobjdump: str, given: Expectation | None = None) -> list[Checked]:
+def check(
+    paths: Sequence[Path],
+    cuobjdump: str,
+    given: Expectation | None = None,
+    nvdisasm: str | None = None,
+) -> list[Checked]:
     """Read every CUDA binary under ``paths`` and pair it with what it should hold."""
     with tempfile.TemporaryDirectory(prefix="archguard-verify-") as tmp:
         found = [
             (label, path, given or recorded)
             for label, path, recorded in _iter_paths(list(paths), Path(tmp))
         ]
-        return check_binaries(found, cuobjdump)
+        return check_binaries(found, cuobjdump, nvdisasm)
 
 
 def check_binaries(
-    binaries: Sequence[tuple[str, Path, Expectation | None]], cuobjdump: str
+    binaries: Sequence[tuple[str, Path, Expectation | None]],
+    cuobjdump: str,
+    nvdisasm: str | None = None,
 ) -> list[Checked]:
-    """Read each binary with cuobjdump and pair it with what it should hold."""
-    return [
-        Checked(label, expected, read_binary(path, cuobjdump).targets)
-        for label, path, expected in binaries
-    ]
+    """Read each binary with cuobjdump and pair it with what it should hold; with
+    ``nvdisasm``, also classify every kernel in every image (stubs)."""
+    out = []
+    for label, path, expected in binaries:
+        found = read_binary(path, cuobjdump).targets
+        stubs = None
+        if nvdisasm is not None and found is not None:
+            images = read_kernels(path, cuobjdump, nvdisasm)
+            by_arch = {(img.arch, img.ptx): kernels for img, kernels in images.items()}
+            mangled = sorted({k for kernels in images.values() for k in kernels})
+            stubs = analyse_stubs(by_arch, demangle(mangled))
+        out.append(Checked(label, expected, found, stubs))
+    return out
 
 
 def _tiers(found: Targets) -> dict[str, list[str]]:
@@ -249,6 +269,7 @@ def render(report: Report, fmt: str) -> str:
                             "left_dead": [d.cc_text for d in r.left_dead],
                             "ok": r.ok and (r.found is None or r.expected is not None),
                             "coverage": _tiers(r.found) if r.found else None,
+                            "stubs": _stubs_json(r.stubs) if r.stubs is not None else None,
                         }
                         for r in results
                     ],
@@ -277,6 +298,8 @@ def render(report: Report, fmt: str) -> str:
             out.append("  OK         exactly the expected cubins and PTX")
         for tier, items in _tiers(r.found).items():
             out.append(f"  {tier:<10} {', '.join(items) or 'none'}")
+        if r.stubs is not None:
+            out += stub_lines(r.stubs)
     out.append("")
     for p in problems:
         out.append(f"problem: {p}")
@@ -287,3 +310,24 @@ def render(report: Report, fmt: str) -> str:
         f"{'y' if checked == 1 else 'ies'} checked, {bad} with differences)"
     )
     return "\n".join(out) + "\n"
+
+
+def _stubs_json(report: StubReport) -> dict[str, object]:
+    return {
+        "kernels": [
+            {"kernel": k.name, "images": dict(k.kinds)}
+            for k in report.kernels
+            if k.mixed or k.stub_everywhere
+        ],
+        "findings": [
+            {
+                "kernel": f.kernel,
+                "device": f.device.cc_text,
+                "image": f.image,
+                "kind": f.kind,
+                "real_in": list(f.real_in),
+                "fix": str(f.fix),
+            }
+            for f in report.findings
+        ],
+    }

@@ -1,0 +1,196 @@
+"""Reading the kernels inside a binary: per image (each cubin's SASS, each PTX), per kernel,
+is the body real work, empty, or a trap?
+
+``cuobjdump -sass`` needs ``nvdisasm`` (from the ``nvidia-cuda-nvdisasm`` package or the
+toolkit; found as ``NVDISASM_PATH``, ``PATH``, ``CUDA_HOME/bin``, beside cuobjdump, or in this
+Python's ``nvidia`` packages). A stub's SASS (nvcc 13.0, ``#if __CUDA_ARCH__ >= 890 ... #else
+#endif`` compiled for ``sm_86``) is ``MOV R1, c[0x0][0x28]; EXIT; BRA`` and nothing else; with
+``__trap()`` in the fallback it is ``MOV R1 ...; BPT.TRAP 0x1; BRA``; an ``assert`` or a
+``printf`` fallback calls out (``CALL.ABS.NOINC``) and touches no global memory.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from archguard.arch import Arch
+from archguard.errors import BinaryReadError
+
+TIMEOUT_S = 600
+REAL, EMPTY, TRAP = "real", "empty", "trap"
+
+_HEADER = re.compile(r"^Fatbin (elf|ptx) code:")
+_ARCH = re.compile(r"^arch = (sm_[0-9]{2,3}[af]?)\s*$")
+_FUNCTION = re.compile(r"^\s*Function\s*:\s*(\S+)")
+_INSTRUCTION = re.compile(r"^\s*/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[0-9T]+\s+)?([A-Z][A-Z0-9_.]*)")
+# Instructions that do the kernel's work on memory it shares with the host or other threads.
+_MEMORY = re.compile(
+    r"^(LDG|STG|LDS|STS|LD|ST|ATOM|ATOMG|ATOMS|RED|REDG|LDGSTS|LDGDEPBAR|UTMA|UBLKCP|UTMALDG|"
+    r"UTMASTG|SYNCS|HMMA|IMMA|DMMA|HGMMA|UTCHMMA|UTCQMMA|UTCMMA|SUST|SULD|TEX|TLD|TXQ)\b"
+)
+_PTX_ENTRY = re.compile(r"^\.(?:visible|weak)?\s*\.entry\s+([A-Za-z_$][\w$]*)")
+_PTX_MEMORY = re.compile(
+    r"\b(?:ld|st|atom|red|cp\.async|wgmma|mma|tex|suld|sust)\.(?!local\b|param\b)"
+)
+
+
+def find_nvdisasm(environ: Mapping[str, str] | None = None, near: str | None = None) -> str | None:
+    env = os.environ if environ is None else environ
+    candidates: list[Path] = []
+    if env.get("NVDISASM_PATH"):
+        candidates.append(Path(env["NVDISASM_PATH"]))
+    found = shutil.which("nvdisasm", path=env.get("PATH"))
+    if found:
+        candidates.append(Path(found))
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        if env.get(var):
+            candidates.append(Path(env[var], "bin", "nvdisasm"))
+    if near:
+        candidates.append(Path(near).parent / "nvdisasm")
+    candidates.append(Path("/usr/local/cuda/bin/nvdisasm"))
+    spec = importlib.util.find_spec("nvidia")
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        candidates += sorted(Path(location).glob("cu*/bin/nvdisasm"), reverse=True)
+    for candidate in candidates:
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    return None
+
+
+@dataclass(frozen=True)
+class Image:
+    """One image in a binary: a cubin (``sm_86``) or PTX (``compute_90``)."""
+
+    arch: Arch
+    ptx: bool
+
+    @property
+    def name(self) -> str:
+        return self.arch.compute if self.ptx else self.arch.sm
+
+
+def classify_sass(opcodes: list[str]) -> str:
+    if any(_MEMORY.match(op) for op in opcodes):
+        return REAL
+    if any(op.startswith("BPT.TRAP") or op.startswith("CALL") for op in opcodes):
+        return TRAP
+    return EMPTY
+
+
+def classify_ptx(body: str) -> str:
+    if _PTX_MEMORY.search(body):
+        return REAL
+    if re.search(r"\btrap\s*;|\bcall\b|\bbrkpt\b", body):
+        return TRAP
+    return EMPTY
+
+
+def parse_sass(text: str) -> dict[Image, dict[str, str]]:
+    """``cuobjdump -sass`` -> {cubin: {mangled function: kind}}."""
+    out: dict[Image, dict[str, list[str]]] = {}
+    arch: Arch | None = None
+    function: str | None = None
+    for raw in text.splitlines():
+        line = raw.strip()
+        if _HEADER.match(line):
+            arch, function = None, None
+            continue
+        match = _ARCH.match(line)
+        if match:
+            arch = Arch.from_target(match[1])
+            continue
+        match = _FUNCTION.match(raw)
+        if match and arch is not None:
+            function = match[1]
+            out.setdefault(Image(arch, False), {}).setdefault(function, [])
+            continue
+        match = _INSTRUCTION.match(raw)
+        if match and arch is not None and function is not None:
+            out[Image(arch, False)][function].append(match[1])
+    return {img: {f: classify_sass(ops) for f, ops in fns.items()} for img, fns in out.items()}
+
+
+def parse_ptx(text: str) -> dict[Image, dict[str, str]]:
+    """``cuobjdump -ptx`` -> {PTX image: {mangled entry: kind}}."""
+    out: dict[Image, dict[str, str]] = {}
+    arch: Arch | None = None
+    in_ptx = False
+    entry: str | None = None
+    body: list[str] = []
+    for raw in text.splitlines():
+        line = raw.strip()
+        header = _HEADER.match(line)
+        if header:
+            in_ptx, arch = header[1] == "ptx", None
+            continue
+        match = _ARCH.match(line)
+        if match:
+            arch = Arch.from_target(match[1]).plain
+            continue
+        if not in_ptx or arch is None:
+            continue
+        match = _PTX_ENTRY.match(line)
+        if match:
+            entry, body = match[1], []
+            continue
+        if entry is not None:
+            if line == "}":
+                out.setdefault(Image(arch, True), {})[entry] = classify_ptx("\n".join(body))
+                entry = None
+            else:
+                body.append(line)
+    return out
+
+
+def read_kernels(path: Path, cuobjdump: str, nvdisasm: str) -> dict[Image, dict[str, str]]:
+    """Every image's kernels and their kinds (cubins via nvdisasm, PTX as text)."""
+    env = {**os.environ, "PATH": f"{Path(nvdisasm).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    out: dict[Image, dict[str, str]] = {}
+    for flag, parse in (("-sass", parse_sass), ("-ptx", parse_ptx)):
+        try:
+            proc = subprocess.run(
+                [cuobjdump, flag, str(path)],
+                capture_output=True,
+                text=True,
+                timeout=TIMEOUT_S,
+                check=False,
+                env=env,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise BinaryReadError(f"`{cuobjdump} {flag} {path}` could not run: {exc}") from None
+        if proc.returncode != 0 and "does not contain device code" not in proc.stderr:
+            if flag == "-ptx" and "No PTX" in (proc.stderr + proc.stdout):
+                continue
+            raise BinaryReadError(
+                f"`cuobjdump {flag} {path}` failed: {(proc.stderr or proc.stdout).strip()[:300]}"
+            )
+        for image, kernels in parse(proc.stdout).items():
+            out.setdefault(image, {}).update(kernels)
+    return out
+
+
+def demangle(names: list[str]) -> dict[str, str]:
+    """Mangled -> readable names with ``c++filt`` (or ``cu++filt``); unchanged without one."""
+    tool = shutil.which("c++filt") or shutil.which("cu++filt")
+    if not tool or not names:
+        return {n: n for n in names}
+    try:
+        proc = subprocess.run(
+            [tool],
+            input="\n".join(names) + "\n",
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return {n: n for n in names}
+    lines = proc.stdout.splitlines()
+    return {n: (lines[i] if i < len(lines) and lines[i] else n) for i, n in enumerate(names)}

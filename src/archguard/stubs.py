@@ -1,0 +1,148 @@
+"""Stub kernels in a built binary: a kernel that is real in one image and an empty or
+trapping stub in the image some served device loads (``verify --stubs``).
+
+This is what no reading of the source can see: guards inside third-party headers,
+``if constexpr`` on the arch, ``NV_IF_TARGET``, templates. The binary cannot say where a
+guard's threshold lies between two images, so a device that runs a stub compiled for a
+lower arch, where a higher image of the same kernel is real, is a (possible) finding; the
+source lint (``archguard lint``) names the guard. Pure: the kernels come from
+:mod:`archguard.detect.sass`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from archguard.arch import Arch
+from archguard.coverage import Device, chosen_cubin, chosen_ptx, known_devices
+
+REAL = "real"
+
+
+@dataclass(frozen=True)
+class Kernel:
+    name: str  # demangled
+    kinds: tuple[tuple[str, str], ...]  # (image name, kind), images ascending
+
+    @property
+    def stub_everywhere(self) -> bool:
+        return all(kind != REAL for _, kind in self.kinds)
+
+    @property
+    def mixed(self) -> bool:
+        return not self.stub_everywhere and any(kind != REAL for _, kind in self.kinds)
+
+    def summary(self) -> str:
+        by_kind: dict[str, list[str]] = {}
+        for image, kind in self.kinds:
+            by_kind.setdefault(kind, []).append(image)
+        return "; ".join(
+            f"{kind} in {' '.join(images)}" for kind, images in sorted(by_kind.items())
+        )
+
+
+@dataclass(frozen=True)
+class StubFinding:
+    kernel: str
+    device: Device
+    image: str  # the image it loads
+    kind: str  # what the kernel is there: empty or trap
+    real_in: tuple[str, ...]  # the images where it is real
+    fix: Arch  # a cubin of the device's own
+
+
+@dataclass(frozen=True)
+class StubReport:
+    kernels: tuple[Kernel, ...]
+    findings: tuple[StubFinding, ...]
+
+
+def _image_key(name: str) -> tuple[int, int, int, str]:
+    kind, rest = name.split("_", 1)
+    digits = rest.rstrip("af")
+    return (int(digits[:-1]), int(digits[-1]), kind == "compute", rest[len(digits) :])
+
+
+def analyse(
+    kernels: Mapping[tuple[Arch, bool], Mapping[str, str]],
+    names: Mapping[str, str] | None = None,
+    devices: Sequence[Device] | None = None,
+) -> StubReport:
+    """``kernels``: {(arch, is PTX): {mangled name: kind}} for one binary."""
+    names = names or {}
+    devices = tuple(devices or known_devices())
+    cubins = {arch for arch, ptx in kernels if not ptx}
+    ptxs = {arch for arch, ptx in kernels if ptx}
+
+    def label(arch: Arch, ptx: bool) -> str:
+        return arch.compute if ptx else arch.sm
+
+    all_names = sorted({k for per in kernels.values() for k in per})
+    table: dict[str, dict[str, str]] = {k: {} for k in all_names}
+    for (arch, ptx), per in kernels.items():
+        for k, what in per.items():
+            table[k][label(arch, ptx)] = what
+    views = tuple(
+        Kernel(names.get(k, k), tuple(sorted(table[k].items(), key=lambda x: _image_key(x[0]))))
+        for k in all_names
+    )
+    findings: list[StubFinding] = []
+    for device in devices:
+        cubin = chosen_cubin(cubins, device.cc)
+        if cubin is not None:
+            image, ptx = cubin, False
+        else:
+            found = chosen_ptx(ptxs, device.cc)
+            if found is None:
+                continue
+            image, ptx = found, True
+        if not ptx and image.cc == device.cc:
+            continue  # the device runs its own compile: a stub there is what the source says
+        loaded = label(image, ptx)
+        for k in all_names:
+            found_kind = table[k].get(loaded)
+            if found_kind is None or found_kind == REAL:
+                continue
+            kind = found_kind
+            higher = tuple(
+                name
+                for name, other in table[k].items()
+                if other == REAL and _image_key(name)[:2] > image.cc
+            )
+            if higher:
+                findings.append(
+                    StubFinding(
+                        names.get(k, k),
+                        device,
+                        loaded + (" (JIT)" if ptx else ""),
+                        kind,
+                        tuple(sorted(higher, key=_image_key)),
+                        Arch(device.cc[0], device.cc[1]),
+                    )
+                )
+    return StubReport(views, tuple(findings))
+
+
+def lines(report: StubReport) -> list[str]:
+    """The ``stubs`` part of ``verify``'s text for one binary."""
+    out = []
+    shown = [k for k in report.kernels if k.mixed or k.stub_everywhere]
+    for view in shown:
+        what = "a stub in every image" if view.stub_everywhere else view.summary()
+        out.append(f"  stub       {view.name}: {what}")
+    grouped: dict[tuple[str, str, str, tuple[str, ...]], list[StubFinding]] = {}
+    for f in report.findings:
+        grouped.setdefault((f.kernel, f.image, f.kind, f.real_in), []).append(f)
+    for (kernel, image, kind, real_in), items in grouped.items():
+        devices = ", ".join(f.device.cc_text for f in items)
+        fixes = " or ".join(str(f.fix) for f in items)
+        out.append(
+            f"  STUB RUN   {kernel} is {kind} in {image}, which {devices} "
+            f"load{'s' if len(items) == 1 else ''} (it is real in {' '.join(real_in)}): "
+            f"a device that should run it needs its own cubin (add {fixes}; `archguard lint` "
+            "names the guard)"
+        )
+    if not shown:
+        out.append(f"  stubs      none ({len(report.kernels)} kernels, real in every image)")
+    return out
