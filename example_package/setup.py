@@ -15,6 +15,7 @@ setup(
             sources=[
                 "src/archguard_example/csrc/binding.cpp",
                 "src/archguard_example/csrc/scale.cu",
+                "src/archguard_example/csrc/fp8.cu",
             ],
             extra_compile_args={"cxx": ["-O2"], "nvcc": ["-O2", "--threads", "2"]},
         )

@@ -7,6 +7,7 @@ in CI; ``scripts/fuzz.py`` runs them for minutes each.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import tempfile
 from collections.abc import Callable
@@ -257,6 +258,78 @@ def fuzz_record(data: object) -> None:
 
 
 # name -> (target, strategy for its arguments as a tuple)
+CPP_TOKENS = [
+    "#if ",
+    "#ifdef ",
+    "#ifndef ",
+    "#elif ",
+    "#else",
+    "#endif",
+    "#define ",
+    "#undef ",
+    '#include "h.h"',
+    "#error x",
+    "\n",
+    "__CUDA_ARCH__",
+    "__CUDA_ARCH_FEAT_SM90_ALL",
+    "__CUDA_ARCH_SPECIFIC__",
+    "defined(",
+    "defined ",
+    ")",
+    "(",
+    ">=",
+    "<",
+    "==",
+    "&&",
+    "||",
+    "!",
+    "?",
+    ":",
+    "890",
+    "0x10",
+    "1",
+    "0",
+    "/",
+    "%",
+    "<<",
+    "FOO",
+    "FOO(x)",
+    ",",
+    "/*",
+    "*/",
+    "//",
+    "\\\n",
+    "'a'",
+    "__has_include(<x>)",
+    "__trap();",
+    " ",
+]
+
+
+def fuzz_preprocessor(text: str, header: str) -> None:
+    """The lint reads any text without a traceback: a result or archguard's own error."""
+    from archguard.cpp import Macros, Unparsable, evaluate, logical_lines, parse_define
+    from archguard.lint import Target, analyse
+    from archguard.toolkit import bundled_toolkit
+
+    for line in logical_lines(text):
+        parse_define(line.text)
+        with contextlib.suppress(Unparsable, RecursionError):
+            evaluate(line.text, Macros(Target("sm_90", None).macros("900", CudaVersion(13, 0))))
+    toolkit = bundled_toolkit((13, 0))
+    files = {"a.cu": text, "h.h": header}
+    targets = parse_targets("sm_80 sm_86 sm_90 compute_90", "fuzz", known=known_arches())
+    report = analyse(
+        ["a.cu"],
+        targets,
+        toolkit,
+        targets,
+        files.__getitem__,
+        lambda n, q, i: n if n in files else None,
+    )
+    assert report.files >= 1
+
+
 TARGETS: dict[str, tuple[Callable[..., None], st.SearchStrategy[tuple[object, ...]]]] = {
     "arch-list": (fuzz_arch_list, st.tuples(text_near(TOKENS))),
     "policy-data": (fuzz_policy_data, st.tuples(plain_data)),
@@ -324,6 +397,10 @@ TARGETS: dict[str, tuple[Callable[..., None], st.SearchStrategy[tuple[object, ..
     "nvcc-flags": (
         fuzz_nvcc_flags,
         st.tuples(st.lists(st.sampled_from(FLAG_TOKENS) | st.text(max_size=12), max_size=8)),
+    ),
+    "preprocessor": (
+        fuzz_preprocessor,
+        st.tuples(text_near(CPP_TOKENS), text_near(CPP_TOKENS)),
     ),
     "verify-record": (
         fuzz_record,

@@ -11,8 +11,8 @@ from archguard.detect.machine import (
     detect_machine,
     parse_cfs,
     parse_cpu_max,
-    parse_memory_limit,
     parse_meminfo,
+    parse_memory_limit,
 )
 from archguard.flags import threads_flag
 from archguard.parallel import GIB, Decided, Machine, Workload, choose

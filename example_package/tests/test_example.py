@@ -8,8 +8,8 @@ def test_extension_imports_and_exposes_scale() -> None:
     import archguard_example
     from archguard_example import _C
 
-    assert callable(_C.scale)
-    assert archguard_example.scale.__doc__
+    assert callable(_C.scale) and callable(_C.fp8_roundtrip)
+    assert archguard_example.scale.__doc__ and archguard_example.fp8_roundtrip.__doc__
 
 
 def test_cpu_tensor_is_refused_with_a_clear_message() -> None:

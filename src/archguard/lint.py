@@ -165,20 +165,23 @@ def analyse(
     images: list[tuple[Target, bool]] = [
         (Target(a.sm, a), False) for a in sorted(targets.cubins)
     ] + [(Target(a.compute, a.plain), True) for a in sorted(targets.ptx)]
-    served: list[tuple[Device, int, str]] = []  # device, image config index, image label
+    # device, image config index, image label, the image's arch when it is the device's own
+    served: list[tuple[Device, int, str, Arch | None]] = []
     natives: dict[Arch, int] = {}
     configs: list[Target] = [t for t, _ in images] + [Target("host", None)]
     host = len(configs) - 1
     for device in devices:
         cubin = chosen_cubin(targets.cubins, device.cc)
+        own: Arch | None = None
         if cubin is not None:
             index, label = configs.index(Target(cubin.sm, cubin)), cubin.sm
+            own = cubin if cubin.cc == device.cc else None
         else:
             ptx = chosen_ptx(targets.ptx, device.cc)
             if ptx is None:
                 continue  # dead: no image to compare
             index, label = configs.index(Target(ptx.compute, ptx.plain)), f"{ptx.compute} (JIT)"
-        served.append((device, index, label))
+        served.append((device, index, label, own))
         for arch in _variants(device, toolkit):
             if arch not in natives:
                 natives[arch] = len(configs)
@@ -218,7 +221,7 @@ def _image_branch(walk: Walk, region: Region, image: int) -> Region | None:
 
 def _findings(
     walk: Walk,
-    served: list[tuple[Device, int, str]],
+    served: list[tuple[Device, int, str, Arch | None]],
     natives: dict[Arch, int],
     image_indexes: list[int],
     host: int,
@@ -227,8 +230,12 @@ def _findings(
 ) -> None:
     arch_regions = _arch_dependent(walk)
     ordered = sorted(arch_regions, key=lambda k: (k[0], k[1]))
-    for device, image, label in served:
-        variants = [a for a in natives if a.cc == device.cc]
+    rank = {"": 0, "f": 1, "a": 2}
+    for device, image, label, own in served:
+        # A device that loads its own compile is compared only with its more specific
+        # targets (plain sm_90 with sm_90a); one that loads a lower image, with all of them.
+        floor = rank[own.suffix] if own is not None else -1
+        variants = [a for a in natives if a.cc == device.cc and rank[a.suffix] > floor]
         reported: set[tuple[str, int]] = set()
         for key in ordered:
             region = walk.regions[key]

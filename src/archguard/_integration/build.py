@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from archguard._integration.common import announce_once, project_root, say
+from archguard._integration.postbuild import verify_build
+from archguard._integration.prebuild import lint_build
 from archguard._integration.session import Session, session_for, setup_error
 from archguard.config import ENV_ENABLE, env_disabled, env_enabled
 from archguard.errors import ArchguardError
@@ -262,6 +264,7 @@ def archguard_build(cmd: Any) -> Iterator[None]:
         except ArchguardError as exc:
             raise setup_error(exc) from None
         planned.append((ext, args, plan))
+    lint_build(cmd, session, planned)
     choice = choose_parallelism(
         session, cuda, {ext.name: (args, len(plan.gencode)) for ext, args, plan in planned}
     )
@@ -298,8 +301,6 @@ def archguard_build(cmd: Any) -> Iterator[None]:
     finally:
         for ext, original in saved:
             ext.extra_compile_args = original
-    from archguard._integration.postbuild import verify_build  # noqa: PLC0415
-
     verify_build(cmd, session, [e.name for e in cuda], started)
 
 

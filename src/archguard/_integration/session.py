@@ -33,6 +33,7 @@ class Session:
     extensions: dict[str, dict[str, object]] = field(default_factory=dict)
     verified: list[dict[str, object]] = field(default_factory=list)
     parallel: dict[str, object] = field(default_factory=dict)
+    linted: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
     def arch_specific(self) -> str:
@@ -83,6 +84,7 @@ class Session:
             "replaced_cudaarchs": self.replaced.get("CUDAARCHS"),
             "extensions": list(self.extensions.values()),
             "parallel": self.parallel,
+            "lint": self.linted,
             "verified": self.verified,
         }
 

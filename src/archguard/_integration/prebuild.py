@@ -1,0 +1,77 @@
+"""Before compiling: the stub lint over each CUDA extension's sources, with that
+extension's own targets (:mod:`archguard.lint`).
+
+``[tool.archguard] lint = "warn" | "error" | "off"`` (default ``warn``) chooses whether
+findings stop the build; ``ARCHGUARD_LINT`` overrides it. Headers are followed through the
+extension's include directories inside the project (not torch's or the toolkit's).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from archguard._integration.common import project_root, say
+from archguard._integration.session import Session, setup_error
+from archguard.config import ENV_LINT, env_choice
+from archguard.errors import ArchguardError, StubHazard
+from archguard.flags import ExtensionPlan
+from archguard.lint import include_dirs_of, lint_paths, text_lines
+
+
+def lint_mode(session: Session) -> str:
+    try:
+        chosen = env_choice(os.environ, ENV_LINT, "lint")
+    except ArchguardError as exc:
+        raise setup_error(exc) from None
+    if chosen is None and session.package is not None:
+        chosen = session.package.lint
+    return chosen or "warn"
+
+
+def lint_build(cmd: Any, session: Session, planned: list[tuple[Any, Any, ExtensionPlan]]) -> None:
+    mode = lint_mode(session)
+    if mode == "off" or not planned:
+        if mode == "off":
+            say("lint: off ([tool.archguard] lint or ARCHGUARD_LINT)")
+        return
+    root = Path(project_root(cmd.distribution)).resolve()
+    hazards = 0
+    res = session.resolution
+    for ext, _, plan in planned:
+        sources = [str((root / s).resolve()) for s in ext.sources if str(s).endswith(".cu")]
+        if not sources:
+            continue
+        dirs = [root / d for d in getattr(ext, "include_dirs", []) or []]
+        inside_dirs = [d.resolve() for d in dirs if d.resolve().is_relative_to(root)]
+        report = lint_paths(
+            sources,
+            [*inside_dirs, *include_dirs_of(root)],
+            [root],
+            plan.targets,
+            res.toolkit,
+            res.torch.targets,
+        )
+        session.linted[ext.name] = {
+            "findings": len(report.findings),
+            "dead": len(report.dead),
+            "errors_reached": len(report.errors),
+            "not_understood": len(report.not_understood),
+        }
+        if report.ok and not report.not_understood:
+            say(f"lint: extension {ext.name}: no stub hazard in {report.files} files")
+            continue
+        hazards += len(report.findings) + len(report.errors)
+        for line in text_lines(report, res.tag, root)[1:]:
+            if line:
+                say(f"lint: extension {ext.name}: {line.strip()}")
+    if hazards and mode == "error":
+        raise setup_error(
+            StubHazard(
+                f"the stub lint found {hazards} hazard{'s' if hazards != 1 else ''} (listed "
+                "above): guarded code that a served device runs compiled out, or an #error a "
+                "target reaches, and [tool.archguard] lint = 'error' (ARCHGUARD_LINT). Add "
+                "the arches each line names, or set lint = 'warn'."
+            )
+        )

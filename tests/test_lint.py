@@ -1,0 +1,310 @@
+"""The stub lint (issue #9): what each target defines is what the real nvcc defines; the
+example package's FP8 kernel, Hopper feature guards and PTX-only devices are judged right;
+nothing makes it raise."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from packaging.version import Version
+
+from archguard.arch import Arch, parse_targets
+from archguard.cuda import CudaVersion
+from archguard.lint import Target, analyse, classify
+from archguard.toolkit import bundled_toolkit, known_arches
+from archguard.torchbuild import bundled_torch
+from realtools import REPO, cli, needs_nvcc, nvcc
+
+CU130 = parse_targets(
+    "sm_75 sm_80 sm_86 sm_90 sm_100 sm_120 compute_90 compute_120", "t", known=known_arches()
+)
+TOOLKIT = bundled_toolkit((13, 0))
+TORCH = bundled_torch((13, 0), Version("2.13")).targets  # what torch 2.13 (cu130) ships
+
+PROBE = r"""
+#define AG_STR2(...) #__VA_ARGS__
+#define AG_STR(...) AG_STR2(__VA_ARGS__)
+#ifdef __CUDA_ARCH__
+#define AG_A AG_STR(__CUDA_ARCH__)
+#else
+#define AG_A "-"
+#endif
+#ifdef __CUDA_ARCH_SPECIFIC__
+#define AG_S AG_STR(__CUDA_ARCH_SPECIFIC__)
+#else
+#define AG_S "-"
+#endif
+#ifdef __CUDA_ARCH_FAMILY_SPECIFIC__
+#define AG_F AG_STR(__CUDA_ARCH_FAMILY_SPECIFIC__)
+#else
+#define AG_F "-"
+#endif
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define AG_X "90"
+#elif defined(__CUDA_ARCH_FEAT_SM100_ALL)
+#define AG_X "100"
+#elif defined(__CUDA_ARCH_FEAT_SM120_ALL)
+#define AG_X "120"
+#else
+#define AG_X "-"
+#endif
+#pragma message("AG|" AG_A "|" AG_S "|" AG_F "|" AG_X "|" AG_STR(__CUDA_ARCH_LIST__) "|")
+__global__ void k() {}
+"""
+
+
+def model(target: Target, arch_list: str) -> str:
+    macros = target.macros(arch_list, CudaVersion(13, 0))
+
+    def value(name: str) -> str:
+        return macros[name].body[0] if name in macros else "-"
+
+    feat = next(
+        (
+            n[len("__CUDA_ARCH_FEAT_SM") : -len("_ALL")]
+            for n in macros
+            if n.startswith("__CUDA_ARCH_FEAT_SM")
+        ),
+        "-",
+    )
+    return "|".join(
+        [
+            "AG",
+            value("__CUDA_ARCH__"),
+            value("__CUDA_ARCH_SPECIFIC__"),
+            value("__CUDA_ARCH_FAMILY_SPECIFIC__"),
+            feat,
+            arch_list,
+            "",
+        ]
+    )
+
+
+CASES = [
+    ("compute_86,code=sm_86",),
+    ("compute_90,code=sm_90",),
+    ("compute_90a,code=sm_90a",),
+    ("compute_100f,code=sm_100f",),
+    ("compute_100a,code=sm_100a",),
+    ("compute_120a,code=sm_120a",),
+    ("compute_110,code=sm_110",),
+    ("compute_90,code=compute_90",),
+    ("compute_80,code=sm_80", "compute_90a,code=sm_90a", "compute_90,code=compute_90"),
+]
+
+
+@needs_nvcc
+@pytest.mark.parametrize("gencodes", CASES, ids=["+".join(c) for c in CASES])
+def test_what_each_target_defines_is_what_nvcc_defines(
+    tmp_path: Path, gencodes: tuple[str, ...]
+) -> None:
+    src = tmp_path / "probe.cu"
+    src.write_text(PROBE)
+    argv = [nvcc(), "-c", str(src), "-o", str(tmp_path / "p.o")]
+    for g in gencodes:
+        argv += ["-gencode", f"arch={g}"]
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    # cicc echoes each device pass's message in quotes, the host compiler its own way
+    seen = set(re.findall(r"(AG\|[^\"'\s]*\|)", proc.stdout + proc.stderr))
+    images = []
+    for g in gencodes:  # the pass for "arch=compute_XY" compiles with compute_XY's macros
+        arch_name, code = g.split(",code=")
+        images.append(Target(code, Arch.from_target(arch_name.replace("compute_", "sm_"))))
+    values = sorted(
+        {str(t.arch.major * 100 + t.arch.minor * 10) for t in images if t.arch}, key=int
+    )
+    arch_list = ",".join(values)
+    expected = {model(t, arch_list) for t in images} | {model(Target("host", None), arch_list)}
+    assert seen == expected
+
+
+def lint_text(tmp_path: Path, source: str, targets: str, name: str = "k.cu"):  # type: ignore[no-untyped-def]
+    files = {name: source}
+    wanted = parse_targets(targets, "t", known=known_arches())
+    return analyse([name], wanted, TOOLKIT, TORCH, files.__getitem__, lambda n, q, i: None)
+
+
+FEAT = """\
+__global__ void gemm(float* x) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\\n" ::);
+  x[0] = 1;
+#else
+  __trap();
+#endif
+}
+"""
+
+
+def test_a_feature_guard_is_reported_for_plain_9_0_and_not_for_9_0a(tmp_path: Path) -> None:
+    plain = lint_text(tmp_path, FEAT, "sm_80 sm_90 compute_90")
+    (finding,) = [f for f in plain.findings if f.device.cc == (9, 0)]
+    assert (finding.line, finding.image, finding.kind, str(finding.fix)) == (
+        2,
+        "sm_90",
+        "trap",
+        "9.0a",
+    )
+    specific = lint_text(tmp_path, FEAT, "sm_80 sm_90a compute_90")
+    assert [f for f in specific.findings if f.device.cc == (9, 0)] == []
+
+
+THOR = """\
+__global__ void k(float* x) {
+#if __CUDA_ARCH__ >= 950
+  x[0] = 1;
+#endif
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  x[1] = 1;
+#endif
+}
+"""
+
+
+def test_a_device_reached_only_through_ptx_is_evaluated_with_that_ptxs_arch(tmp_path: Path) -> None:
+    """11.0 (Thor) JIT-compiles compute_90: it sees __CUDA_ARCH__ == 900, not 1100."""
+    report = lint_text(
+        tmp_path, THOR, "sm_75 sm_80 sm_86 sm_90 sm_100 sm_120 compute_90 compute_120"
+    )
+    thor = [f for f in report.findings if f.device.cc == (11, 0)]
+    assert [(f.line, f.image, str(f.fix)) for f in thor] == [(2, "compute_90 (JIT)", "11.0")]
+    assert thor[0].torch_runs is False  # torch 2.13 itself has no PTX: it cannot run on Thor
+
+
+@pytest.mark.parametrize(
+    ("guard", "reported"),
+    [
+        ("#if __CUDA_ARCH__ >= 750", False),  # every image a device can load satisfies it
+        ("#if __CUDACC_VER_MAJOR__ >= 12", False),  # a toolkit version, not an arch guard
+        ("#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800", False),  # inverted: old-arch fallback
+        ("#if __CUDA_ARCH__ >= 890", True),
+    ],
+)
+def test_guards_that_must_not_be_reported(tmp_path: Path, guard: str, reported: bool) -> None:
+    source = (
+        f"__global__ void k(float* x) {{\n{guard}\n  x[0] = 1;\n#else\n  x[0] = 2;\n#endif\n}}\n"
+    )
+    report = lint_text(
+        tmp_path, source, "sm_75 sm_80 sm_86 sm_90 sm_100 sm_120 compute_90 compute_120"
+    )
+    assert bool(report.findings) is reported, report.findings
+
+
+def test_macros_defined_from_the_arch_in_an_included_header(tmp_path: Path) -> None:
+    files = {
+        "k.cu": (
+            '#include "flags.h"\n__global__ void k(float* x) {\n'
+            "#ifdef FP8_OK\n  x[0] = 1;\n#endif\n}\n"
+        ),
+        "flags.h": (
+            "#ifndef FLAGS_H\n#define FLAGS_H\n"
+            "#if __CUDA_ARCH__ >= 890\n#define FP8_OK 1\n#endif\n#endif\n"
+        ),
+    }
+    report = analyse(
+        ["k.cu"],
+        CU130,
+        TOOLKIT,
+        CU130,
+        files.__getitem__,
+        lambda n, q, i: n if n in files else None,
+    )
+    ((device, line, kind),) = {(f.device.cc_text, f.line, f.kind) for f in report.findings}
+    assert (device, line, kind) == ("8.9", 3, "empty")
+
+
+def test_dead_regions_errors_and_conditions_it_cannot_evaluate(tmp_path: Path) -> None:
+    source = (
+        "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 870\nint orin;\n#endif\n"
+        "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 750\n#error needs Turing\n#endif\n"
+        "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && MY_FLAG\nint x;\n#endif\n"
+        "#if (int)__CUDA_ARCH__ > 3\nint y;\n#endif\n"
+    )
+    report = lint_text(tmp_path, source, "sm_70 sm_80 compute_80")
+    assert (report.dead[0].line, report.dead[0].needs) == (1, ("8.7",))
+    assert [(e.line, e.images) for e in report.errors] == [(5, ("sm_70",))]
+    lines = {n: why for _, n, why in report.not_understood}
+    assert "MY_FLAG" in lines[7] and 10 in lines
+    assert not report.ok
+
+
+@pytest.mark.parametrize(
+    ("body", "kind"),
+    [
+        (["  __trap();"], "trap"),
+        (['  assert(false && "no");'], "trap"),
+        (['  asm volatile("trap;");'], "trap"),
+        (['  printf("unsupported\\n");', "  return;"], "trap"),
+        (["  // nothing", ""], "empty"),
+        (["  return;"], "empty"),
+        (["  y[i] = x[i];"], "alternative"),
+    ],
+)
+def test_what_the_loaded_image_gets_instead(body: list[str], kind: str) -> None:
+    from archguard.cpp import logical_lines
+
+    lines = [line.text for line in logical_lines("\n".join(body))]
+    assert classify(lines) == kind
+
+
+def guard_line(path: Path, needle: str) -> int:
+    return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if needle in line)
+
+
+def test_the_example_packages_fp8_kernel(tmp_path: Path) -> None:
+    """With the cu130 row: 8.9 runs the sm_86 trap. With 8.9 in the package's list: silent."""
+    example = REPO / "example_package"
+    fp8 = example / "src" / "archguard_example" / "csrc" / "fp8.cu"
+    line = guard_line(fp8, "__CUDA_ARCH__ >= 890")
+    proc = cli(
+        "lint", "--project", str(example), "--cuda", "13.0", "--torch", "2.13", "--format", "json"
+    )
+    assert proc.returncode == 1, proc.stderr
+    data = json.loads(proc.stdout)
+    (finding,) = data["findings"]
+    assert finding["file"] == "src/archguard_example/csrc/fp8.cu" and finding["line"] == line
+    assert (finding["device"], finding["image"], finding["kind"], finding["fix"]) == (
+        "8.9",
+        "sm_86",
+        "trap",
+        "8.9",
+    )
+    assert finding["torch_runs"] is True
+    text = cli("lint", "--project", str(example), "--cuda", "13.0", "--torch", "2.13").stdout
+    assert "fix: add 8.9 to [tool.archguard] arch_list_by_cuda.cu130" in text
+    quiet = cli(
+        "lint",
+        "--project",
+        str(example),
+        "--cuda",
+        "13.0",
+        "--torch",
+        "2.13",
+        env={"ARCHGUARD_ARCH_LIST": "7.5;8.0;8.6;8.9;9.0+PTX;10.0;12.0+PTX"},
+    )
+    assert quiet.returncode == 0, quiet.stdout
+    assert "Stub hazards (0)" in quiet.stdout
+
+
+def test_unreadable_files_are_skipped_with_a_note_and_nothing_raises(tmp_path: Path) -> None:
+    (tmp_path / "bad.cu").write_bytes(b"\xff\xfe#if __CUDA_ARCH__ >=\n#elif\n#endif\n#endif\n")
+    (tmp_path / "dir.cu").mkdir()
+    proc = cli(
+        "lint",
+        str(tmp_path / "bad.cu"),
+        str(tmp_path / "dir.cu"),
+        str(tmp_path / "none.cu"),
+        "--cuda",
+        "13.0",
+        "--torch",
+        "2.13",
+        "--project",
+        str(tmp_path),
+    )
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert "Skipped (unreadable)" in proc.stdout and "none.cu" in proc.stdout
