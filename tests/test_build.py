@@ -94,6 +94,29 @@ def test_example_no_isolation_holds_exactly_the_resolved_list(
     verify = cli("verify", str(wheel), env=build_env())
     assert verify.returncode == 0, verify.stdout + verify.stderr
     assert "OK         exactly the expected cubins and PTX" in verify.stdout
+    # the build checked its binaries itself, and linted the FP8 kernel before compiling
+    assert "archguard: verify: 1 CUDA binary read back" in log
+    if is_cu130():
+        assert "8.9 (L4, L40S, RTX 40-series) loads sm_86, which compiles it out" in log
+
+
+def test_example_fp8_kernel_is_a_stub_for_8_9_without_an_sm_89_cubin(
+    example_noiso, tmp_path: Path
+) -> None:
+    """verify --stubs reads every kernel of every image of the wheel the session built."""
+    _, out = example_noiso
+    proc = cli("verify", str(only_wheel(out)), "--stubs", "--format", "json", env=build_env())
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (binary,) = json.loads(proc.stdout)["binaries"]
+    kernels = {k["kernel"]: k["images"] for k in binary["stubs"]["kernels"]}
+    (fp8,) = [name for name in kernels if "fp8_roundtrip_kernel" in name]
+    assert kernels[fp8]["sm_86"] == "trap" and kernels[fp8]["sm_90"] == "real"
+    assert not [k for k in kernels if "scale_kernel" in k]  # real in every image: not listed
+    devices = {f["device"] for f in binary["stubs"]["findings"] if f["kernel"] == fp8}
+    if is_cu130():
+        assert "8.9" in devices  # an L4 runs the sm_86 trap
+    failing = cli("verify", str(only_wheel(out)), "--fail-on-stubs", env=build_env())
+    assert failing.returncode == 1 and "STUB RUN" in failing.stdout
 
 
 def test_example_isolated_build_from_a_local_wheel_directory(
@@ -141,20 +164,28 @@ def test_example_package_override_with_family_and_specific_targets(
     text = (src / "pyproject.toml").read_text()
     tag = "cu" + torch_cuda().replace(".", "")  # type: ignore[union-attr]
     text = text.replace(
-        "arch_list_by_cuda = {", f'arch_list_by_cuda = {{ {tag} = "8.0;8.9;10.0f;12.0a", ', 1
+        "arch_list_by_cuda = {", f'arch_list_by_cuda = {{ {tag} = "8.0;8.6;8.9;10.0f;12.0a", ', 1
     )
     (src / "pyproject.toml").write_text(text)
     expected = archguard_list(src)
-    assert expected["effective"] == "8.0;8.9+PTX;10.0f;12.0a+PTX"
+    assert expected["effective"] == "8.0;8.6;8.9+PTX;10.0f;12.0a+PTX"
     proc = pip_wheel(src, tmp_path / "out")
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     wheel = only_wheel(tmp_path / "out")
     found = wheel_so_targets(wheel, tmp_path)
-    assert found == ["sm_80", "sm_89", "sm_100f", "sm_120a", "compute_89", "compute_120"]
+    assert found == ["sm_80", "sm_86", "sm_89", "sm_100f", "sm_120a", "compute_89", "compute_120"]
     assert found == targets_of(expected)
     assert "TORCH_CUDA_ARCH_LIST is unset for this build" in proc.stdout + proc.stderr
-    verify = cli("verify", str(wheel), env=build_env())
+    # with 8.9 in the list the lint is silent about the FP8 kernel
+    assert "loads sm_86, which compiles it out" not in proc.stdout + proc.stderr
+    verify = cli("verify", str(wheel), "--stubs", "--format", "json", env=build_env())
     assert verify.returncode == 0, verify.stdout
+    (binary,) = json.loads(verify.stdout)["binaries"]
+    kernels = {k["kernel"]: k["images"] for k in binary["stubs"]["kernels"]}
+    (fp8,) = [name for name in kernels if "fp8_roundtrip_kernel" in name]
+    assert kernels[fp8]["sm_86"] == "trap" and kernels[fp8]["sm_89"] == "real"
+    devices = {f["device"] for f in binary["stubs"]["findings"] if f["kernel"] == fp8}
+    assert "8.9" not in devices  # 8.9 loads its own sm_89 cubin
 
 
 def test_example_own_test_imports_the_built_extension(

@@ -15,10 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from archguard._integration.common import say
+from archguard._integration.prebuild import lint_mode
 from archguard._integration.session import Session, setup_error
 from archguard.detect.cuobjdump import find_cuobjdump
-from archguard.errors import ArchguardError, BuildVerifyFailed, CuobjdumpNotFound
+from archguard.detect.sass import find_nvdisasm
+from archguard.errors import ArchguardError, BuildVerifyFailed, CuobjdumpNotFound, StubHazard
 from archguard.record import targets_from_record
+from archguard.stubs import lines as stub_lines
 from archguard.verify import Checked, Expectation, check_binaries, render, verdict
 
 ELF_MAGIC = b"\x7fELF"
@@ -91,6 +94,7 @@ def verify_build(cmd: Any, session: Session, cuda_names: list[str], started: flo
     except ArchguardError as exc:
         raise setup_error(exc) from None
     session.verified = [_verified(r) for r in results]
+    _stubs(session, results, _binaries(cmd, session, cuda_names, started), cuobjdump)
     bad = [r for r in results if not r.ok]
     cuda = [r for r in results if r.found is not None]
     if not bad:
@@ -130,3 +134,48 @@ def _verified(r: Checked) -> dict[str, object]:
         "found": r.found.names() if r.found else None,
         "ok": r.ok,
     }
+
+
+def _stubs(
+    session: Session,
+    results: list[Checked],
+    binaries: list[tuple[str, Path, Expectation]],
+    cuobjdump: str,
+) -> None:
+    """Where nvdisasm is found (and the lint is on): every kernel in every image of the
+    built binaries, real or a stub, and any served device that runs a stub."""
+    mode = lint_mode(session)
+    nvdisasm = find_nvdisasm(near=cuobjdump) if mode != "off" else None
+    if nvdisasm is None:
+        if mode != "off":
+            say(
+                "stubs: no nvdisasm, so the kernels are not disassembled "
+                "(`pip install nvidia-cuda-nvdisasm` to check them for stubs)"
+            )
+        return
+    cuda = [
+        (label, path, exp)
+        for (label, path, exp), r in zip(binaries, results, strict=True)
+        if r.found is not None
+    ]
+    try:
+        checked = check_binaries(cuda, cuobjdump, nvdisasm)
+    except ArchguardError as exc:
+        say(f"stubs: not checked: {exc}")
+        return
+    found = 0
+    for r in checked:
+        if r.stubs is None:
+            continue
+        found += len(r.stubs.findings)
+        for line in stub_lines(r.stubs):
+            say(f"stubs: {r.label}: {line.strip()}")
+    if found and mode == "error":
+        raise setup_error(
+            StubHazard(
+                f"{found} served device{'s' if found != 1 else ''} would run a stub kernel "
+                "(listed above: real in one image, empty or trapping in the image the device "
+                "loads) and [tool.archguard] lint = 'error'. Add the arches named, or set "
+                "lint = 'warn'."
+            )
+        )
