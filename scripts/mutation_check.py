@@ -39,6 +39,68 @@ class Mutation:
 
 MUTATIONS = [
     Mutation(
+        "arch-specific-suffix-dropped",
+        "src/archguard/flags.py",
+        '    if arch_specific == "keep":\n        for arch in specific:',
+        "    if False:\n        for arch in specific:",
+        (
+            "tests/test_arch_specific.py::test_a_kernel_that_only_assembles_for_sm_90a_builds"
+            "_and_would_fail_as_sm_90",
+        ),
+    ),
+    Mutation(
+        "farm-mode-speaks-to-unrelated-builds",
+        "src/archguard/_integration/build.py",
+        "        if opted and extensions:",
+        "        if extensions:",
+        ("tests/test_unrelated.py",),
+    ),
+    Mutation(
+        "in-build-verification-off",
+        "src/archguard/_integration/build.py",
+        "    verify_build(cmd, session, [e.name for e in cuda], started)",
+        "    pass",
+        (
+            "tests/test_farm.py::test_a_cmake_file_that_hard_codes_its_arches_is_stopped_by_the"
+            "_in_build_check",
+        ),
+    ),
+    Mutation(
+        "lint-ignores-feature-macros",
+        "src/archguard/lint.py",
+        '        if arch.suffix == "a":\n            out["__CUDA_ARCH_SPECIFIC__"]',
+        '        if False:\n            out["__CUDA_ARCH_SPECIFIC__"]',
+        (
+            "tests/test_lint.py::test_a_feature_guard_is_reported_for_plain_9_0_and_not_for_9_0a",
+            "tests/test_lint.py::test_what_each_target_defines_is_what_nvcc_defines",
+        ),
+    ),
+    Mutation(
+        "lint-ptx-devices-see-their-own-arch",
+        "src/archguard/lint.py",
+        "            index, label = configs.index(Target(ptx.compute, ptx.plain)), "
+        'f"{ptx.compute} (JIT)"',
+        '            index, label = configs.index(Target(ptx.compute, ptx.plain)) - 1, "x"  #',
+        (
+            "tests/test_lint.py::test_a_device_reached_only_through_ptx_is_evaluated_with_that"
+            "_ptxs_arch",
+        ),
+    ),
+    Mutation(
+        "derive-ignores-the-gap-decision",
+        "src/archguard/derive.py",
+        "            if decided is not None and decided.arch in below:",
+        "            if False:",
+        ("tests/test_derive.py::test_derive_reproduces_every_policy_row_and_its_exceptions",),
+    ),
+    Mutation(
+        "parallel-ignores-max-jobs",
+        "src/archguard/parallel.py",
+        "    if jobs is not None:\n        n_jobs, jobs_from",
+        "    if False:\n        n_jobs, jobs_from",
+        ("tests/test_parallel.py::test_the_choice_at_the_edges",),
+    ),
+    Mutation(
         "yaml-alias-defences-off",
         "src/archguard/_yaml.py",
         "    def compose_node(",

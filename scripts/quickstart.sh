@@ -14,5 +14,5 @@ grep "archguard:" "$out/build.log" | sed 's/^ *//'
 step "python -m archguard explain --project example_package"
 "$VPY" -m archguard explain --project example_package
 
-step "python -m archguard verify $out/*.whl"
-"$VPY" -m archguard verify "$out"/*.whl
+step "python -m archguard verify --stubs $out/*.whl"
+"$VPY" -m archguard verify --stubs "$out"/*.whl

@@ -24,7 +24,7 @@ if ! "$VPY" -c 'import sys, torch; sys.exit(0 if torch.version.cuda else 1)' 2>/
   "$VPY" -m pip install --isolated -q --disable-pip-version-check "torch==$TORCH_VERSION"
 fi
 step "installing archguard (editable) with test tools and cuobjdump"
-"$VPY" -m pip install -q --disable-pip-version-check -e ".[test]" nvidia-cuda-cuobjdump
+"$VPY" -m pip install -q --disable-pip-version-check -e ".[test]" nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm
 
 if [ -n "${CUDA_HOME:-}" ] && [ -x "$CUDA_HOME/bin/nvcc" ]; then
   :
