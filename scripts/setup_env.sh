@@ -1,7 +1,7 @@
 # Sourced by quickstart.sh and test.sh: one development environment in .venv with
 #   - a CUDA build of torch (torch==2.13.0 is +cu130 on the package index; --isolated skips
 #     local pip settings that prefer a +cpu wheel),
-#   - archguard itself (editable) with its test extras, and cuobjdump from the index,
+#   - archguard itself (editable) with its test extras, and cuobjdump and nvdisasm from the index,
 #   - an nvcc: $CUDA_HOME, else /usr/local/cuda, else assembled from the index.
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

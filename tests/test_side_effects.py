@@ -82,7 +82,7 @@ recording = False
 
 print(json.dumps({
     "events": events,
-    "wrapped": type(cmd).__mro__[1].__name__,
+    "wrapped": [c.__name__ for c in type(cmd).__mro__],
     "inside": inside,
     "env_restored": dict(os.environ) == env_before,
     "args_restored": ext.extra_compile_args == {"cxx": [], "nvcc": ["-O2"]},
@@ -132,7 +132,9 @@ def test_only_nvcc_with_fixed_arguments_and_no_shell(observed: dict[str, object]
 
 
 def test_environment_and_extension_arguments_restored(observed: dict[str, object]) -> None:
-    assert observed["wrapped"] == "ArchguardBuildExt"
+    # ArchguardBuildExt is in the command's MRO (another plugin, e.g. scikit-build-core's
+    # setuptools plugin, may wrap the class again around it)
+    assert "ArchguardBuildExt" in observed["wrapped"]  # type: ignore[operator]
     inside = observed["inside"]
     assert isinstance(inside, dict)
     assert inside["arch_list"] == observed["effective"]  # replaced during the build ...
