@@ -204,8 +204,9 @@ def main() -> int:
         cores = detect_machine().cores
         work_s, path_s = 0.0, 0.0
         print("calibration (serial, seconds): source  h  d  (one target, two targets)")
+        cuda_stems = {p.stem for p in (PACKAGE / "csrc").glob("*.cu")}
         for name in sorted(one):
-            if name.endswith(".cuda.o") or name.endswith(".cu.o"):
+            if name.split(".")[0] in cuda_stems:
                 d = max(0.0, two[name] - one[name])
                 h = max(0.0, one[name] - d)
                 work_s += h + targets * d

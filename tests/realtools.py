@@ -34,6 +34,17 @@ def torch_cuda() -> str | None:
 
 
 @cache
+def torch_version() -> str:
+    """The installed torch's public version (2.13.0, not 2.13.0+cu130: the index has no tag)."""
+    return subprocess.run(
+        [sys.executable, "-c", "import torch; print(torch.__version__.split('+')[0])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+
+
+@cache
 def cuobjdump() -> str | None:
     from archguard.detect.cuobjdump import find_cuobjdump
     from archguard.errors import CuobjdumpNotFound
@@ -91,6 +102,21 @@ def build_env(**extra: str) -> dict[str, str]:
     env.update({"CUDA_HOME": CUDA_HOME, "CUDA_VISIBLE_DEVICES": "", "MAX_JOBS": "2"})
     env.update(extra)
     return env
+
+
+def farm_env(**extra: str) -> dict[str, str]:
+    """A farm cell: a build container with archguard switched on for every CUDA build
+    (ARCHGUARD_ENABLE=1) and nvcc on PATH for CMake steps."""
+    env = build_env(**{"ARCHGUARD_ENABLE": "1", **extra})
+    env["PATH"] = f"{CUDA_HOME}/bin{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+def recorded_targets(wheel: Path) -> list[str]:
+    """The cubins and PTX the wheel's archguard record promises."""
+    targets = wheel_record(wheel)["targets"]
+    assert isinstance(targets, dict)
+    return list(targets["cubins"]) + list(targets["ptx"])
 
 
 def pip_wheel(

@@ -31,6 +31,7 @@ from realtools import (
     pip_wheel,
     run_in,
     torch_cuda,
+    torch_version,
     wheel_record,
     wheel_so_targets,
 )
@@ -127,7 +128,7 @@ def test_example_isolated_build_from_a_local_wheel_directory(
         pytest.skip("AG_TEST_SKIP_ISOLATED=1 (the isolated build downloads torch)")
     src = copy_tree(example_src, tmp_path / "src")
     constraints = tmp_path / "build-constraints.txt"
-    constraints.write_text(f"torch=={_torch_version()}\n")
+    constraints.write_text(f"torch=={torch_version()}\n")
     env = build_env(PIP_CONFIG_FILE=os.devnull, PIP_FIND_LINKS=str(archguard_wheelhouse))
     proc = pip_wheel(
         src,
@@ -140,20 +141,6 @@ def test_example_isolated_build_from_a_local_wheel_directory(
     wheel = only_wheel(tmp_path / "out")
     assert wheel_so_targets(wheel, tmp_path) == targets_of(archguard_list(src))
     assert "archguard: recorded the resolution" in proc.stdout + proc.stderr
-
-
-def _torch_version() -> str:
-    """The installed torch's public version (2.13.0, not 2.13.0+cu130: the index has no tag)."""
-    return (
-        subprocess.run(
-            [sys.executable, "-c", "import torch; print(torch.__version__)"],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        .stdout.strip()
-        .split("+")[0]
-    )
 
 
 def test_example_package_override_with_family_and_specific_targets(

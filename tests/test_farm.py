@@ -18,12 +18,15 @@ from realtools import (
     REPO,
     build_env,
     copy_tree,
+    farm_env,
     needs_cuda_torch,
     needs_cuobjdump,
     needs_nvcc,
     only_wheel,
     pip_wheel,
+    recorded_targets,
     torch_cuda,
+    torch_version,
     wheel_record,
     wheel_so_targets,
 )
@@ -65,13 +68,6 @@ def upstream(tmp: Path) -> Path:
     return root
 
 
-def farm_env(**extra: str) -> dict[str, str]:
-    """A farm cell: no GPU, nvcc on PATH for CMake steps, archguard switched on."""
-    env = build_env(**{"ARCHGUARD_ENABLE": "1", **extra})
-    env["PATH"] = f"{CUDA_HOME}/bin{os.pathsep}{env.get('PATH', '')}"
-    return env
-
-
 def log_of(proc: subprocess.CompletedProcess[str]) -> str:
     return proc.stdout + proc.stderr
 
@@ -86,7 +82,7 @@ def test_enable_builds_an_unmodified_package_with_exactly_the_effective_list(
     assert f"archguard: enabled by ARCHGUARD_ENABLE=1 for {root}" in log
     wheel = only_wheel(tmp_path / "out")
     found = wheel_so_targets(wheel, tmp_path)
-    assert found == wheel_record(wheel)["targets"]["cubins"] + wheel_record(wheel)["targets"]["ptx"]  # type: ignore[index, operator]
+    assert found == recorded_targets(wheel)
     if is_cu130():
         assert found == CU130
     assert wheel_record(wheel)["build"]["activation"] == "environment"  # type: ignore[index]
@@ -258,12 +254,7 @@ def test_the_readme_farm_recipe_runs_exactly_as_written(tmp_path: Path) -> None:
         '[tool.archguard]\narch_list_by_cuda = { cu130 = "8.0;8.6;9.0+PTX" }\n'
     )
     source = upstream(tmp_path / "src")
-    version = subprocess.run(
-        [sys.executable, "-c", "import torch; print(torch.__version__.split('+')[0])"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
+    version = torch_version()
     env = build_env(
         FARM=str(farm), PKG="upstream", PKG_SOURCE=str(source), TORCH=version, PIP_NO_INDEX="1"
     )
@@ -302,12 +293,7 @@ def test_uv_extra_build_dependencies_bring_archguard_into_an_isolated_build(
         pytest.skip("AG_TEST_SKIP_ISOLATED=1 (the isolated build installs torch again)")
     from realtools import archguard_wheel
 
-    version = subprocess.run(
-        [sys.executable, "-c", "import torch; print(torch.__version__.split('+')[0])"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
+    version = torch_version()
     wheels = tmp_path / "wheels"
     ours = archguard_wheel(wheels)
     download = subprocess.run(  # torch, archguard's own requirements, setuptools
@@ -363,6 +349,6 @@ def test_uv_extra_build_dependencies_bring_archguard_into_an_isolated_build(
     assert f"archguard: enabled by ARCHGUARD_ENABLE=1 for {root}" in log
     wheel = only_wheel(tmp_path / "out")
     found = wheel_so_targets(wheel, tmp_path)
-    assert found == wheel_record(wheel)["targets"]["cubins"] + wheel_record(wheel)["targets"]["ptx"]  # type: ignore[index, operator]
+    assert found == recorded_targets(wheel)
     if is_cu130():
         assert found == CU130

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from realtools import REPO, cli, needs_cuda_torch, needs_cuobjdump, torch_cuda
+from realtools import REPO, cli, needs_cuda_torch, needs_cuobjdump, torch_cuda, torch_version
 
 pytestmark = [needs_cuda_torch, needs_cuobjdump]
 
@@ -57,14 +57,7 @@ def test_a_table_that_differs_fails_check_and_names_the_difference(tmp_path: Pat
     """The Volta flicker as data: a table that says this torch also ships sm_70 (and a
     farm policy whose row asks for Thor, which this torch cannot run)."""
     table = (REPO / "defaults" / "torch_builds.yml").read_text()
-    release = ".".join(
-        subprocess.run(
-            [sys.executable, "-c", "import torch; print(torch.__version__)"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.split(".")[:2]
-    )
+    release = ".".join(torch_version().split(".")[:2])
     tag = "cu" + (torch_cuda() or "").replace(".", "")
     changed = tmp_path / "torch_builds.yml"
     changed.write_text(
@@ -105,12 +98,7 @@ def test_the_real_torch_wheel_reproduces_the_bundled_row(tmp_path: Path) -> None
     """The wheel itself, read without installing it (pip's cache supplies it)."""
     if os.environ.get("AG_TEST_SKIP_ISOLATED") == "1":
         pytest.skip("AG_TEST_SKIP_ISOLATED=1 (this fetches the torch wheel)")
-    version = subprocess.run(
-        [sys.executable, "-c", "import torch; print(torch.__version__.split('+')[0])"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
+    version = torch_version()
     got = subprocess.run(
         [
             sys.executable,
