@@ -365,11 +365,15 @@ def lint_paths(
     )
 
 
-def _where(file: str, line: int, base: Path | None) -> str:
+def _relative(file: str, base: Path | None) -> str:
     path = Path(file)
     if base is not None and path.resolve().is_relative_to(base.resolve()):
         path = path.resolve().relative_to(base.resolve())
-    return f"{path}:{line}"
+    return str(path)
+
+
+def _where(file: str, line: int, base: Path | None) -> str:
+    return f"{_relative(file, base)}:{line}"
 
 
 def render(report: Report, tag: str, fmt: str = "text", base: Path | None = None) -> str:
@@ -377,47 +381,33 @@ def render(report: Report, tag: str, fmt: str = "text", base: Path | None = None
     if fmt == "json":
         import json  # noqa: PLC0415
 
+        def at(file: str, line: int, **rest: object) -> dict[str, object]:
+            return {"file": _relative(file, base), "line": line, **rest}
+
         data = {
             "schema": LINT_SCHEMA,
             "ok": report.ok,
             "targets": report.targets,
             "files": report.files,
             "findings": [
-                {
-                    "file": _where(f.file, f.line, base).rsplit(":", 1)[0],
-                    "line": f.line,
-                    "guard": f.guard,
-                    "device": f.device.cc_text,
-                    "device_name": f.device.name,
-                    "image": f.image,
-                    "kind": f.kind,
-                    "torch_runs": f.torch_runs,
-                    "fix": str(f.fix),
-                }
+                at(
+                    f.file,
+                    f.line,
+                    guard=f.guard,
+                    device=f.device.cc_text,
+                    device_name=f.device.name,
+                    image=f.image,
+                    kind=f.kind,
+                    torch_runs=f.torch_runs,
+                    fix=str(f.fix),
+                )
                 for f in report.findings
             ],
-            "dead": [
-                {
-                    "file": _where(d.file, d.line, base).rsplit(":", 1)[0],
-                    "line": d.line,
-                    "guard": d.guard,
-                    "needs": list(d.needs),
-                }
-                for d in report.dead
-            ],
+            "dead": [at(d.file, d.line, guard=d.guard, needs=list(d.needs)) for d in report.dead],
             "errors_reached": [
-                {
-                    "file": _where(e.file, e.line, base).rsplit(":", 1)[0],
-                    "line": e.line,
-                    "text": e.text,
-                    "images": list(e.images),
-                }
-                for e in report.errors
+                at(e.file, e.line, text=e.text, images=list(e.images)) for e in report.errors
             ],
-            "not_understood": [
-                {"file": _where(f, n, base).rsplit(":", 1)[0], "line": n, "why": t}
-                for f, n, t in report.not_understood
-            ],
+            "not_understood": [at(f, n, why=t) for f, n, t in report.not_understood],
             "skipped": report.skipped,
             "not_scanned": report.not_scanned,
         }
