@@ -52,11 +52,6 @@ def _has_cuda_sources(ext: Any) -> bool:
     return any(str(s).endswith(CUDA_SUFFIXES) for s in getattr(ext, "sources", ()))
 
 
-def _has_nvcc_flags(ext: Any) -> bool:
-    args = getattr(ext, "extra_compile_args", None)
-    return isinstance(args, dict) and "nvcc" in args
-
-
 def _tree_has_cuda_sources(root: str, limit: int = 20000) -> bool:
     """Does the source tree hold a .cu/.cuh file? (Bounded walk, build dirs skipped.)"""
     seen = 0
@@ -72,10 +67,12 @@ def _tree_has_cuda_sources(root: str, limit: int = 20000) -> bool:
 
 
 def cuda_extensions(extensions: list[Any], root: str, farm: bool) -> list[Any]:
-    """The extensions archguard acts on: those with CUDA sources or ``nvcc`` flags, and
-    source-less ones (a CMake step builds them) - in farm mode only when the source tree
-    holds CUDA sources, so that a C/C++-only package never notices archguard."""
-    direct = [e for e in extensions if _has_cuda_sources(e) or _has_nvcc_flags(e)]
+    """The extensions archguard acts on: those with CUDA sources, and source-less ones (a
+    CMake step builds them) - in farm mode only when the source tree holds CUDA sources, so
+    that a C/C++-only package never notices archguard. ``nvcc`` flags on an extension of
+    C/C++ sources alone do not count: torch never runs nvcc on them, and a CPU fallback
+    (``CppExtension`` sharing the CUDA variant's flags) must build on a CPU-only torch."""
+    direct = [e for e in extensions if _has_cuda_sources(e)]
     sourceless = [e for e in extensions if not getattr(e, "sources", None) and e not in direct]
     if sourceless and (not farm or _tree_has_cuda_sources(root)):
         direct += sourceless
