@@ -151,3 +151,23 @@ def test_disable_is_announced(tmp_path: Path) -> None:
     )
     assert proc.stdout.strip() == "False"
     assert "archguard: disabled by ARCHGUARD_DISABLE=1" in proc.stderr
+
+
+@pytest.mark.parametrize("farm", [False, True])
+def test_which_extensions_are_cuda(tmp_path: Path, farm: bool) -> None:
+    """CUDA sources make a CUDA extension; nvcc flags on C/C++ sources alone do not (torch
+    never runs nvcc on them: a CPU fallback sharing the CUDA variant's flags must build on a
+    CPU-only torch); a source-less extension (CMake) counts, in farm mode only when the tree
+    holds CUDA sources."""
+    from setuptools import Extension
+
+    from archguard._integration.build import cuda_extensions
+
+    cu = Extension("cu", ["k.cu", "b.cpp"])
+    cpu = Extension("cpu", ["b.cpp"], extra_compile_args={"cxx": ["-O2"], "nvcc": ["-O2"]})
+    cmake = Extension("cmake", [])
+    assert cuda_extensions([cu, cpu], str(tmp_path), farm=farm) == [cu]
+    assert cuda_extensions([cpu, cmake], str(tmp_path), farm=farm) == ([] if farm else [cmake])
+    (tmp_path / "csrc").mkdir()
+    (tmp_path / "csrc" / "k.cu").write_text("")
+    assert cuda_extensions([cpu, cmake], str(tmp_path), farm=farm) == [cmake]
