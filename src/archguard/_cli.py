@@ -105,6 +105,24 @@ def main_parser() -> argparse.ArgumentParser:
         "paths", nargs="*", metavar="PATH", type=Path, help="default: the project's .cu files"
     )
     p.add_argument("-I", dest="include", action="append", default=[], type=Path, metavar="DIR")
+    p.add_argument(
+        "-D",
+        dest="macros",
+        action="append",
+        default=[],
+        type=lambda v: f"-D{v}",
+        metavar="NAME[=VALUE]",
+        help="a macro the build defines (as nvcc's -D)",
+    )
+    p.add_argument(
+        "-U",
+        dest="macros",
+        action="append",
+        type=lambda v: f"-U{v}",
+        metavar="NAME",
+        help="a macro the build leaves undefined: settles a condition the lint lists as not "
+        "understood because no scanned file defines the name",
+    )
     _add_inputs(p)
     p.add_argument("--format", choices=("text", "json"), default="text")
 
@@ -263,7 +281,14 @@ def cmd_probe_torch(args: argparse.Namespace) -> int:
 
 
 def cmd_lint(args: argparse.Namespace) -> int:
-    from archguard.lint import include_dirs_of, lint_paths, path_sources, project_sources, render  # noqa: PLC0415
+    from archguard.lint import (  # noqa: PLC0415
+        include_dirs_of,
+        lint_paths,
+        parse_defines,
+        path_sources,
+        project_sources,
+        render,
+    )
 
     gathered = gather(_query(args))
     for warning in _environment_notes(gathered.warnings):
@@ -273,7 +298,15 @@ def cmd_lint(args: argparse.Namespace) -> int:
     roots = path_sources(args.paths) if args.paths else project_sources(project)
     inside = [project, *args.include, *(p if p.is_dir() else p.parent for p in args.paths)]
     include_dirs = [*args.include, *include_dirs_of(project)]
-    report = lint_paths(roots, include_dirs, inside, res.targets, res.toolkit, res.torch.targets)
+    report = lint_paths(
+        roots,
+        include_dirs,
+        inside,
+        res.targets,
+        res.toolkit,
+        res.torch.targets,
+        defines=parse_defines(args.macros),
+    )
     _write(render(report, res.tag, args.format, base=project))
     return EXIT_OK if report.ok else EXIT_FAIL
 

@@ -9,9 +9,13 @@ FP8_ENABLED (__CUDA_ARCH__ >= 890)``) or defined inside an arch guard (CUTLASS's
 
 Values are three-valued: an identifier no scanned file defines (a system header's, a -D
 flag's) is *unknown*, not 0 as in a real preprocessor, because the lint does not see every
-header. A branch whose condition is unknown is walked anyway (its state is "maybe"), so
-guards nested inside it are still read; a condition that involves an arch macro and
-evaluates to unknown is reported as not understood.
+header. A name the scanned files ``#define`` themselves (CUTLASS's
+``CUTLASS_ARCH_MMA_SM90A_ENABLED``, defined only under an arch guard) is the sources' own:
+where none of its ``#define`` lines was reached it is undefined, as the compiler sees it,
+unless the command line gives it (``-D``/``-U``, in the initial tables). A branch whose
+condition is unknown is walked anyway (its state is "maybe"), so guards nested inside it are
+still read; a condition that involves an arch macro and evaluates to unknown, or follows
+undecided branches of its chain, is reported as not understood.
 """
 
 from __future__ import annotations
@@ -165,10 +169,16 @@ class Macros:
     (``unknown``: defined in a branch of unknown state, or never seen: a -D flag or a
     system header may define it). nvcc's own names (``__CUDA*``) are never unknown."""
 
-    def __init__(self, initial: Mapping[str, Macro] | None = None) -> None:
+    def __init__(
+        self,
+        initial: Mapping[str, Macro] | None = None,
+        owned: frozenset[str] = frozenset(),
+        absent: Iterable[str] = (),
+    ) -> None:
         self.table: dict[str, Macro] = dict(initial or {})
         self.unknown: set[str] = set()
-        self.absent: set[str] = set()
+        # -U names, and the sources' own names (see the module docstring) not given -D
+        self.absent: set[str] = set(absent) | (set(owned) - set(self.table))
 
     def define(self, macro: Macro, certain: bool) -> None:
         if certain:
@@ -267,12 +277,15 @@ def _expand(tokens: list[str], macros: Macros, ev: Evaluation, hiding: set[str])
                 ev.arch = True
             macro = macros.table.get(tok)
             if macro is None:
-                if tok in macros.unknown or _undeclared(tok, macros):
+                unknown = tok in macros.unknown or _undeclared(tok, macros)
+                i += 1
+                if unknown and i < len(tokens) and tokens[i] == "(":
+                    _, i = _arguments(tokens, i)  # F(1000) of an unknown F: unknown as a whole
+                if unknown:
                     ev.unknown.add(tok)
                     out.append("<unknown>")
                 else:
                     out.append("0")
-                i += 1
                 continue
             if macro.params is None:
                 out += _expand(list(macro.body), macros, ev, hiding | {tok})
@@ -518,6 +531,7 @@ class _Frame:
     taken: list[Tri]  # has an earlier branch of the chain been taken, per config
     state: list[Tri]  # the current branch's state, per config
     index: int
+    unknown: set[str] = field(default_factory=set)  # what left earlier branches undecided
 
 
 def _include_guard(lines: Sequence[Line]) -> str | None:
@@ -539,19 +553,50 @@ class Preprocessor:
         read: Reader,
         resolve: Resolver,
         max_depth: int = 64,
+        undefined: Iterable[str] = (),
     ) -> None:
         self.initial = list(configs)
         self.read = read
         self.resolve = resolve
         self.max_depth = max_depth
+        self.undefined = frozenset(undefined)  # -U names: undefined in every configuration
         self._cache: dict[str, list[Line]] = {}
 
     def walk(self, roots: Iterable[str]) -> Walk:
         result = Walk(len(self.initial))
         for root in roots:
-            macros = [Macros(c) for c in self.initial]
+            owned = self._owned(root, result)
+            macros = [Macros(c, owned, self.undefined) for c in self.initial]
             self._file(root, macros, [True] * len(macros), None, result, 0, set())
         return result
+
+    def _owned(self, root: str, result: Walk) -> frozenset[str]:
+        """Every name a ``#define`` line of the translation unit defines, under any
+        condition: the files it can include (each ``#include`` followed, whatever guards
+        it), read once."""
+        names: set[str] = set()
+        seen, todo = {root}, [root]
+        while todo:
+            path = todo.pop()
+            lines = self._lines(path, result)
+            for line in lines or ():
+                found = directive(line)
+                if found is None:
+                    continue
+                name, rest = found
+                if name == "define":
+                    match = re.match(r"[A-Za-z_]\w*", rest)
+                    if match:
+                        names.add(match[0])
+                elif name == "include":
+                    inc = re.match(r'"([^"]+)"|<([^>]+)>', rest)
+                    if inc:
+                        quoted = bool(inc[1])
+                        target = self.resolve(inc[1] if quoted else inc[2], quoted, path)
+                        if target is not None and target not in seen:
+                            seen.add(target)
+                            todo.append(target)
+        return frozenset(names)
 
     def _lines(self, path: str, result: Walk) -> list[Line] | None:
         if path not in self._cache:
@@ -594,7 +639,8 @@ class Preprocessor:
                 continue
             name, rest = found
             if name in ("if", "ifdef", "ifndef"):
-                cond = self._condition(name, rest, macros, state, path, line, result)
+                unknown: set[str] = set()
+                cond = self._condition(name, rest, macros, state, path, line, result, unknown)
                 key = (path, line.number)
                 region_parent = frames[-1].region if frames else parent
                 frames.append(
@@ -608,6 +654,7 @@ class Preprocessor:
                     )
                 )
                 frames[-1].taken = list(cond)
+                frames[-1].unknown = unknown
                 self._open(result, key, key, 0, f"#{name} {rest}", region_parent, frames[-1].state)
                 region_lines[key] = []
                 continue
@@ -623,7 +670,9 @@ class Preprocessor:
                         _and(p, _not(t))
                         for p, t in zip(frame.parent_state, frame.taken, strict=True)
                     ]
-                    cond = self._condition(kind, rest, macros, live, path, line, result)
+                    cond = self._condition(
+                        kind, rest, macros, live, path, line, result, frame.unknown, name
+                    )
                 frame.state = [
                     _and(_and(p, _not(t)), c)
                     for p, t, c in zip(frame.parent_state, frame.taken, cond, strict=True)
@@ -698,13 +747,22 @@ class Preprocessor:
         path: str,
         line: Line,
         result: Walk,
+        chain_unknown: set[str],
+        written: str = "",
     ) -> list[Tri]:
+        """The condition's value per configuration. ``chain_unknown``: the names that left
+        the chain's earlier branches undecided (an ``#if defined(RDNA4)`` before an
+        ``#elif __CUDA_ARCH__ == 1210``); an arch condition after them is reported as not
+        understood for them, and this condition's own unknown names are added."""
+        label = f"#{written or kind} {rest}"
         if kind in ("ifdef", "ifndef"):
             rest = f"defined({rest.split(maxsplit=1)[0]})" if rest.split() else "0"
             if kind == "ifndef":
                 rest = f"!{rest}"
         out: list[Tri] = []
         arch_unknown: set[str] = set()
+        before: set[str] = set()
+        own: set[str] = set()
         for m, alive in zip(macros, live, strict=True):
             if alive is False:
                 out.append(False)  # not walked for this configuration: any value will do
@@ -712,20 +770,33 @@ class Preprocessor:
             try:
                 ev = evaluate(rest, m)
             except (Unparsable, RecursionError) as exc:
-                result.not_understood.setdefault((path, line.number), f"#{kind} {rest}: {exc}")
+                result.not_understood.setdefault((path, line.number), f"{label}: {exc}")
                 out.append(MAYBE)
                 continue
             if ev.arch:
                 result.arch_chains.add((path, line.number))
             if ev.value is None and ev.arch:
                 arch_unknown |= ev.unknown
+            if ev.arch and alive is MAYBE and chain_unknown:
+                before |= chain_unknown
+            if ev.value is None:
+                own |= ev.unknown
             out.append(_tri(ev.value))
         if arch_unknown:
             result.not_understood.setdefault(
                 (path, line.number),
-                f"#{kind} {rest}: depends on {', '.join(sorted(arch_unknown))}, which no scanned "
-                "file defines",
+                f"{label}: depends on {', '.join(sorted(arch_unknown))}, which the scanned "
+                "files leave undecided (never defined, or defined under a condition not "
+                "evaluated; settle it with -D/-U)",
             )
+        elif before:
+            result.not_understood.setdefault(
+                (path, line.number),
+                f"{label}: the branches before it depend on "
+                f"{', '.join(sorted(before))}, which the scanned files leave undecided "
+                "(settle it with -D/-U)",
+            )
+        chain_unknown |= own
         return out
 
     @staticmethod

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from archguard.arch import Arch, Targets
 from archguard.coverage import Device, chosen_cubin, chosen_ptx, known_devices, runs_on
-from archguard.cpp import Macro, Preprocessor, Region, Walk, file_resolver
+from archguard.cpp import Macro, Preprocessor, Region, Walk, file_resolver, tokenize
 from archguard.cuda import CudaVersion
 from archguard.toolkit import Toolkit
 
@@ -141,6 +141,15 @@ def classify(body: Sequence[str]) -> str:
     return "alternative"
 
 
+def _has_code(body: Sequence[str]) -> bool:
+    return any(_CODE.search(line) for line in body if not line.lstrip().startswith("#"))
+
+
+def _configuration_only(body: Sequence[str]) -> bool:
+    """A branch that only defines macros (no code of its own)."""
+    return not _has_code(body) and any(re.match(r"\s*#\s*(define|undef)\b", line) for line in body)
+
+
 def _variants(device: Device, toolkit: Toolkit) -> list[Arch]:
     """The device's own native targets, least specific first: plain, f, a."""
     out = []
@@ -159,8 +168,10 @@ def analyse(
     read: Callable[[str], str],
     resolve: Callable[[str, bool, str], str | None],
     devices: Sequence[Device] | None = None,
+    defines: Mapping[str, str | None] | None = None,
 ) -> Report:
-    """Lint the translation units ``roots`` for a wheel holding ``targets``."""
+    """Lint the translation units ``roots`` for a wheel holding ``targets``. ``defines``:
+    the command line's macros (``-DNAME=VALUE``: a string; ``-UNAME``: None)."""
     devices = tuple(devices or known_devices())
     images: list[tuple[Target, bool]] = [
         (Target(a.sm, a), False) for a in sorted(targets.cubins)
@@ -189,8 +200,14 @@ def analyse(
     arch_list = ",".join(
         sorted({str(a.major * 100 + a.minor * 10) for a in targets.cubins | targets.ptx}, key=int)
     )
-    tables = [c.macros(arch_list, toolkit.version) for c in configs]
-    walk = Preprocessor(tables, read, resolve).walk(roots)
+    given = {
+        name: Macro(name, tuple(tokenize(value)))
+        for name, value in (defines or {}).items()
+        if value is not None
+    }
+    tables = [{**given, **c.macros(arch_list, toolkit.version)} for c in configs]
+    undefined = [name for name, value in (defines or {}).items() if value is None]
+    walk = Preprocessor(tables, read, resolve, undefined=undefined).walk(roots)
     report = Report(targets=str(targets), files=len(walk.files))
     report.skipped = dict(walk.skipped)
     report.not_scanned = sorted(walk.missing)
@@ -247,8 +264,14 @@ def _findings(
                 continue
             if _ancestor_reported(walk, region, reported):
                 continue
-            reported.add(key)
             taken = _image_branch(walk, region, image)
+            if _configuration_only(region.body) and (
+                taken is None or _configuration_only(taken.body) or not _has_code(taken.body)
+            ):
+                # CUTLASS's `#if defined(__CUDA_ARCH_SPECIFIC__)` / `#define ...`: no code of
+                # its own; the hazard is where the macro is used, reported there
+                continue
+            reported.add(key)
             kind = classify(taken.body) if taken is not None else "empty"
             report.findings.append(
                 Finding(
@@ -269,8 +292,12 @@ def _findings(
                 needs_by_region.setdefault(key, []).append(str(arch))
     for key in ordered:
         states = walk.states[key]
+        region = walk.regions[key]
+        if key not in walk.arch_chains and region.index > 0 and region.guard.startswith("#elif"):
+            continue  # `#elif defined(RDNA3)` in an arch chain: not an arch guard itself
+        if key not in walk.arch_chains and region.index == 0:
+            continue
         if all(states[i] is False for i in [*image_indexes, host]):
-            region = walk.regions[key]
             if region.parent is not None and region.parent in {
                 (d.file, d.line) for d in report.dead
             }:
@@ -354,6 +381,7 @@ def lint_paths(
     targets: Targets,
     toolkit: Toolkit,
     torch_targets: Targets | None,
+    defines: Mapping[str, str | None] | None = None,
 ) -> Report:
     """:func:`analyse` with files read from disk (unreadable ones are skipped, noted)."""
 
@@ -361,8 +389,37 @@ def lint_paths(
         return Path(path).read_text(encoding="utf-8", errors="replace")
 
     return analyse(
-        roots, targets, toolkit, torch_targets, read, file_resolver(include_dirs, inside)
+        roots,
+        targets,
+        toolkit,
+        torch_targets,
+        read,
+        file_resolver(include_dirs, inside),
+        defines=defines,
     )
+
+
+def parse_defines(
+    flags: Sequence[str], macros: Sequence[tuple[str, str | None]] = ()
+) -> dict[str, str | None]:
+    """A compile's macros: setuptools' ``define_macros`` ((name, value), value None: "1")
+    and ``undef_macros``-style ``-U`` flags, then ``-D``/``-U`` flags in command-line order
+    (``-DX``, ``-D X``, ``-DX=V``); the last word on a name wins."""
+    out: dict[str, str | None] = {name: "1" if value is None else value for name, value in macros}
+    it = iter(flags)
+    for flag in it:
+        if flag in ("-D", "-U", "--define-macro", "--undefine-macro"):
+            word = next(it, "")
+            kind = "D" if flag in ("-D", "--define-macro") else "U"
+        elif flag.startswith(("-D", "-U")):
+            word, kind = flag[2:], flag[1]
+        else:
+            continue
+        name, eq, value = word.partition("=")
+        if not re.fullmatch(r"[A-Za-z_]\w*", name):
+            continue
+        out[name] = (value if eq else "1") if kind == "D" else None
+    return out
 
 
 def _relative(file: str, base: Path | None) -> str:

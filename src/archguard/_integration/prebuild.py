@@ -17,7 +17,7 @@ from archguard._integration.session import Session, setup_error
 from archguard.config import ENV_LINT, env_choice
 from archguard.errors import ArchguardError, StubHazard
 from archguard.flags import ExtensionPlan
-from archguard.lint import include_dirs_of, lint_paths, text_lines
+from archguard.lint import include_dirs_of, lint_paths, parse_defines, text_lines
 
 
 def lint_mode(session: Session) -> str:
@@ -45,6 +45,7 @@ def lint_build(cmd: Any, session: Session, planned: list[tuple[Any, Any, Extensi
             continue
         dirs = [root / d for d in getattr(ext, "include_dirs", []) or []]
         inside_dirs = [d.resolve() for d in dirs if d.resolve().is_relative_to(root)]
+        nvcc = (ext.extra_compile_args or {}) if isinstance(ext.extra_compile_args, dict) else {}
         report = lint_paths(
             sources,
             [*inside_dirs, *include_dirs_of(root)],
@@ -52,6 +53,11 @@ def lint_build(cmd: Any, session: Session, planned: list[tuple[Any, Any, Extensi
             plan.targets,
             res.toolkit,
             res.torch.targets,
+            defines=parse_defines(
+                [str(f) for f in nvcc.get("nvcc", []) or []]
+                + [f"-U{name}" for name in getattr(ext, "undef_macros", None) or []],
+                list(getattr(ext, "define_macros", None) or []),
+            ),
         )
         session.linted[ext.name] = {
             "findings": len(report.findings),
