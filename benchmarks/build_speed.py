@@ -14,6 +14,9 @@ It estimates the physical limit from measurements taken in the same run: two ser
 h and the per-target device time d (from ninja's log). For sources i with A targets on C
 cores the work is W = sum_i(h_i + A*d_i) + C++ time, and the limit is
 max(W / C, max_i(h_i + d_i)). (For F equal files this is the issue's F*(h + A*d) / C.)
+It also measures the cores' real throughput (a CPU-bound loop alone, then one per core at
+once): vCPUs that are SMT siblings, or shared with a neighbour, give less than C, and the
+limit at that capacity, max(W / capacity, max_i(h_i + d_i)), is printed beside it.
 
 Prints each wall time and peak resident memory (summed over the build's process tree, median
 and min-max), the ratios b/a, c/a and a/limit pair by pair, and the machine.
@@ -139,6 +142,27 @@ def archguard(*args: str) -> str:
     return proc.stdout
 
 
+SPIN = "x = 0\nfor i in range(60_000_000):\n    x += i * i\n"
+
+
+def capacity(cores: int) -> tuple[float, float, float]:
+    """How many cores' worth of throughput the machine gives: a CPU-bound loop timed alone,
+    then ``cores`` copies at once (best of three each). A machine whose cores are SMT
+    siblings, or shared with a busy neighbour, gives less than ``cores``: (capacity, alone s,
+    together s)."""
+
+    def timed(n: int) -> float:
+        start = time.perf_counter()
+        procs = [subprocess.Popen([sys.executable, "-c", SPIN]) for _ in range(n)]
+        for proc in procs:
+            proc.wait()
+        return time.perf_counter() - start
+
+    alone = min(timed(1) for _ in range(3))
+    together = min(timed(cores) for _ in range(3))
+    return cores * alone / together, alone, together
+
+
 def stats(values: list[float], fmt: str = "{:.1f}") -> str:
     return (
         f"{fmt.format(statistics.median(values))} "
@@ -180,7 +204,20 @@ def machine() -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument(
+        "--capacity-only", action="store_true", help="only measure the cores' real throughput"
+    )
     args = parser.parse_args()
+    if args.capacity_only:
+        from archguard.detect.machine import detect_machine
+
+        cores = detect_machine().cores
+        cap, alone, together = capacity(cores)
+        print(
+            f"capacity: {cap:.2f} cores' worth of throughput from {cores} cores "
+            f"(one CPU-bound loop {alone:.1f} s; {cores} at once {together:.1f} s)"
+        )
+        return 0
     listing = json.loads(archguard("list", "--format", "json"))
     ours = listing["effective"]
     tag, torch_version = listing["cuda"], listing["torch"]
@@ -225,9 +262,14 @@ def main() -> int:
                 path_s = max(path_s, t)
                 print(f"  {name:<24} {t:6.1f} (host only)")
         limit = max(work_s / cores, path_s)
+        cap, alone, together = capacity(cores)
+        real_limit = max(work_s / cap, path_s)
         print(
             f"work W = {work_s:.0f} s over {targets} targets; "
-            f"limit = max(W/{cores}, {path_s:.0f}) = {limit:.0f} s"
+            f"limit = max(W/{cores}, {path_s:.0f}) = {limit:.0f} s\n"
+            f"capacity: {cap:.2f} cores' worth of throughput (one CPU-bound loop {alone:.1f} s, "
+            f"{cores} at once {together:.1f} s); limit at that capacity = "
+            f"max(W/{cap:.2f}, {path_s:.0f}) = {real_limit:.0f} s"
         )
         configs = {
             "a": base_env(),
@@ -255,11 +297,14 @@ def main() -> int:
     for name, label in labels.items():
         print(f"  {label:<46} {stats(walls[name])} s   peak {stats(peaks[name], '{:.2f}')} GiB")
     print(f"  {'estimated physical limit':<46} {limit:.1f} s")
+    print(f"  {'limit at the measured capacity':<46} {real_limit:.1f} s")
     for other in ("b", "c"):
         ratios = [x / y for x, y in zip(walls[other], walls["a"], strict=True)]
         print(f"  ratio {other}/a    {stats(ratios, '{:.3f}')}")
     ratios = [a / limit for a in walls["a"]]
     print(f"  ratio a/limit {stats(ratios, '{:.3f}')}")
+    ratios = [a / real_limit for a in walls["a"]]
+    print(f"  ratio a/limit at the measured capacity {stats(ratios, '{:.3f}')}")
     return 0
 
 

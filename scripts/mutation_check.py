@@ -39,6 +39,28 @@ class Mutation:
 
 MUTATIONS = [
     Mutation(
+        "lint-own-macros-stay-unknown",
+        "src/archguard/cpp.py",
+        "        self.absent: set[str] = set(absent) | (set(owned) - set(self.table))",
+        "        self.absent: set[str] = set(absent)",
+        ("tests/test_lint_corpus.py::test_cutlass_sm90a_wrappers_trap_on_a_plain_sm_90_cubin",),
+    ),
+    Mutation(
+        "lint-undecided-chain-silent",
+        "src/archguard/cpp.py",
+        "            if ev.arch and alive is MAYBE and chain_unknown:",
+        "            if False:",
+        ("tests/test_lint_corpus.py::test_llama_cpp_tables_once_the_build_says_it_is_not_hip",),
+    ),
+    Mutation(
+        "nvcc-flags-make-a-cuda-extension",
+        "src/archguard/_integration/build.py",
+        "    direct = [e for e in extensions if _has_cuda_sources(e)]",
+        "    direct = [e for e in extensions if _has_cuda_sources(e) or 'nvcc' in "
+        "(e.extra_compile_args or {})]",
+        ("tests/test_hook.py::test_which_extensions_are_cuda",),
+    ),
+    Mutation(
         "arch-specific-suffix-dropped",
         "src/archguard/flags.py",
         '    if arch_specific == "keep":\n        for arch in specific:',
