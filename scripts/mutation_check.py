@@ -245,8 +245,8 @@ MUTATIONS = [
     Mutation(
         "traceback-on-error",
         "src/archguard/_cli.py",
-        "    except ArchguardError as exc:\n        sys.stdout.flush()",
-        "    except KeyError as exc:\n        sys.stdout.flush()",
+        "    except ArchguardError as exc:\n        from archguard.report import render_error",
+        "    except KeyError as exc:\n        from archguard.report import render_error",
         ("tests/test_errors.py::test_reachable_from_the_command_line",),
     ),
 ]
