@@ -154,9 +154,10 @@ MUTATIONS = [
     Mutation(
         "env-not-restored",
         "src/archguard/_integration/build.py",
-        "        if before is None:\n            os.environ.pop(name, None)\n"
-        "        else:\n            os.environ[name] = before",
-        "        pass",
+        "    finally:\n        for name, value in before.items():\n"
+        "            if value is None:\n                os.environ.pop(name, None)\n"
+        "            else:\n                os.environ[name] = value",
+        "    finally:\n        pass",
         ("tests/test_side_effects.py::test_environment_and_extension_arguments_restored",),
     ),
     Mutation(
