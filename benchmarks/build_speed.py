@@ -145,11 +145,11 @@ def archguard(*args: str) -> str:
 SPIN = "x = 0\nfor i in range(60_000_000):\n    x += i * i\n"
 
 
-def capacity(cores: int) -> tuple[float, float, float]:
+def capacity(cores: int) -> tuple[float, str]:
     """How many cores' worth of throughput the machine gives: a CPU-bound loop timed alone,
     then ``cores`` copies at once (best of three each). A machine whose cores are SMT
-    siblings, or shared with a busy neighbour, gives less than ``cores``: (capacity, alone s,
-    together s)."""
+    siblings, or shared with a busy neighbour, gives less than ``cores``: (capacity, the
+    line that says so)."""
 
     def timed(n: int) -> float:
         start = time.perf_counter()
@@ -160,7 +160,11 @@ def capacity(cores: int) -> tuple[float, float, float]:
 
     alone = min(timed(1) for _ in range(3))
     together = min(timed(cores) for _ in range(3))
-    return cores * alone / together, alone, together
+    cap = cores * alone / together
+    return cap, (
+        f"capacity: {cap:.2f} cores' worth of throughput from {cores} cores "
+        f"(one CPU-bound loop {alone:.1f} s; {cores} at once {together:.1f} s)"
+    )
 
 
 def stats(values: list[float], fmt: str = "{:.1f}") -> str:
@@ -208,15 +212,11 @@ def main() -> int:
         "--capacity-only", action="store_true", help="only measure the cores' real throughput"
     )
     args = parser.parse_args()
-    if args.capacity_only:
-        from archguard.detect.machine import detect_machine
+    from archguard.detect.machine import detect_machine
 
-        cores = detect_machine().cores
-        cap, alone, together = capacity(cores)
-        print(
-            f"capacity: {cap:.2f} cores' worth of throughput from {cores} cores "
-            f"(one CPU-bound loop {alone:.1f} s; {cores} at once {together:.1f} s)"
-        )
+    cores = detect_machine().cores
+    if args.capacity_only:
+        print(capacity(cores)[1])
         return 0
     listing = json.loads(archguard("list", "--format", "json"))
     ours = listing["effective"]
@@ -243,9 +243,6 @@ def main() -> int:
                 times = ninja_times(run_build(work, {**serial, "ARCHGUARD_ARCH_LIST": arches})[2])
                 for name, seconds in times.items():
                     into[name] = min(seconds, into.get(name, seconds))
-        from archguard.detect.machine import detect_machine
-
-        cores = detect_machine().cores
         work_s, path_s = 0.0, 0.0
         print("calibration (serial, seconds): source  h  d  (one target, two targets)")
         cuda_stems = {p.stem for p in (PACKAGE / "csrc").glob("*.cu")}
@@ -262,14 +259,13 @@ def main() -> int:
                 path_s = max(path_s, t)
                 print(f"  {name:<24} {t:6.1f} (host only)")
         limit = max(work_s / cores, path_s)
-        cap, alone, together = capacity(cores)
+        cap, said = capacity(cores)
         real_limit = max(work_s / cap, path_s)
         print(
             f"work W = {work_s:.0f} s over {targets} targets; "
             f"limit = max(W/{cores}, {path_s:.0f}) = {limit:.0f} s\n"
-            f"capacity: {cap:.2f} cores' worth of throughput (one CPU-bound loop {alone:.1f} s, "
-            f"{cores} at once {together:.1f} s); limit at that capacity = "
-            f"max(W/{cap:.2f}, {path_s:.0f}) = {real_limit:.0f} s"
+            f"{said}; limit at that capacity = max(W/{cap:.2f}, {path_s:.0f}) = "
+            f"{real_limit:.0f} s"
         )
         configs = {
             "a": base_env(),

@@ -177,3 +177,12 @@ def test_cli_takes_the_builds_macros(fmt: str) -> None:
         assert lines == {("mmvq.cu", 26), ("mmvq.cu", 46)}
     else:
         assert "mmvq.cu:26" in proc.stdout and "fix: add 12.1" in proc.stdout
+
+
+def test_the_builds_macros_are_read_as_nvcc_reads_them() -> None:
+    """setuptools' define_macros first, then -D/-U flags in order; the last word wins."""
+    got = parse_defines(
+        ["-O3", "-DA", "-D", "B=2", "-UC", "--define-macro", "E=x y", "-DA=3", "-D1BAD", "-U"],
+        [("C", None), ("D", "4")],
+    )
+    assert got == {"C": None, "D": "4", "A": "3", "B": "2", "E": "x y"}

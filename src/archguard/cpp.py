@@ -585,18 +585,23 @@ class Preprocessor:
                     continue
                 name, rest = found
                 if name == "define":
-                    match = re.match(r"[A-Za-z_]\w*", rest)
-                    if match:
-                        names.add(match[0])
+                    macro = parse_define(rest)
+                    if macro is not None:
+                        names.add(macro.name)
                 elif name == "include":
-                    inc = re.match(r'"([^"]+)"|<([^>]+)>', rest)
-                    if inc:
-                        quoted = bool(inc[1])
-                        target = self.resolve(inc[1] if quoted else inc[2], quoted, path)
-                        if target is not None and target not in seen:
-                            seen.add(target)
-                            todo.append(target)
+                    _, target = self._include_target(rest, path)
+                    if target is not None and target not in seen:
+                        seen.add(target)
+                        todo.append(target)
         return frozenset(names)
+
+    def _include_target(self, rest: str, path: str) -> tuple[str | None, str | None]:
+        """An ``#include``'s (name, resolved path); (None, None) for a computed include."""
+        match = re.match(r'"([^"]+)"|<([^>]+)>', rest)
+        if not match:
+            return None, None
+        name, quoted = (match[1], True) if match[1] else (match[2], False)
+        return name, self.resolve(name, quoted, path)
 
     def _lines(self, path: str, result: Walk) -> list[Line] | None:
         if path not in self._cache:
@@ -728,11 +733,9 @@ class Preprocessor:
     ) -> None:
         if all(s is False for s in state):
             return
-        match = re.match(r'"([^"]+)"|<([^>]+)>', rest)
-        if not match:
+        name, target = self._include_target(rest, path)
+        if name is None:
             return  # a computed include: not followed
-        name, quoted = (match[1], True) if match[1] else (match[2], False)
-        target = self.resolve(name, quoted, path)
         if target is None:
             result.missing.add(name)
             return

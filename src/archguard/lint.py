@@ -127,8 +127,7 @@ class Report:
 def classify(body: Sequence[str]) -> str:
     """What a branch holds: ``trap`` (a trap, an assert, or a print-and-return), ``empty``
     (no code), or ``alternative`` (other code)."""
-    code = [line for line in body if not line.lstrip().startswith("#")]
-    text = "\n".join(code)
+    text = "\n".join(_code_lines(body))
     if _TRAP.search(text):
         return "trap"
     if not _CODE.search(text.replace("return", "")):
@@ -141,8 +140,13 @@ def classify(body: Sequence[str]) -> str:
     return "alternative"
 
 
+def _code_lines(body: Sequence[str]) -> list[str]:
+    """A branch's lines that are not preprocessor directives."""
+    return [line for line in body if not line.lstrip().startswith("#")]
+
+
 def _has_code(body: Sequence[str]) -> bool:
-    return any(_CODE.search(line) for line in body if not line.lstrip().startswith("#"))
+    return any(_CODE.search(line) for line in _code_lines(body))
 
 
 def _configuration_only(body: Sequence[str]) -> bool:
@@ -265,9 +269,7 @@ def _findings(
             if _ancestor_reported(walk, region, reported):
                 continue
             taken = _image_branch(walk, region, image)
-            if _configuration_only(region.body) and (
-                taken is None or _configuration_only(taken.body) or not _has_code(taken.body)
-            ):
+            if _configuration_only(region.body) and (taken is None or not _has_code(taken.body)):
                 # CUTLASS's `#if defined(__CUDA_ARCH_SPECIFIC__)` / `#define ...`: no code of
                 # its own; the hazard is where the macro is used, reported there
                 continue
@@ -293,10 +295,8 @@ def _findings(
     for key in ordered:
         states = walk.states[key]
         region = walk.regions[key]
-        if key not in walk.arch_chains and region.index > 0 and region.guard.startswith("#elif"):
+        if key not in walk.arch_chains and not region.guard.startswith("#else"):
             continue  # `#elif defined(RDNA3)` in an arch chain: not an arch guard itself
-        if key not in walk.arch_chains and region.index == 0:
-            continue
         if all(states[i] is False for i in [*image_indexes, host]):
             if region.parent is not None and region.parent in {
                 (d.file, d.line) for d in report.dead

@@ -30,7 +30,9 @@ def lint_mode(session: Session) -> str:
     return chosen or "warn"
 
 
-def lint_build(cmd: Any, session: Session, planned: list[tuple[Any, Any, ExtensionPlan]]) -> None:
+def lint_build(
+    cmd: Any, session: Session, planned: list[tuple[Any, dict[str, list[str]], ExtensionPlan]]
+) -> None:
     mode = lint_mode(session)
     if mode == "off" or not planned:
         if mode == "off":
@@ -39,13 +41,12 @@ def lint_build(cmd: Any, session: Session, planned: list[tuple[Any, Any, Extensi
     root = Path(project_root(cmd.distribution)).resolve()
     hazards = 0
     res = session.resolution
-    for ext, _, plan in planned:
+    for ext, args, plan in planned:
         sources = [str((root / s).resolve()) for s in ext.sources if str(s).endswith(".cu")]
         if not sources:
             continue
         dirs = [root / d for d in getattr(ext, "include_dirs", []) or []]
         inside_dirs = [d.resolve() for d in dirs if d.resolve().is_relative_to(root)]
-        nvcc = (ext.extra_compile_args or {}) if isinstance(ext.extra_compile_args, dict) else {}
         report = lint_paths(
             sources,
             [*inside_dirs, *include_dirs_of(root)],
@@ -54,7 +55,7 @@ def lint_build(cmd: Any, session: Session, planned: list[tuple[Any, Any, Extensi
             res.toolkit,
             res.torch.targets,
             defines=parse_defines(
-                [str(f) for f in nvcc.get("nvcc", []) or []]
+                [str(f) for f in args.get("nvcc", [])]
                 + [f"-U{name}" for name in getattr(ext, "undef_macros", None) or []],
                 list(getattr(ext, "define_macros", None) or []),
             ),
