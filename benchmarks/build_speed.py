@@ -9,11 +9,17 @@ real packages are) side by side in one run, several times, in rotating order:
   (c) "mirror PyTorch": PyTorch's own list for the index (the bundled table's union over
       its torch releases, with its PTX), with torch's defaults.
 
-It estimates the physical limit from measurements taken in the same run: two serial builds
-(one job, one thread) with one and with two targets give, per source, the serial host time
-h and the per-target device time d (from ninja's log). For sources i with A targets on C
-cores the work is W = sum_i(h_i + A*d_i) + C++ time, and the limit is
-max(W / C, max_i(h_i + d_i)). (For F equal files this is the issue's F*(h + A*d) / C.)
+It estimates the physical limit from measurements taken in the same run: one serial build
+(one job, one thread) of the same list with nvcc's own per-phase timing (``--time``, through
+NVCC_APPEND_FLAGS) gives, per .cu, the serial host time h_i (host preprocessing, cudafe++,
+fatbinary, the host compile) and the device time d_ik of each target k (its preprocessing,
+cicc, ptxas); ninja's log gives the C++ sources' time. On C cores the work is
+W = sum_i(h_i + sum_k d_ik) + C++ time and the limit is max(W / C, max_i(h_i + max_k d_ik)):
+for F equal files, the issue's F*(h + A*d) / C and h + d. (Two builds with one and two
+targets, the first version of this calibration, took the 8.0->8.6 step for d: about half the
+real per-target cost, since cicc's time grows with the arch, 30 s for sm_80 to 45 s for
+sm_120.) The serial build's wall time beyond its compiles (python, torch import, ninja, link)
+is printed as the fixed overhead no parallelism removes.
 It also measures the cores' real throughput (a CPU-bound loop alone, then one per core at
 once): vCPUs that are SMT siblings, or shared with a neighbour, give less than C, and the
 limit at that capacity, max(W / capacity, max_i(h_i + d_i)), is printed beside it.
@@ -21,7 +27,8 @@ limit at that capacity, max(W / capacity, max_i(h_i + d_i)), is printed beside i
 Prints each wall time and peak resident memory (summed over the build's process tree, median
 and min-max), the ratios b/a, c/a and a/limit pair by pair, and the machine.
 
-Usage: python benchmarks/build_speed.py [--runs 3]   (about 15 minutes a run on 2 cores)
+Usage: python benchmarks/build_speed.py [--runs 3]
+(on 2 cores: about 10 minutes of calibration, then about 15 minutes a run)
 """
 
 from __future__ import annotations
@@ -71,8 +78,9 @@ def tree_rss(root: int) -> int:
     return total
 
 
-def run_build(work: Path, env: dict[str, str]) -> tuple[float, int, Path]:
-    """One clean ``setup.py build_ext`` of the package: (wall s, peak tree RSS, build dir)."""
+def run_build(work: Path, env: dict[str, str]) -> tuple[float, int, Path, str]:
+    """One clean ``setup.py build_ext`` of the package: (wall s, peak tree RSS, build dir,
+    its output)."""
     src = work / "src"
     if src.exists():
         shutil.rmtree(src)
@@ -110,7 +118,7 @@ def run_build(work: Path, env: dict[str, str]) -> tuple[float, int, Path]:
         sys.stderr.write(output[-4000:])
         raise SystemExit(f"build failed ({argv})")
     (work / f"log-{int(start)}.txt").write_text(output)
-    return wall, peak, temp
+    return wall, peak, temp, output
 
 
 def ninja_times(temp: Path) -> dict[str, float]:
@@ -119,6 +127,30 @@ def ninja_times(temp: Path) -> dict[str, float]:
     for line in (temp / ".ninja_log").read_text().splitlines()[1:]:
         start, end, _, target, _ = line.split("\t")
         out[Path(target).name] = (int(end) - int(start)) / 1000
+    return out
+
+
+# nvcc --time phases that run once per source, serially; the rest (gcc preprocessing 1,
+# cicc, ptxas) run once per target, and --threads N runs N targets' chains at once.
+HOST_PHASES = ("gcc (preprocessing 4)", "cudafe++", "fatbinary", "gcc (compiling)")
+
+
+def nvcc_phases(text: str) -> dict[str, tuple[float, dict[str, float]]]:
+    """nvcc --time's CSV: per source stem, (serial host seconds h, {target: device seconds})."""
+    out: dict[str, tuple[float, dict[str, float]]] = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.split(",")]
+        if len(cells) < 8 or cells[0] in ("", "source file name") or cells[7] != "ms":
+            continue
+        stem = Path(cells[0]).stem
+        phase, arch, seconds = cells[1], cells[4], float(cells[6]) / 1000
+        h, per_target = out.get(stem, (0.0, {}))
+        if phase in HOST_PHASES:
+            h += seconds
+        elif arch:
+            number = arch.split("_", 1)[-1]  # compute_90 (cicc) and sm_90 (ptxas): one target
+            per_target[number] = per_target.get(number, 0.0) + seconds
+        out[stem] = (h, per_target)
     return out
 
 
@@ -174,7 +206,7 @@ def stats(values: list[float], fmt: str = "{:.1f}") -> str:
     )
 
 
-def machine() -> str:
+def machine(torch_version: str) -> str:
     model = "?"
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -196,12 +228,10 @@ def machine() -> str:
         .stdout.strip()
         .splitlines()[-2]
     )
-    import torch
-
     return (
         f"{platform.node()}: {model}; {found.cores} cores ({found.cores_from}), "
         f"{found.memory / (1 << 30):.1f} GiB available ({found.memory_from}); {nvcc.strip()}; "
-        f"torch {torch.__version__}"
+        f"torch {torch_version}"
     )
 
 
@@ -227,42 +257,54 @@ def main() -> int:
     union_cubins = sorted({a for c in cells for a in c.build.targets.cubins})
     union_ptx = {a for c in cells for a in c.build.targets.ptx}
     mirror = ";".join(f"{a}+PTX" if a in union_ptx else str(a) for a in union_cubins)
-    targets = len(listing["targets"]["cubins"])  # one device compile per virtual arch
-    print(f"machine: {machine()}")
+    from archguard.arch import parse_arch_list
+    from archguard.flags import gencode_flags
+    from archguard.parallel import device_compiles
+    from archguard.toolkit import known_arches
+
+    targets = device_compiles(gencode_flags(parse_arch_list(ours, "list", known=known_arches())))
+    print(f"machine: {machine(torch_version)}")
     print(f"(a),(b) list {ours} ({tag}, torch {torch_version}); (c) PyTorch's {tag} union {mirror}")
     with tempfile.TemporaryDirectory(prefix="archguard-speed-") as tmp:
         work = Path(tmp)
-        # Calibration: serial builds, one job and one thread, with one and with two targets,
-        # twice each in alternation; the faster of the two per object (a shared machine's
-        # noise only ever adds time).
-        serial = {**base_env(), "MAX_JOBS": "1", "NVCC_THREADS": "1"}
-        one: dict[str, float] = {}
-        two: dict[str, float] = {}
-        for _ in range(2):
-            for into, arches in ((one, "8.0"), (two, "8.0;8.6")):
-                times = ninja_times(run_build(work, {**serial, "ARCHGUARD_ARCH_LIST": arches})[2])
-                for name, seconds in times.items():
-                    into[name] = min(seconds, into.get(name, seconds))
-        work_s, path_s = 0.0, 0.0
-        print("calibration (serial, seconds): source  h  d  (one target, two targets)")
-        cuda_stems = {p.stem for p in (PACKAGE / "csrc").glob("*.cu")}
-        for name in sorted(one):
-            if name.split(".")[0] in cuda_stems:
-                d = max(0.0, two[name] - one[name])
-                h = max(0.0, one[name] - d)
-                work_s += h + targets * d
-                path_s = max(path_s, h + d)
-                print(f"  {name:<24} h {h:6.1f}  d {d:6.1f}  ({one[name]:.1f}, {two[name]:.1f})")
+        # Calibration: one serial build (one job, one thread) of the same list, with nvcc's
+        # own per-phase timing (--time): each source's serial host phases h and its device
+        # compile per target d, as nvcc measured them, and the C++ sources from ninja's log.
+        csv = work / "phases.csv"
+        serial = {
+            **base_env(),
+            "MAX_JOBS": "1",
+            "NVCC_THREADS": "1",
+            "NVCC_APPEND_FLAGS": f"--time {csv}",
+        }
+        serial_wall, _, temp, _ = run_build(work, serial)
+        objects = ninja_times(temp)
+        phases = nvcc_phases(csv.read_text())
+        work_s, path_s, compiles = 0.0, 0.0, 0.0
+        print("calibration (serial build, seconds): source  h  d per target")
+        for name, seconds in sorted(objects.items()):
+            compiles += seconds
+            stem = name.split(".")[0]
+            if stem in phases:
+                h, per_target = phases[stem]
+                work_s += h + sum(per_target.values())
+                path_s = max(path_s, h + max(per_target.values()))
+                ds = " ".join(f"{t} {d:.1f}" for t, d in sorted(per_target.items()))
+                print(f"  {name:<18} h {h:5.1f}  d {ds}  (ninja {seconds:.1f})")
             else:
-                t = (one[name] + two[name]) / 2
-                work_s += t
-                path_s = max(path_s, t)
-                print(f"  {name:<24} {t:6.1f} (host only)")
+                work_s += seconds
+                path_s = max(path_s, seconds)
+                print(f"  {name:<18} {seconds:5.1f} (host only)")
+        fixed = max(0.0, serial_wall - compiles)
+        print(
+            f"  serial build {serial_wall:.1f} s: {compiles:.1f} s of compiles, {fixed:.1f} s "
+            "of everything else (python, torch import, ninja, link)"
+        )
         limit = max(work_s / cores, path_s)
         cap, said = capacity(cores)
         real_limit = max(work_s / cap, path_s)
         print(
-            f"work W = {work_s:.0f} s over {targets} targets; "
+            f"work W = {work_s:.0f} s ({targets} device compiles per .cu); "
             f"limit = max(W/{cores}, {path_s:.0f}) = {limit:.0f} s\n"
             f"{said}; limit at that capacity = max(W/{cap:.2f}, {path_s:.0f}) = "
             f"{real_limit:.0f} s"
@@ -277,7 +319,10 @@ def main() -> int:
         order = list(configs)
         for run in range(args.runs):
             for name in order[run % 3 :] + order[: run % 3]:
-                wall, peak, _ = run_build(work, configs[name])
+                wall, peak, _, output = run_build(work, configs[name])
+                if name == "a" and run == 0:
+                    chosen = [x for x in output.splitlines() if x.startswith("archguard: parallel")]
+                    print(f"  (a) {chosen[0] if chosen else 'no parallel line in the log'}")
                 walls[name].append(wall)
                 peaks[name].append(peak / (1 << 30))
                 print(
@@ -294,6 +339,10 @@ def main() -> int:
         print(f"  {label:<46} {stats(walls[name])} s   peak {stats(peaks[name], '{:.2f}')} GiB")
     print(f"  {'estimated physical limit':<46} {limit:.1f} s")
     print(f"  {'limit at the measured capacity':<46} {real_limit:.1f} s")
+    print(
+        f"  {'limit + the fixed overhead':<46} {limit + fixed:.1f} s "
+        f"(python, torch import, ninja, link: {fixed:.1f} s in the serial build)"
+    )
     for other in ("b", "c"):
         ratios = [x / y for x, y in zip(walls[other], walls["a"], strict=True)]
         print(f"  ratio {other}/a    {stats(ratios, '{:.3f}')}")

@@ -123,6 +123,13 @@ MUTATIONS = [
         ("tests/test_parallel.py::test_the_choice_at_the_edges",),
     ),
     Mutation(
+        "parallel-two-threads-per-core",
+        "src/archguard/parallel.py",
+        "        share = min(cores, slots) // cuda_jobs",
+        "        share = min(2 * cores, slots) // cuda_jobs",
+        ("tests/test_parallel.py::test_the_choice_at_the_edges",),
+    ),
+    Mutation(
         "yaml-alias-defences-off",
         "src/archguard/_yaml.py",
         "    def compose_node(",

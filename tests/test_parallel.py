@@ -15,7 +15,7 @@ from archguard.detect.machine import (
     parse_memory_limit,
 )
 from archguard.flags import threads_flag
-from archguard.parallel import GIB, Decided, Machine, Workload, choose
+from archguard.parallel import GIB, Decided, Machine, Workload, choose, device_compiles
 
 
 def machine(cores: int, gib: float) -> Machine:
@@ -25,14 +25,14 @@ def machine(cores: int, gib: float) -> Machine:
 EDGES = [
     # (what, cores, GiB, cuda, cxx, targets, decided jobs, decided threads, jobs, threads)
     ("1 core", 1, 24, 2, 1, 8, None, None, 1, 1),
-    ("2 cores, the benchmark's extension", 2, 24, 2, 1, 8, None, None, 2, 2),
+    ("2 cores, the benchmark's extension", 2, 24, 2, 1, 6, None, None, 2, 1),
     ("64 cores with 8 GiB: memory bounds it", 64, 8, 4, 1, 8, None, None, 2, 1),
     ("64 cores with 8 GiB, one .cu", 64, 8, 1, 0, 8, None, None, 1, 2),
     ("one .cu with 6 targets on 16 cores", 16, 128, 1, 0, 6, None, None, 1, 6),
     ("one .cu with 6 targets and a binding on 2 cores", 2, 24, 1, 1, 6, None, None, 2, 2),
     ("30 .cu files with 1 target on 16 cores", 16, 128, 30, 0, 1, None, None, 16, 1),
     ("30 .cu files with 1 target on 2 cores", 2, 24, 30, 0, 1, None, None, 2, 1),
-    ("a package that already passes --threads 4, 16 cores", 16, 128, 4, 1, 8, None, 4, 5, 4),
+    ("a package that already passes --threads 4, 16 cores", 16, 128, 4, 1, 8, None, 4, 4, 4),
     ("a package that already passes --threads 4, 2 cores", 2, 24, 2, 1, 8, None, 4, 1, 4),
     ("MAX_JOBS=1 set by the user, 2 cores", 2, 24, 2, 1, 8, 1, None, 1, 2),
     ("MAX_JOBS=1 and NVCC_THREADS=1: nothing chosen", 8, 64, 2, 1, 8, 1, 1, 1, 1),
@@ -54,18 +54,43 @@ def test_the_choice_at_the_edges(case: tuple) -> None:  # type: ignore[type-arg]
         assert choice.jobs == jobs and choice.jobs_from == "set by MAX_JOBS"
     if threads:
         assert choice.threads == threads and "package" in choice.threads_from
-    # never more compiler threads than memory holds (3 GiB each), unless someone decided
+    # never more compiler threads than memory holds (3 GiB each), unless someone decided;
+    # never more CUDA compiler processes than cores
     if not jobs and not threads:
         assert choice.jobs * choice.threads <= max(1, int(gib // 3)) or choice.jobs == 1
+        assert min(cu, choice.jobs) * choice.threads <= max(1, min(cores, int(gib // 3)))
 
 
 def test_the_reason_names_every_input() -> None:
     choice = choose(machine(2, 24), Workload(2, 1, 8))
     assert choice.why == (
         "2 cores (test), 24.0 GiB memory (test: room for 8 compiler threads at 3 GiB each), "
-        "2 CUDA and 1 C++ source, 8 targets per CUDA compile"
+        "2 CUDA and 1 C++ source, 8 device compiles (virtual archs) per CUDA source"
     )
-    assert choice.summary == "2 parallel compile jobs (chosen), nvcc --threads 2 (chosen)"
+    assert choice.summary == "2 parallel compile jobs (chosen), nvcc --threads 1 (chosen)"
+
+
+def test_device_compiles_count_virtual_archs() -> None:
+    """A cubin and the PTX of the same virtual arch are one cicc run (nvcc --time shows it);
+    the benchmark's list, 6 cubins and 2 PTX, is 6 device compiles."""
+    from archguard.arch import parse_arch_list
+    from archguard.flags import gencode_flags
+    from archguard.toolkit import known_arches
+
+    benchmark = parse_arch_list("7.5;8.0;8.6;9.0+PTX;10.0;12.0+PTX", "test", known=known_arches())
+    assert len(gencode_flags(benchmark)) == 8 and device_compiles(gencode_flags(benchmark)) == 6
+    assert device_compiles([]) == 0
+    assert device_compiles(["-gencode=arch=compute_90,code=sm_90"]) == 1
+    assert (
+        device_compiles(
+            [
+                "-gencode=arch=compute_90,code=sm_90",
+                "-gencode=arch=compute_90,code=compute_90",
+                "-gencode=arch=compute_90a,code=sm_90a",
+            ]
+        )
+        == 2
+    )
 
 
 @pytest.mark.parametrize(

@@ -318,7 +318,7 @@ def parallel_preview(settings: Settings, res: Resolution, environ: Mapping[str, 
     """What a build here would choose for nvcc --threads and parallel jobs (explain)."""
     from archguard.detect.machine import detect_machine  # noqa: PLC0415
     from archguard.flags import gencode_flags  # noqa: PLC0415
-    from archguard.parallel import Decided, Workload, choose  # noqa: PLC0415
+    from archguard.parallel import Decided, Workload, choose, device_compiles  # noqa: PLC0415
 
     cu, cxx = count_sources(settings.project.root)
     package = settings.package
@@ -332,7 +332,10 @@ def parallel_preview(settings: Settings, res: Resolution, environ: Mapping[str, 
     elif package is not None and package.nvcc_threads:
         threads = Decided(package.nvcc_threads, f"{package.source} nvcc_threads")
     choice = choose(
-        detect_machine(), Workload(cu, cxx, len(gencode_flags(res.effective))), jobs, threads
+        detect_machine(),
+        Workload(cu, cxx, device_compiles(gencode_flags(res.effective))),
+        jobs,
+        threads,
     )
     return (
         f"Build parallelism here: {choice.summary}, from {choice.why} (sources counted under "

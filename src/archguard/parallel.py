@@ -1,19 +1,22 @@
 """Choosing nvcc's ``--threads`` and the number of parallel compile jobs for a build.
 
-Pure: the machine (cores, memory) and the workload (sources, targets per CUDA compile) are
-data (:mod:`archguard.detect.machine` reads the real machine). A compile of a ``.cu`` with
-torch headers is serial host work (front end, host compiler) plus one device compile per
-target; nvcc's ``--threads N`` runs up to N of those device compiles at once, and ninja runs
-``MAX_JOBS`` compiles at once. The choice keeps the cores busy to the end of the build
-(the last CUDA file's targets spread over the cores the finished jobs left idle) without
-running more compiler threads than memory holds.
+Pure: the machine (cores, memory) and the workload (sources, device compiles per CUDA source)
+are data (:mod:`archguard.detect.machine` reads the real machine). A compile of a ``.cu`` with
+torch headers is serial host work (front end, host compiler) plus one device compile (cicc,
+ptxas) per virtual arch; nvcc's ``--threads N`` runs up to N of those at once, and ninja runs
+``MAX_JOBS`` compiles at once.
 
-The rule, with C cores and S = memory / memory-per-thread slots:
+The rule keeps one compiler process per core: enough to keep the cores busy, never more.
+Extra processes time-share the cores and each evicts the others' multi-GiB working sets:
+measured with ``benchmarks/build_speed.py`` on 2 cores (two .cu files with torch headers and
+a binding, six device compiles each), 2 jobs x 1 thread built in 281 s; torch's default (3
+jobs) 336 s; 2 jobs x 2 threads 346-377 s; 3 jobs x 2 threads 451 s. With C cores and
+S = memory / memory-per-thread slots:
 - jobs = min(sources, C, S), at least 1 (``MAX_JOBS`` or ``max_jobs`` win);
-- threads = min(C, targets, min(2C, S) / min(CUDA sources, jobs)), at least 1
+- threads = min(device compiles, min(C, S) / min(CUDA sources, jobs)), at least 1
   (``NVCC_THREADS``, ``--threads``/``-t`` in the package's nvcc flags, or ``nvcc_threads``
-  win); two threads per core at most in total, so that a tail never idles a core while
-  memory allows it.
+  win): the cores the CUDA jobs leave, shared among them. When the threads are decided, the
+  chosen jobs shrink to min(C, S) / threads.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ class Machine:
 class Workload:
     cuda_sources: int
     cxx_sources: int
-    targets: int  # device compiles per CUDA source (cubins, and PTX of its own virtual arch)
+    targets: int  # device compiles per CUDA source: one per virtual arch (device_compiles)
 
 
 @dataclass(frozen=True)
@@ -87,16 +90,24 @@ def choose(
     if threads is not None:
         n_threads, threads_from = max(1, threads.value), f"set by {threads.origin}"
         if jobs is None:  # fill the cores around the package's or user's own threads
-            n_jobs = max(1, min(n_jobs, min(2 * cores, slots) // n_threads))
+            n_jobs = max(1, min(n_jobs, min(cores, slots) // n_threads))
     else:
-        share = min(2 * cores, slots) // cuda_jobs
-        n_threads, threads_from = max(1, min(cores, targets, share)), "chosen"
+        share = min(cores, slots) // cuda_jobs
+        n_threads, threads_from = max(1, min(targets, share)), "chosen"
     why = (
         f"{machine.cores} core{'s' if machine.cores != 1 else ''} ({machine.cores_from}), "
         f"{machine.memory / GIB:.1f} GiB memory ({machine.memory_from}: room for {slots} "
         f"compiler thread{'s' if slots != 1 else ''} at {memory_per_thread / GIB:.0f} GiB "
         f"each), {work.cuda_sources} CUDA and {work.cxx_sources} C++ source"
-        f"{'s' if work.cxx_sources != 1 else ''}, {work.targets} target"
-        f"{'s' if work.targets != 1 else ''} per CUDA compile"
+        f"{'s' if work.cxx_sources != 1 else ''}, {work.targets} device compile"
+        f"{'s' if work.targets != 1 else ''} (virtual arch{'s' if work.targets != 1 else ''}) "
+        "per CUDA source"
     )
     return Choice(n_jobs, jobs_from, n_threads, threads_from, why)
+
+
+def device_compiles(gencode: list[str]) -> int:
+    """How many device compiles one nvcc call runs for these ``-gencode`` flags: one per
+    virtual arch (``arch=compute_90``); a cubin and the PTX of the same virtual arch share it
+    (nvcc --time: one cicc for compute_90, then ptxas for sm_90)."""
+    return len({flag.split(",", 1)[0] for flag in gencode})

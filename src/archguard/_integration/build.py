@@ -28,8 +28,8 @@ from archguard._integration.prebuild import lint_build
 from archguard._integration.session import Session, session_for, setup_error
 from archguard.config import ENV_ENABLE, env_disabled, env_enabled
 from archguard.errors import ArchguardError
-from archguard.flags import plan_extension, threads_flag
-from archguard.parallel import Choice, Decided, Workload, choose
+from archguard.flags import gencode_flags, plan_extension, threads_flag
+from archguard.parallel import Choice, Decided, Workload, choose, device_compiles
 from archguard.record import resolution_record, write_record
 from archguard.report import extension_lines
 
@@ -136,7 +136,8 @@ def choose_parallelism(
         cuda_sources=sum(s.endswith(".cu") for s in sources),
         cxx_sources=sum(s.endswith(CXX_SUFFIXES) for s in sources),
         targets=max(
-            (n for _, n in plans.values()), default=len(session.resolution.targets.names())
+            (n for _, n in plans.values()),
+            default=device_compiles(gencode_flags(session.resolution.targets)),
         ),
     )
     return choose(detect_machine(), work, jobs, threads)
@@ -263,7 +264,9 @@ def archguard_build(cmd: Any) -> Iterator[None]:
         planned.append((ext, args, plan))
     lint_build(cmd, session, planned)
     choice = choose_parallelism(
-        session, cuda, {ext.name: (args, len(plan.gencode)) for ext, args, plan in planned}
+        session,
+        cuda,
+        {ext.name: (args, device_compiles(plan.gencode)) for ext, args, plan in planned},
     )
     say(f"parallel: {choice.summary}: {choice.why}")
     session.parallel = {  # (the machine's free memory varies: it stays in the log)
