@@ -7,10 +7,11 @@ ptxas) per virtual arch; nvcc's ``--threads N`` runs up to N of those at once, a
 ``MAX_JOBS`` compiles at once.
 
 The rule keeps one compiler process per core: enough to keep the cores busy, never more.
-Extra processes time-share the cores and each evicts the others' multi-GiB working sets:
-measured with ``benchmarks/build_speed.py`` on 2 cores (two .cu files with torch headers and
-a binding, six device compiles each), 2 jobs x 1 thread built in 281 s; torch's default (3
-jobs) 336 s; 2 jobs x 2 threads 346-377 s; 3 jobs x 2 threads 451 s. With C cores and
+Extra processes only time-share the cores while each holds a multi-GiB working set: with
+``benchmarks/build_speed.py``'s extension on 2 cores (two .cu files with torch headers and a
+binding, six device compiles each), the first rule's 2 jobs x 2 threads was 2 % and 11 %
+slower than torch's defaults in paired runs, 3 jobs x 2 threads took 451 s where 2 jobs x 1
+thread took 281 s, and 2 x 1 is at 1.06x the physical limit (README). With C cores and
 S = memory / memory-per-thread slots:
 - jobs = min(sources, C, S), at least 1 (``MAX_JOBS`` or ``max_jobs`` win);
 - threads = min(device compiles, min(C, S) / min(CUDA sources, jobs)), at least 1
