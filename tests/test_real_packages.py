@@ -16,6 +16,7 @@ Each sdist is pinned by its sha256, so the test builds exactly the sources the R
 from __future__ import annotations
 
 import hashlib
+import re
 import subprocess
 import sys
 import tarfile
@@ -101,6 +102,13 @@ def test_points_in_rbbox_an_unmodified_buildextension_package_with_the_full_poli
     if torch_cuda() == "13.0":
         assert found == CU130  # the whole bundled cu130 row
     assert "archguard: verify: 1 CUDA binary read back" in log
+    # no --threads of its own: archguard's choice is on every nvcc compile, once
+    chosen = re.search(r"archguard: parallel: .*, nvcc --threads (\d+) \(chosen\)", log)
+    assert chosen, log[-5000:]
+    compiles = [line for line in log.splitlines() if "bin/nvcc " in line and " -c " in line]
+    assert compiles and all(
+        f"--threads {chosen[1]}" in line and line.count("--threads") == 1 for line in compiles
+    )
     assert cli("verify", str(wheel), env=build_env()).returncode == 0
 
 
