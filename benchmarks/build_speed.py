@@ -273,12 +273,9 @@ def main() -> int:
     union_cubins = sorted({a for c in cells for a in c.build.targets.cubins})
     union_ptx = {a for c in cells for a in c.build.targets.ptx}
     mirror = ";".join(f"{a}+PTX" if a in union_ptx else str(a) for a in union_cubins)
-    from archguard.arch import parse_arch_list
-    from archguard.flags import gencode_flags
     from archguard.parallel import device_compiles
-    from archguard.toolkit import known_arches
 
-    targets = device_compiles(gencode_flags(parse_arch_list(ours, "list", known=known_arches())))
+    targets = device_compiles(listing["gencode"])  # the list's own -gencode flags
     print(f"machine: {machine(torch_version)}")
     print(f"(a),(b) list {ours} ({tag}, torch {torch_version}); (c) PyTorch's {tag} union {mirror}")
     with tempfile.TemporaryDirectory(prefix="archguard-speed-") as tmp:
