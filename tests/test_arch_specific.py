@@ -54,7 +54,7 @@ EXT = (
 )
 PYPROJECT = """\
 [build-system]
-requires = ["setuptools>=64", "torch", "torch-archguard"]
+requires = ["setuptools>=64", "torch"{requires}]
 build-backend = "setuptools.build_meta"
 {extra}
 """
@@ -71,7 +71,12 @@ def gencode(*targets: str) -> list[str]:
     return out
 
 
-def package(tmp: Path, extensions: dict[str, tuple[str, list[str]]], extra: str = "") -> Path:
+def package(
+    tmp: Path,
+    extensions: dict[str, tuple[str, list[str]]],
+    extra: str = "",
+    requires: str = ', "torch-archguard"',
+) -> Path:
     root = tmp / "hoppy"
     root.mkdir(parents=True)
     for name in ("hopper.cu", "strict.cu"):
@@ -80,7 +85,7 @@ def package(tmp: Path, extensions: dict[str, tuple[str, list[str]]], extra: str 
     (root / "mod.c").write_text((MINI / "mod.c").read_text())
     lines = [EXT.format(name=n, cu=cu, nvcc=nvcc) for n, (cu, nvcc) in extensions.items()]
     (root / "setup.py").write_text(SETUP.format(extensions="\n".join(lines)))
-    (root / "pyproject.toml").write_text(PYPROJECT.format(extra=extra))
+    (root / "pyproject.toml").write_text(PYPROJECT.format(extra=extra, requires=requires))
     return root
 
 
@@ -117,19 +122,22 @@ def test_hard_coded_sm_90a_is_kept_per_extension_and_verifies(tmp_path: Path) ->
     assert proc.returncode == 0, log[-5000:]
     wheel = only_wheel(tmp_path / "out")
     found = so_targets(wheel, tmp_path)
-    assert found["_hopper"] == [t if t != "sm_90" else "sm_90a" for t in CU130]
+    # floor sm_80 (its lowest hard-coded target), sm_90a in place of sm_90, the compute_90
+    # net moved to compute_86 (never plain compute_90 beside an sm_90a-only 9.0)
+    hopper = ["sm_80", "sm_86", "sm_90a", "sm_100", "sm_120", "compute_86", "compute_120"]
+    assert found["_hopper"] == hopper
     assert found["_plain"] == CU130
     assert (
         "archguard: extension _hopper: kept the hard-coded arch-specific target sm_90a from "
         "'-gencode arch=compute_90a,code=sm_90a' (a kernel requirement), in place of the "
         "effective list's sm_90"
     ) in log
+    assert "archguard: extension _hopper: left out sm_75: below extension _hopper's floor" in log
     assert "archguard: extension _hopper coverage: " in log
     assert "no longer serves natively" not in log  # 9.0a serves 9.0, the only 9.x device
     record = wheel_record(wheel)
     exts = {e["name"]: e for e in record["build"]["extensions"]}  # type: ignore[index]
     assert exts["_hopper"]["targets"]["cubins"] == [
-        "sm_75",
         "sm_80",
         "sm_86",
         "sm_90a",
@@ -138,6 +146,10 @@ def test_hard_coded_sm_90a_is_kept_per_extension_and_verifies(tmp_path: Path) ->
     ]
     assert "hard-coded nvcc flag" in exts["_hopper"]["origins"]["sm_90a"]
     assert exts["_hopper"]["kept_arch_specific"] == {"sm_90a": "sm_90"}
+    assert exts["_hopper"]["intent"]["rule"] == "floor"
+    assert exts["_hopper"]["intent"]["floor"] == "sm_80"
+    assert exts["_hopper"]["added"] == ["sm_86", "sm_100", "sm_120", "compute_86", "compute_120"]
+    assert "__CUDA_ARCH_FEAT_SM90_ALL" in exts["_hopper"]["left_out"]["compute_90"]
     assert exts["_plain"]["targets"] == record["targets"]
     assert "archguard: verify: 2 CUDA binaries read back" in log
     verify = cli("verify", str(wheel), env=build_env())
@@ -154,7 +166,7 @@ def test_drop_gives_todays_behaviour_and_error_stops(tmp_path: Path, mode: str) 
     proc, log = build(root, tmp_path)
     if mode == "drop":
         assert proc.returncode == 0, log[-5000:]
-        assert so_targets(only_wheel(tmp_path / "out"), tmp_path)["_hopper"] == CU130
+        assert so_targets(only_wheel(tmp_path / "out"), tmp_path)["_hopper"] == CU130[1:]
         assert "dropped the hard-coded nvcc flag '-gencode arch=compute_90a,code=sm_90a'" in log
         assert "(hardcoded_arch_specific = 'drop')" in log
     else:
@@ -164,39 +176,50 @@ def test_drop_gives_todays_behaviour_and_error_stops(tmp_path: Path, mode: str) 
         assert "hardcoded_arch_specific = 'keep'" in line and "Traceback" not in log
 
 
-def test_a_kernel_that_only_assembles_for_sm_90a_builds_and_would_fail_as_sm_90(
+def test_a_kernel_that_only_assembles_for_sm_90a_builds_in_farm_mode_with_the_full_list(
     tmp_path: Path,
 ) -> None:
-    """strict.cu: setmaxnreg under __CUDA_ARCH__ == 900. The list is restricted so that no
-    compute_90 PTX net (also compiled with __CUDA_ARCH__ == 900) is asked for."""
+    """strict.cu: setmaxnreg under __CUDA_ARCH__ == 900, hard-coded sm_90a + sm_80, a package
+    that never heard of archguard (farm mode, the whole cu130 row). It builds without
+    archguard; with it, the binary holds sm_90a, no plain sm_90, no compute_90 (a net there
+    is compiled with __CUDA_ARCH__ == 900 and does not assemble), nothing below sm_80."""
     nvcc = gencode("sm_90a", "sm_80")
-    root = package(tmp_path, {"_strict": ("strict.cu", nvcc)})
-    keep, log = build(root, tmp_path, ARCHGUARD_ARCH_LIST="8.0;9.0;10.0")
-    assert keep.returncode == 0, log[-5000:]
-    found = so_targets(only_wheel(tmp_path / "out"), tmp_path)["_strict"]
-    assert found == ["sm_80", "sm_90a", "sm_100", "compute_100"]
+    root = package(tmp_path, {"_strict": ("strict.cu", nvcc)}, requires="")
+    farm, log = build(root, tmp_path, ARCHGUARD_ENABLE="1")
+    assert farm.returncode == 0, log[-5000:]
+    wheel = only_wheel(tmp_path / "out")
+    found = so_targets(wheel, tmp_path)["_strict"]
+    assert found == ["sm_80", "sm_86", "sm_90a", "sm_100", "sm_120", "compute_86", "compute_120"]
+    assert "archguard: enabled by ARCHGUARD_ENABLE=1" in log
+    assert "left out compute_90: plain compute_90 beside sm_90a with no plain sm_90" in log
+    assert cli("verify", str(wheel), env=build_env()).returncode == 0
     # the same package with its own flags (archguard off) holds sm_90a and sm_80 ...
-    plain_root = package(tmp_path / "off", {"_strict": ("strict.cu", nvcc)})
-    off, log = build(plain_root, tmp_path / "off", ARCHGUARD_DISABLE="1")
+    plain_root = package(tmp_path / "off", {"_strict": ("strict.cu", nvcc)}, requires="")
+    off, log = build(plain_root, tmp_path / "off")
     assert off.returncode == 0, log[-3000:]
     assert so_targets(only_wheel(tmp_path / "off" / "out"), tmp_path) == {
         "_strict": ["sm_80", "sm_90a"]
     }
-    # ... and turning sm_90a into sm_90 (today's behaviour, "drop") fails to assemble
+    # ... and turning sm_90a into sm_90 ("drop") fails to assemble; the last words name the
+    # targets archguard added and the line that leaves them out
     drop_root = package(
         tmp_path / "drop",
         {"_strict": ("strict.cu", nvcc)},
         extra='[tool.archguard]\nhardcoded_arch_specific = "drop"\n',
     )
-    dropped, log = build(drop_root, tmp_path / "drop", ARCHGUARD_ARCH_LIST="8.0;9.0;10.0")
+    dropped, log = build(drop_root, tmp_path / "drop", ARCHGUARD_ARCH_LIST="8.0;9.0")
     assert dropped.returncode != 0
     assert "Instruction 'setmaxnreg.inc' not supported on .target 'sm_90'" in log
+    (last,) = [x for x in log.splitlines() if "archguard: error: compile-failed:" in x]
+    assert "extension _strict failed to build with sm_80 sm_90 compute_90" in last
+    assert "archguard added sm_90 compute_90 beyond what the package hard-codes" in last
+    assert 'ARCHGUARD_ARCH_LIST="8.0"' in last
 
 
 def test_sm_100a_leaves_b300_without_a_native_cubin_and_says_how_to_fix_it(
     tmp_path: Path,
 ) -> None:
-    root = package(tmp_path, {"_bw": ("kernel.cu", gencode("sm_100a"))})
+    root = package(tmp_path, {"_bw": ("kernel.cu", gencode("sm_75", "sm_100a"))})
     proc, log = build(root, tmp_path)
     assert proc.returncode == 0, log[-5000:]
     found = so_targets(only_wheel(tmp_path / "out"), tmp_path)["_bw"]
@@ -207,7 +230,7 @@ def test_sm_100a_leaves_b300_without_a_native_cubin_and_says_how_to_fix_it(
 
 
 def test_sm_100f_replaces_plain_sm_100_without_a_warning(tmp_path: Path) -> None:
-    root = package(tmp_path, {"_bw": ("kernel.cu", gencode("sm_100f"))})
+    root = package(tmp_path, {"_bw": ("kernel.cu", gencode("sm_75", "sm_100f"))})
     proc, log = build(root, tmp_path)
     assert proc.returncode == 0, log[-5000:]
     found = so_targets(only_wheel(tmp_path / "out"), tmp_path)["_bw"]

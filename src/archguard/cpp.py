@@ -21,6 +21,7 @@ undecided branches of its chain, is reported as not understood.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -497,6 +498,8 @@ class Walk:
     skipped: dict[str, str] = field(default_factory=dict)  # path -> why
     missing: set[str] = field(default_factory=set)  # includes not found (outside the scan)
     files: set[str] = field(default_factory=set)
+    unfinished: list[str] = field(default_factory=list)  # roots the budget left unscanned
+    seconds: float = 0.0
 
 
 Resolver = Callable[[str, bool, str], str | None]  # (name, quoted, including file) -> path
@@ -534,6 +537,24 @@ class _Frame:
     unknown: set[str] = field(default_factory=set)  # what left earlier branches undecided
 
 
+class _OutOfTime(Exception):
+    """The walk's budget is spent."""
+
+
+def _pragma_once(lines: Sequence[Line]) -> bool:
+    for line in lines[:200]:
+        found = directive(line)
+        if found is not None and found[0] == "pragma" and found[1].split()[:1] == ["once"]:
+            return True
+    return False
+
+
+def _covered(before: Sequence[Tri], now: Sequence[Tri]) -> bool:
+    """Does an earlier walk of a file (per-config states ``before``) cover one now? A
+    config must be off now, or have been certainly on before."""
+    return all(n is False or b is True for b, n in zip(before, now, strict=True))
+
+
 def _include_guard(lines: Sequence[Line]) -> str | None:
     """``X`` when a file starts ``#ifndef X`` / ``#define X`` (an include guard)."""
     found = [d for d in (directive(line) for line in lines[:200]) if d is not None][:2]
@@ -554,6 +575,7 @@ class Preprocessor:
         resolve: Resolver,
         max_depth: int = 64,
         undefined: Iterable[str] = (),
+        budget: float | None = None,
     ) -> None:
         self.initial = list(configs)
         self.read = read
@@ -561,13 +583,29 @@ class Preprocessor:
         self.max_depth = max_depth
         self.undefined = frozenset(undefined)  # -U names: undefined in every configuration
         self._cache: dict[str, list[Line]] = {}
+        self._once: dict[str, bool] = {}  # path -> guarded (include guard or #pragma once)
+        self._walked: dict[str, list[Tri]] = {}  # this translation unit's guarded files
+        self.budget = budget  # seconds for the whole walk; None: no limit
+        self._deadline: float | None = None
 
     def walk(self, roots: Iterable[str]) -> Walk:
+        """Walk each translation unit. Past the budget the walk stops, whole translation
+        units at a time: what it found until then stands (preprocessing is sequential), the
+        rest is listed in ``unfinished``."""
         result = Walk(len(self.initial))
-        for root in roots:
-            owned = self._owned(root, result)
-            macros = [Macros(c, owned, self.undefined) for c in self.initial]
-            self._file(root, macros, [True] * len(macros), None, result, 0, set())
+        started = time.monotonic()
+        self._deadline = None if self.budget is None else started + self.budget
+        todo = list(roots)
+        for i, root in enumerate(todo):
+            self._walked = {}
+            try:
+                owned = self._owned(root, result)
+                macros = [Macros(c, owned, self.undefined) for c in self.initial]
+                self._file(root, macros, [True] * len(macros), None, result, 0, set())
+            except _OutOfTime:
+                result.unfinished = todo[i:]
+                break
+        result.seconds = time.monotonic() - started
         return result
 
     def _owned(self, root: str, result: Walk) -> frozenset[str]:
@@ -624,11 +662,26 @@ class Preprocessor:
     ) -> None:
         if depth > self.max_depth or path in stack:
             return
+        if self._deadline is not None and time.monotonic() > self._deadline:
+            raise _OutOfTime
         lines = self._lines(path, result)
         if lines is None:
             return
-        result.files.add(path)
         guard = _include_guard(lines)
+        if path not in self._once:
+            self._once[path] = guard is not None or _pragma_once(lines)
+        if self._once[path]:
+            # A guarded header reached again in a state the first walk covered: a real
+            # preprocessor skips its body too. (The walk's cost grows with the text.)
+            before = self._walked.get(path)
+            if before is not None and _covered(before, active):
+                return
+            self._walked[path] = (
+                list(active)
+                if before is None
+                else [_or(b, a) for b, a in zip(before, active, strict=True)]
+            )
+        result.files.add(path)
         if guard is not None:
             for m in macros:
                 m.assume_absent(guard)

@@ -124,6 +124,20 @@ class ArchSpecificFlag(ArchguardError):
     code = "hardcoded-arch-specific"
 
 
+class EmptyExtension(ArchguardError):
+    """One extension's own targets (its hard-coded intent, the clamps, the lint's proofs)
+    leave no cubin."""
+
+    code = "empty-extension"
+
+
+class CompileFailed(ArchguardError):
+    """A compile failed in a build archguard changed: which extension, the targets
+    archguard added beyond the package's own, and the line that leaves them out."""
+
+    code = "compile-failed"
+
+
 class BuildVerifyFailed(ArchguardError):
     """After ``build_ext``, a built binary does not hold the targets it was built for."""
 
@@ -179,6 +193,8 @@ ALL_ERRORS: tuple[type[ArchguardError], ...] = (
     CudaMismatch,
     NvccFlagError,
     ArchSpecificFlag,
+    EmptyExtension,
+    CompileFailed,
     BuildVerifyFailed,
     NotRepresentable,
     CuobjdumpNotFound,

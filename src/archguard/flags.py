@@ -1,10 +1,8 @@
-"""Spelling an arch list for the tools that consume it, reading nvcc arch flags back, and
-planning an extension's nvcc arguments.
+"""Spelling an arch list for the tools that consume it, and reading nvcc arch flags back.
 
 Pure text work: ``-gencode`` flags for nvcc, ``TORCH_CUDA_ARCH_LIST`` for torch,
 ``CMAKE_CUDA_ARCHITECTURES`` for CMake, the parser that finds the arch flags a package
-hard-codes in its nvcc arguments, and :func:`plan_nvcc_args`, which decides what each
-hard-coded flag becomes so that the build edge only has to apply the plan.
+hard-codes in its nvcc arguments (:mod:`archguard.plan` decides what each becomes).
 """
 
 from __future__ import annotations
@@ -14,8 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from archguard.arch import Arch, ArchEntry, Targets, format_list, split_target
-from archguard.errors import ArchSpecificFlag, NotRepresentable, NvccFlagError
-from archguard.resolve import Outcome, Resolution
+from archguard.errors import NotRepresentable, NvccFlagError
 
 # torch.utils.cpp_extension._get_cuda_arch_flags (torch 2.13.0): supported_arches. An entry
 # outside this set makes torch raise "Unknown CUDA arch".
@@ -212,163 +209,17 @@ def _arch_code(
     assert arch_value is not None
     for value in _values(arch_value[1]):
         kind, arch = _target(value, flag)
-        if kind == "sm":  # -arch=sm_XY means compute_XY PTX + sm_XY SASS
-            cubins.add(arch)
-        ptx.add(arch)
+        if kind != "sm":
+            ptx.add(arch)
+            continue
+        cubins.add(arch)
+        # -arch=sm_XY means sm_XY SASS + compute_XY PTX. nvcc expands -arch=sm_90a to the
+        # sm_90a cubin plus *plain* compute_90 PTX (`nvcc -arch=sm_90a --dryrun`), and that
+        # PTX, compiled without the arch-specific features, is what fails on sm_90a-only
+        # code: the package meant the sm_90a cubin, and that is what it is read as.
+        if not arch.suffix:
+            ptx.add(arch)
     return ArchFlag(tokens, Targets(frozenset(cubins), frozenset(ptx)))
-
-
-# ---------------------------------------------------------------------------------------
-# Planning one extension's nvcc arguments.
-
-ARCH_SPECIFIC_MODES = ("keep", "drop", "error")
-
-
-@dataclass(frozen=True)
-class ExtensionPlan:
-    """What one extension's nvcc argument lists become, the targets its binary will hold,
-    where each came from, and what to say about it."""
-
-    name: str
-    args: dict[str, list[str]]  # per key of extra_compile_args ("nvcc", "nvcc_dlink")
-    targets: Targets
-    origins: dict[str, str]  # sm_/compute_ name -> where it came from
-    kept: dict[Arch, Arch | None]  # hard-coded a/f target kept -> the plain cubin it replaces
-    warnings: list[str]
-    notes: list[str]
-    per_key: dict[str, dict[str, list[str]]]  # key -> {"dropped": [...], "replaced": [...]}
-
-    @property
-    def gencode(self) -> list[str]:
-        return gencode_flags(self.targets)
-
-
-def _why_not(res: Resolution, arch: Arch) -> str:
-    decisions = [d for d in res.why(arch) if d.outcome in (Outcome.DROPPED, Outcome.NOT_REQUESTED)]
-    return decisions[-1].reason if decisions else "not in the effective list"
-
-
-def _effective_origins(res: Resolution) -> dict[str, str]:
-    origins = {a.sm: f"the effective list ({res.request.origin})" for a in res.targets.cubins}
-    for d in res.decisions:
-        if d.ptx and d.step.value == "ptx" and d.outcome is not Outcome.DROPPED:
-            origins[d.arch.plain.compute] = f"a PTX net of the effective list: {d.reason}"
-    return {name: origins[name] for name in res.targets.names() if name in origins}
-
-
-def plan_extension(
-    name: str,
-    arg_lists: dict[str, list[str]],
-    res: Resolution,
-    arch_specific: str = "keep",
-) -> ExtensionPlan:
-    """Every arch flag out of each nvcc argument list and this extension's targets in.
-
-    The targets are the effective list, except that a hard-coded ``Xa``/``Xf`` cubin (a
-    kernel requirement) that passes the toolkit and torch clamps is kept with
-    ``arch_specific = "keep"``: in place of the list's plain ``X`` (nvcc refuses ``X`` with
-    ``Xf`` in one compile; a plain ``X`` the package hard-codes itself stays beside ``Xa``),
-    or added. ``"drop"`` treats it like a plain hard-coded target (replaced by the list,
-    named); ``"error"`` stops with :class:`ArchSpecificFlag`. Every other hard-coded target
-    outside the list is dropped with its reason.
-    """
-    split = {key: find_arch_flags(list(args)) for key, args in arg_lists.items()}
-    effective = res.targets
-    hard_cubins = {a for _, found in split.values() for f in found for a in f.targets.cubins}
-    specific = sorted(a for a in hard_cubins if a.suffix and a not in effective.cubins)
-    if specific and arch_specific == "error":
-        flags = sorted({" ".join(f.tokens) for _, found in split.values() for f in found})
-        raise ArchSpecificFlag(
-            f"extension {name} hard-codes the arch-specific target"
-            f"{'s' if len(specific) > 1 else ''} {' '.join(a.sm for a in specific)} "
-            f"({'; '.join(repr(f) for f in flags)}) and [tool.archguard] "
-            "hardcoded_arch_specific = 'error'. Keep it for this extension with "
-            "hardcoded_arch_specific = 'keep', replace it by the effective list with 'drop', "
-            "or declare the arch in [tool.archguard] arch_list_by_cuda."
-        )
-    cubins = set(effective.cubins)
-    kept: dict[Arch, Arch | None] = {}
-    refused: dict[Arch, str] = {}
-    if arch_specific == "keep":
-        for arch in specific:
-            decision = res.clamp_extra(arch, cubins)
-            if decision is not None:
-                refused[arch] = decision.reason
-            else:
-                kept[arch] = None
-        for arch in kept:
-            twin = arch.plain
-            if twin in cubins and not (arch.suffix == "a" and twin in hard_cubins):
-                cubins.discard(twin)
-                kept[arch] = twin
-            cubins.add(arch)
-    targets = Targets(frozenset(cubins), effective.ptx)
-
-    origins = _effective_origins(res)
-    warnings: list[str] = []
-    notes: list[str] = []
-    per_key: dict[str, dict[str, list[str]]] = {}
-    new_args: dict[str, list[str]] = {}
-    for key, (rest, found) in split.items():
-        dropped: list[str] = []
-        replaced: list[str] = []
-        for flag in found:
-            text = " ".join(flag.tokens)
-            for arch in sorted(flag.targets.cubins & set(kept)):
-                origins[arch.sm] = (
-                    f"the hard-coded nvcc flag {text!r} of extension {name} (kept: an "
-                    "arch-specific target is a kernel requirement)"
-                )
-            extra_cubins = sorted(flag.targets.cubins - targets.cubins)
-            extra = [a.sm for a in extra_cubins]
-            extra += [a.compute for a in sorted(flag.targets.ptx - targets.ptx)]
-            kept_here = sorted(flag.targets.cubins & set(kept))
-            if extra:
-                reasons = "; ".join(
-                    f"{a.sm}: {refused.get(a) or _why_not(res, a)}"
-                    + (
-                        " (hardcoded_arch_specific = 'drop')"
-                        if a.suffix and arch_specific == "drop"
-                        else ""
-                    )
-                    for a in extra_cubins
-                )
-                dropped.append(
-                    f"extension {name}: dropped the hard-coded nvcc flag {text!r}: "
-                    f"{' '.join(extra)} not in the effective list"
-                    + (f" ({reasons})" if reasons else "")
-                    + ". Declare arches in [tool.archguard] arch_list instead of nvcc flags."
-                )
-            elif not kept_here:
-                replaced.append(
-                    f"extension {name}: the hard-coded nvcc flag {text!r} is within "
-                    "the effective list; archguard's flags replace it"
-                )
-            for arch in kept_here:
-                displaced = kept[arch]
-                replaced.append(
-                    f"extension {name}: kept the hard-coded arch-specific target {arch.sm} "
-                    f"from {text!r} (a kernel requirement)"
-                    + (
-                        f", in place of the effective list's {displaced.sm}"
-                        if displaced
-                        else ", added"
-                    )
-                )
-        warnings += dropped
-        notes += replaced
-        per_key[key] = {"dropped": dropped, "replaced": replaced}
-        new_args[key] = rest + gencode_flags(targets)
-    return ExtensionPlan(
-        name,
-        new_args,
-        targets,
-        {n: origins[n] for n in targets.names()},
-        kept,
-        warnings,
-        notes,
-        per_key,
-    )
 
 
 _MENTION = re.compile(r"\b(?:sm|compute)_[0-9]{2,3}[af]\b", re.ASCII)

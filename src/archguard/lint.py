@@ -116,6 +116,8 @@ class Report:
     not_understood: list[tuple[str, int, str]] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)
     not_scanned: list[str] = field(default_factory=list)  # includes outside the scan
+    unfinished: list[str] = field(default_factory=list)  # sources the budget left unscanned
+    seconds: float = 0.0
     files: int = 0
     targets: str = ""
 
@@ -173,9 +175,11 @@ def analyse(
     resolve: Callable[[str, bool, str], str | None],
     devices: Sequence[Device] | None = None,
     defines: Mapping[str, str | None] | None = None,
+    budget: float | None = None,
 ) -> Report:
     """Lint the translation units ``roots`` for a wheel holding ``targets``. ``defines``:
-    the command line's macros (``-DNAME=VALUE``: a string; ``-UNAME``: None)."""
+    the command line's macros (``-DNAME=VALUE``: a string; ``-UNAME``: None). ``budget``:
+    seconds for the walk, after which the sources not reached are listed as unscanned."""
     devices = tuple(devices or known_devices())
     images: list[tuple[Target, bool]] = [
         (Target(a.sm, a), False) for a in sorted(targets.cubins)
@@ -211,8 +215,10 @@ def analyse(
     }
     tables = [{**given, **c.macros(arch_list, toolkit.version)} for c in configs]
     undefined = [name for name, value in (defines or {}).items() if value is None]
-    walk = Preprocessor(tables, read, resolve, undefined=undefined).walk(roots)
+    walk = Preprocessor(tables, read, resolve, undefined=undefined, budget=budget).walk(roots)
     report = Report(targets=str(targets), files=len(walk.files))
+    report.unfinished = list(walk.unfinished)
+    report.seconds = walk.seconds
     report.skipped = dict(walk.skipped)
     report.not_scanned = sorted(walk.missing)
     image_indexes = [i for i, (t, _) in enumerate(images)]
@@ -382,6 +388,7 @@ def lint_paths(
     toolkit: Toolkit,
     torch_targets: Targets | None,
     defines: Mapping[str, str | None] | None = None,
+    budget: float | None = None,
 ) -> Report:
     """:func:`analyse` with files read from disk (unreadable ones are skipped, noted)."""
 
@@ -396,6 +403,7 @@ def lint_paths(
         read,
         file_resolver(include_dirs, inside),
         defines=defines,
+        budget=budget,
     )
 
 
@@ -422,7 +430,7 @@ def parse_defines(
     return out
 
 
-def _relative(file: str, base: Path | None) -> str:
+def relative(file: str, base: Path | None) -> str:
     path = Path(file)
     if base is not None and path.resolve().is_relative_to(base.resolve()):
         path = path.resolve().relative_to(base.resolve())
@@ -430,7 +438,7 @@ def _relative(file: str, base: Path | None) -> str:
 
 
 def _where(file: str, line: int, base: Path | None) -> str:
-    return f"{_relative(file, base)}:{line}"
+    return f"{relative(file, base)}:{line}"
 
 
 def render(report: Report, tag: str, fmt: str = "text", base: Path | None = None) -> str:
@@ -439,7 +447,7 @@ def render(report: Report, tag: str, fmt: str = "text", base: Path | None = None
         import json  # noqa: PLC0415
 
         def at(file: str, line: int, **rest: object) -> dict[str, object]:
-            return {"file": _relative(file, base), "line": line, **rest}
+            return {"file": relative(file, base), "line": line, **rest}
 
         data = {
             "schema": LINT_SCHEMA,
@@ -506,6 +514,13 @@ def text_lines(report: Report, tag: str, base: Path | None = None) -> list[str]:
     if report.skipped:
         out += ["", "Skipped (unreadable)"]
         out += [f"  {path}: {why}" for path, why in sorted(report.skipped.items())]
+    if report.unfinished:
+        out += [
+            "",
+            f"Not scanned: the lint's budget ({report.seconds:.1f} s) ran out before "
+            + ", ".join(relative(f, base) for f in report.unfinished)
+            + " (raise it with ARCHGUARD_LINT_BUDGET=SECONDS)",
+        ]
     if report.not_scanned:
         shown = ", ".join(report.not_scanned[:6])
         more = f" and {len(report.not_scanned) - 6} more" if len(report.not_scanned) > 6 else ""

@@ -15,7 +15,8 @@ from archguard import __version__
 from archguard.arch import Arch
 from archguard.coverage import DeviceCoverage, Tier, coverage
 from archguard.errors import ArchguardError, EmptyArchList, NotRepresentable
-from archguard.flags import ExtensionPlan, cmake_architectures, gencode_flags, torch_arch_list
+from archguard.flags import cmake_architectures, gencode_flags, torch_arch_list
+from archguard.plan import ExtensionPlan, Rule
 from archguard.record import targets_record
 from archguard.resolve import Decision, Outcome, Resolution, Step
 
@@ -200,25 +201,32 @@ def extension_lines(plan: ExtensionPlan, res: Resolution) -> list[str]:
         return []
     wheel = {c.device.cc: c for c in res.coverage()}
     own = coverage(plan.targets, res.devices)
-    kept = ", ".join(
+    kept = [
         f"{arch.sm} in place of {twin.sm}" if twin else f"{arch.sm} added"
         for arch, twin in sorted(plan.kept.items())
-    )
+    ]
+    if plan.intent.rule is Rule.FLOOR and plan.intent.floor is not None:
+        kept.insert(0, f"floor {plan.intent.floor.sm}")
     lines = [
-        f"extension {plan.name}: its targets differ from the wheel's effective list ({kept}): "
-        f"{plan.targets}",
+        f"extension {plan.name}: its targets differ from the wheel's effective list "
+        f"({', '.join(kept) or 'see above'}): {plan.targets}",
         f"extension {plan.name} coverage: {tiers_text(own)}",
     ]
-    for arch in sorted(plan.kept):
-        if arch.suffix == "a" and arch.plain in plan.targets.ptx:
-            feat = f"__CUDA_ARCH_FEAT_SM{arch.digits}_ALL"
-            lines.append(
-                f"extension {plan.name}: the list's {arch.plain.compute} PTX net is compiled with "
-                f"__CUDA_ARCH__ == {arch.major * 100 + arch.minor * 10} but without {feat}: "
-                f"{arch.sm}-only code must be guarded on {feat} (as CUTLASS does), not on "
-                "__CUDA_ARCH__ alone, or that PTX will not assemble"
-            )
-    lost = [c for c in own if c.tier is not Tier.NATIVE and wheel[c.device.cc].tier is Tier.NATIVE]
+    if plan.intent.rule is Rule.ARCH_SPECIFIC_ONLY:
+        native = [str(c.device) for c in own if c.tier is Tier.NATIVE]
+        lines.append(
+            f"extension {plan.name} serves natively only {', '.join(native) or 'no device'}: "
+            f"{plan.intent.reason}; every other device is dead for it"
+        )
+        return lines
+    floor = plan.intent.floor.cc if plan.intent.floor else (0, 0)  # below it: on purpose
+    lost = [
+        c
+        for c in own
+        if c.tier is not Tier.NATIVE
+        and wheel[c.device.cc].tier is Tier.NATIVE
+        and c.device.cc >= floor
+    ]
     if lost:
         fixes = []
         for c in lost:

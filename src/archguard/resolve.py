@@ -247,6 +247,13 @@ class Resolution:
         )
         return decision if decision.outcome is Outcome.DROPPED else None
 
+    def restricted(self, entries: tuple[ArchEntry, ...], origin: str) -> Resolution:
+        """Steps 2-5 again with ``entries`` as the request (an extension's own bound on the
+        list, e.g. its floor), so that PTX nets move as step 5 says."""
+        return resolve(
+            self.policy, self.toolkit, self.torch, override=(entries, origin), devices=self.devices
+        )
+
     def require_cubins(self) -> Resolution:
         """Step 6: raise :class:`EmptyArchList` when nothing is left.
 

@@ -1,5 +1,5 @@
 """What archguard changes inside a build, and puts back: the environment and each CUDA
-extension's nvcc arguments (planned by :func:`archguard.flags.plan_extension`); then what it
+extension's nvcc arguments (planned by :func:`archguard.plan.plan_extension`); then what it
 checks after the build (the binaries read back) and records in the wheel.
 
 Torch ignores ``TORCH_CUDA_ARCH_LIST`` as soon as any nvcc flag contains the text "arch"
@@ -26,10 +26,13 @@ from archguard._integration.common import announce_once, project_root, say
 from archguard._integration.postbuild import verify_build
 from archguard._integration.prebuild import lint_build
 from archguard._integration.session import Session, session_for, setup_error
+from archguard.arch import Targets
 from archguard.config import ENV_ENABLE, env_disabled, env_enabled
-from archguard.errors import ArchguardError
-from archguard.flags import gencode_flags, plan_extension, threads_flag
+from archguard.detect.cudalibs import completion, linked_libraries, make_links
+from archguard.errors import ArchguardError, CompileFailed
+from archguard.flags import gencode_flags, threads_flag
 from archguard.parallel import Choice, Decided, Workload, choose, device_compiles
+from archguard.plan import ExtensionPlan, list_text, plan_extension
 from archguard.record import resolution_record, write_record
 from archguard.report import extension_lines
 
@@ -200,6 +203,168 @@ def _nvcc_arg_lists(cmd: Any, ext: Any, torch_cmd: bool) -> dict[str, list[str]]
     return None
 
 
+def _farm_gate(cmd: Any, root: str) -> bool:
+    """In farm mode (the package did not opt in): is ARCHGUARD_ENABLE on and
+    ARCHGUARD_DISABLE off? Announced once."""
+    try:
+        enabled = env_enabled(os.environ)
+        disabled = env_disabled(os.environ)
+    except ArchguardError as exc:
+        raise setup_error(exc) from None
+    if not enabled or disabled:  # ARCHGUARD_DISABLE wins; session_for announces it
+        if disabled:
+            session_for(cmd.distribution)
+        return False
+    announce_once(
+        "enabled",
+        f"enabled by {ENV_ENABLE}={os.environ[ENV_ENABLE]} for {root}: the package does "
+        "not opt in itself (no [tool.archguard], no torch-archguard in "
+        "build-system.requires)",
+    )
+    return True
+
+
+Planned = list[tuple[Any, dict[str, list[str]], ExtensionPlan]]
+
+
+def _plan(
+    cmd: Any, session: Session, cuda: list[Any], proofs: dict[str, dict[str, str]] | None = None
+) -> Planned:
+    """Each CUDA extension whose nvcc line archguard sees, with its plan; the others are
+    recorded as unseen. ``proofs``: per extension, targets the lint proves an #error for."""
+    torch_cmd = is_torch_build_extension(type(cmd))
+    planned: Planned = []
+    for ext in cuda:
+        args = _nvcc_arg_lists(cmd, ext, torch_cmd) if _has_cuda_sources(ext) else None
+        if args is None:
+            session.extensions[ext.name] = session.unseen_record(
+                ext.name, _extension_file(cmd, ext)
+            )
+            continue
+        keys = {k: args[k] for k in NVCC_KEYS if k in args}
+        proven = (proofs or {}).get(ext.name)
+        try:
+            plan = plan_extension(ext.name, keys, session.resolution, session.arch_specific, proven)
+        except ArchguardError as exc:
+            raise setup_error(exc) from None
+        planned.append((ext, args, plan))
+    return planned
+
+
+def _parallel_variables(session: Session, cuda: list[Any], planned: Planned) -> Choice:
+    choice = choose_parallelism(
+        session,
+        cuda,
+        {ext.name: (args, device_compiles(plan.gencode)) for ext, args, plan in planned},
+    )
+    say(f"parallel: {choice.summary}: {choice.why}")
+    session.parallel = {  # (the machine's free memory varies: it stays in the log)
+        "jobs": choice.jobs,
+        "jobs_from": choice.jobs_from,
+        "threads": choice.threads,
+        "threads_from": choice.threads_from,
+    }
+    return choice
+
+
+def _complete_toolkit(cmd: Any, session: Session, planned: Planned) -> dict[str, str | None]:
+    """CPATH for headers the toolkit lacks and torch's NVIDIA wheels have; a directory of
+    link names in the build's temporary tree for CUDA libraries linked by name. Each
+    extension's library_dirs gain that directory (put back by the caller)."""
+    nvcc = session.resolution.toolkit.nvcc
+    if not nvcc or not planned:
+        return {}
+    home = str(Path(nvcc).parent.parent)
+    libraries = linked_libraries(
+        [name for ext, _, _ in planned for name in getattr(ext, "libraries", None) or []],
+        [a for ext, _, _ in planned for a in getattr(ext, "extra_link_args", None) or []],
+    )
+    found = completion(home, session.resolution.toolkit.version.major, libraries)
+    session.toolkit_completion = found.record()
+    variables: dict[str, str | None] = {}
+    if found.include_dirs:
+        before = os.environ.get("CPATH")
+        variables["CPATH"] = os.pathsep.join([*filter(None, [before]), *found.include_dirs])
+        say(
+            f"toolkit: {home} has no {', '.join(found.headers)} (torch's ATen/cuda headers "
+            f"include them); torch's NVIDIA wheels do: CPATH gains "
+            f"{os.pathsep.join(found.include_dirs)} for this build"
+        )
+    if found.links:
+        links = make_links(found, Path(cmd.build_temp).resolve() / "archguard-cuda-links")
+        session.toolkit_completion["link_dir"] = str(links)
+        for ext, _, _ in planned:
+            ext.library_dirs = [*(getattr(ext, "library_dirs", None) or []), str(links)]
+        say(
+            f"toolkit: {home} has no link name for "
+            + ", ".join(f"-l{n}" for n in found.links)
+            + f"; torch's NVIDIA wheels have the libraries: links in {links} ("
+            + ", ".join(f"lib{n}.so -> {Path(t).name}" for n, t in found.links.items())
+            + ")"
+        )
+    missing = [*found.missing_headers, *(f"-l{n}" for n in found.missing_libraries)]
+    if missing:
+        say(
+            f"warning: toolkit: neither {home} nor torch's NVIDIA wheels have "
+            f"{', '.join(missing)}. If a compile or link stops on it, install the CUDA "
+            "library packages (the toolkit's, or the nvidia-* wheels of the torch build), "
+            "or point CPATH / LIBRARY_PATH at a directory that has them."
+        )
+    return variables
+
+
+def _compile_failed(planned: Planned, failing: str | None) -> str:
+    """archguard's last words when a compile fails: the extension, the targets archguard
+    added beyond the package's own, and the config line that leaves them out."""
+    lines = []
+    for ext, _, plan in planned:
+        if failing is not None and ext.name != failing:
+            continue
+        own = plan.hard.names()
+        added = plan.added
+        ours = Targets(plan.targets.cubins & plan.hard.cubins, plan.targets.ptx & plan.hard.ptx)
+        entries = list_text(ours if ours.cubins else plan.targets)
+        lines.append(
+            f"extension {ext.name} failed to build with {' '.join(plan.targets.names())} "
+            f"({plan.intent.rule}: {plan.intent.reason}). "
+            + (
+                f"archguard added {' '.join(added)} beyond what the package hard-codes "
+                f"({' '.join(own) or 'nothing'}). "
+                if added
+                else "archguard added nothing beyond what the package hard-codes. "
+            )
+            + (
+                "To leave them out: "
+                if ours.cubins
+                else "To leave out the targets that fail, remove them from "
+            )
+            + f'[tool.archguard] arch_list = "{entries}" in the file ARCHGUARD_CONFIG names '
+            f'(or ARCHGUARD_ARCH_LIST="{entries}"); to build without archguard, '
+            "ARCHGUARD_DISABLE=1."
+        )
+    return " ".join(lines)
+
+
+@contextmanager
+def _tracking(cmd: Any, current: list[str]) -> Iterator[None]:
+    """Note which extension ``build_extension`` is on (for the failure's last words)."""
+    own = vars(cmd).get("build_extension")
+    original = cmd.build_extension
+
+    def build_extension(ext: Any) -> Any:
+        current[:] = [ext.name]
+        return original(ext)
+
+    cmd.build_extension = build_extension
+    try:
+        yield
+    finally:
+        if own is None:
+            del cmd.build_extension
+        else:
+            cmd.build_extension = own
+
+
 @contextmanager
 def archguard_build(cmd: Any) -> Iterator[None]:
     """Around ``build_ext.run``: each CUDA extension's targets on its nvcc line, the list
@@ -220,88 +385,74 @@ def archguard_build(cmd: Any) -> Iterator[None]:
             announce_once("no-cuda", "no CUDA sources among the extensions: no arch list to choose")
         yield
         return
-    if not opted:
-        try:
-            enabled = env_enabled(os.environ)
-            disabled = env_disabled(os.environ)
-        except ArchguardError as exc:
-            raise setup_error(exc) from None
-        if not enabled or disabled:  # ARCHGUARD_DISABLE wins; session_for announces it
-            if disabled:
-                session_for(dist)
-            yield
-            return
-        announce_once(
-            "enabled",
-            f"enabled by {ENV_ENABLE}={os.environ[ENV_ENABLE]} for {root}: the package does "
-            "not opt in itself (no [tool.archguard], no torch-archguard in "
-            "build-system.requires)",
-        )
+    if not opted and not _farm_gate(cmd, root):
+        yield
+        return
     session = session_for(dist)
     if session is None:
         yield
         return
     res = session.resolution
-    torch_cmd = is_torch_build_extension(type(cmd))
-    planned: list[tuple[Any, dict[str, list[str]], Any]] = []
-    for ext in cuda:
-        if not _has_cuda_sources(ext):
-            session.extensions[ext.name] = session.unseen_record(
-                ext.name, _extension_file(cmd, ext)
-            )
-            continue
-        args = _nvcc_arg_lists(cmd, ext, torch_cmd)
-        if args is None:
-            session.extensions[ext.name] = session.unseen_record(
-                ext.name, _extension_file(cmd, ext)
-            )
-            continue
-        keys = {k: args[k] for k in NVCC_KEYS if k in args}
-        try:
-            plan = plan_extension(ext.name, keys, res, session.arch_specific)
-        except ArchguardError as exc:
-            raise setup_error(exc) from None
-        planned.append((ext, args, plan))
-    lint_build(cmd, session, planned)
-    choice = choose_parallelism(
-        session,
-        cuda,
-        {ext.name: (args, device_compiles(plan.gencode)) for ext, args, plan in planned},
-    )
-    say(f"parallel: {choice.summary}: {choice.why}")
-    session.parallel = {  # (the machine's free memory varies: it stays in the log)
-        "jobs": choice.jobs,
-        "jobs_from": choice.jobs_from,
-        "threads": choice.threads,
-        "threads_from": choice.threads_from,
-    }
-    variables = _build_variables(session)
+    planned = _plan(cmd, session, cuda)
+    proofs = lint_build(cmd, session, planned)
+    if proofs:
+        planned = _plan(cmd, session, cuda, proofs)
+        for ext, _, plan in planned:
+            for target, why in sorted(plan.left_out.items()):
+                if target in plan.proven:
+                    say(f"extension {ext.name}: dropped {target} before compiling: {why}")
+    choice = _parallel_variables(session, cuda, planned)
+    saved_dirs = [(ext, getattr(ext, "library_dirs", None)) for ext, _, _ in planned]
+    variables = {**_build_variables(session), **_complete_toolkit(cmd, session, planned)}
     if choice.jobs_from == "chosen":
         variables["MAX_JOBS"] = str(choice.jobs)
     saved: list[tuple[Any, Any]] = []
     started = time.time()
+    current: list[str] = []
     try:
-        with _variables(variables):
+        with _variables(variables), _tracking(cmd, current):
             for ext, args, plan in planned:
-                for key in plan.args:
-                    for line in plan.per_key[key]["dropped"]:
-                        say(f"warning: {line}")
-                    for line in plan.per_key[key]["replaced"]:
-                        say(line)
-                    args[key] = plan.args[key]
-                if threads_flag(args["nvcc"]) is None:
-                    args["nvcc"] = [*args["nvcc"], "--threads", str(choice.threads)]
+                _apply(ext, args, plan, choice, res)
                 saved.append((ext, ext.extra_compile_args))
                 ext.extra_compile_args = args
-                say(f"extension {ext.name}: nvcc gets {' '.join(plan.gencode)}")
-                for line in extension_lines(plan, res):
-                    say(line)
                 session.extensions[ext.name] = session.plan_record(plan, _extension_file(cmd, ext))
-            yield
+            try:
+                yield
+            except Exception as exc:  # the package's own exception goes on unchanged
+                if planned and not isinstance(exc, ArchguardError):
+                    failing = current[0] if current else None
+                    say(f"error: {CompileFailed.code}: {_compile_failed(planned, failing)}")
+                raise
     finally:
         for ext, original in saved:
             ext.extra_compile_args = original
+        for ext, dirs in saved_dirs:
+            ext.library_dirs = dirs
     verify_build(cmd, session, [e.name for e in cuda], started)
+
+
+def _apply(
+    ext: Any, args: dict[str, list[str]], plan: ExtensionPlan, choice: Choice, res: Any
+) -> None:
+    """Log the plan of one extension and put its nvcc arguments into ``args``."""
+    say(f"extension {ext.name}: {plan.intent.rule}: {plan.intent.reason}")
+    for key in plan.args:
+        for line in plan.per_key[key]["dropped"]:
+            say(f"warning: {line}")
+        for line in plan.per_key[key]["replaced"]:
+            say(line)
+        args[key] = plan.args[key]
+    by_reason: dict[str, list[str]] = {}
+    for target in plan.left_out:
+        if target not in plan.proven:
+            by_reason.setdefault(plan.left_out[target], []).append(target)
+    for why, targets in by_reason.items():
+        say(f"extension {ext.name}: left out {' '.join(targets)}: {why}")
+    if threads_flag(args["nvcc"]) is None:
+        args["nvcc"] = [*args["nvcc"], "--threads", str(choice.threads)]
+    say(f"extension {ext.name}: nvcc gets {' '.join(plan.gencode)}")
+    for line in extension_lines(plan, res):
+        say(line)
 
 
 def record_into(dist: Any, dist_info: Path) -> None:

@@ -14,10 +14,10 @@ from typing import Any
 
 from archguard._integration.common import project_root, say
 from archguard._integration.session import Session, setup_error
-from archguard.config import ENV_LINT, env_choice
-from archguard.errors import ArchguardError, StubHazard
-from archguard.flags import ExtensionPlan
-from archguard.lint import include_dirs_of, lint_paths, parse_defines, text_lines
+from archguard.config import ENV_LINT, ENV_LINT_BUDGET, env_choice
+from archguard.errors import ArchguardError, ConfigError, StubHazard
+from archguard.lint import include_dirs_of, lint_paths, parse_defines, relative, text_lines
+from archguard.plan import ExtensionPlan
 
 
 def lint_mode(session: Session) -> str:
@@ -30,15 +30,42 @@ def lint_mode(session: Session) -> str:
     return chosen or "warn"
 
 
+DEFAULT_LINT_BUDGET = 10.0  # seconds of walking per extension
+
+
+def lint_budget() -> float:
+    """ARCHGUARD_LINT_BUDGET (seconds per extension), else the default."""
+    value = os.environ.get(ENV_LINT_BUDGET, "").strip()
+    if not value:
+        return DEFAULT_LINT_BUDGET
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not seconds > 0:
+        raise setup_error(
+            ConfigError(
+                f"{ENV_LINT_BUDGET}={value!r} is not a positive number of seconds; set it to "
+                f"e.g. 30, or unset it for the default ({DEFAULT_LINT_BUDGET:g} s per extension)."
+            )
+        )
+    return seconds
+
+
 def lint_build(
     cmd: Any, session: Session, planned: list[tuple[Any, dict[str, list[str]], ExtensionPlan]]
-) -> None:
+) -> dict[str, dict[str, str]]:
+    """Lint each extension for its planned targets; returns, per extension, the targets for
+    which an ``#error`` is proved reached (target -> the ``#error`` and where): the build
+    drops them before compiling (:func:`archguard.plan.plan_extension`)."""
+    proofs: dict[str, dict[str, str]] = {}
     mode = lint_mode(session)
     if mode == "off" or not planned:
         if mode == "off":
             say("lint: off ([tool.archguard] lint or ARCHGUARD_LINT)")
-        return
+        return proofs
     root = Path(project_root(cmd.distribution)).resolve()
+    budget = lint_budget()
     hazards = 0
     res = session.resolution
     for ext, args, plan in planned:
@@ -54,6 +81,7 @@ def lint_build(
             plan.targets,
             res.toolkit,
             res.torch.targets,
+            budget=budget,
             defines=parse_defines(
                 [str(f) for f in args.get("nvcc", [])]
                 + [f"-U{name}" for name in getattr(ext, "undef_macros", None) or []],
@@ -66,10 +94,14 @@ def lint_build(
             "errors_reached": len(report.errors),
             "not_understood": len(report.not_understood),
         }
-        if report.ok and not report.not_understood:
+        if report.ok and not report.not_understood and not report.unfinished:
             say(f"lint: extension {ext.name}: no stub hazard in {report.files} files")
             continue
-        hazards += len(report.findings) + len(report.errors)
+        hazards += len(report.findings)  # a proved #error drops its targets instead
+        for error in report.errors:
+            where = f"{relative(error.file, root)}:{error.line}"
+            for image in error.images:
+                proofs.setdefault(ext.name, {})[image] = f"{error.text!r} ({where})"
         for line in text_lines(report, res.tag, root)[1:]:
             if line:
                 say(f"lint: extension {ext.name}: {line.strip()}")
@@ -77,8 +109,9 @@ def lint_build(
         raise setup_error(
             StubHazard(
                 f"the stub lint found {hazards} hazard{'s' if hazards != 1 else ''} (listed "
-                "above): guarded code that a served device runs compiled out, or an #error a "
-                "target reaches, and [tool.archguard] lint = 'error' (ARCHGUARD_LINT). Add "
+                "above): guarded code that a served device runs compiled out, and "
+                "[tool.archguard] lint = 'error' (ARCHGUARD_LINT). Add "
                 "the arches each line names, or set lint = 'warn'."
             )
         )
+    return proofs

@@ -12,8 +12,9 @@ from typing import Any
 from archguard._integration.common import announce_once, project_root, say
 from archguard.config import ENV_VERIFY, PackageConfig, env_choice, env_disabled
 from archguard.errors import ArchguardError, NotRepresentable
-from archguard.flags import ExtensionPlan, cmake_architectures, torch_arch_list
+from archguard.flags import cmake_architectures, torch_arch_list
 from archguard.inputs import Query, gather
+from archguard.plan import ExtensionPlan
 from archguard.record import targets_record
 from archguard.report import build_log_lines, render_error
 from archguard.resolve import Resolution
@@ -34,6 +35,7 @@ class Session:
     verified: list[dict[str, object]] = field(default_factory=list)
     parallel: dict[str, object] = field(default_factory=dict)
     linted: dict[str, dict[str, int]] = field(default_factory=dict)
+    toolkit_completion: dict[str, object] = field(default_factory=dict)
 
     @property
     def arch_specific(self) -> str:
@@ -56,6 +58,11 @@ class Session:
                 a.sm: (b.sm if b else None) for a, b in sorted(plan.kept.items())
             },
             **plan.per_key,
+            "intent": plan.intent.record(),
+            "hard_coded": targets_record(plan.hard),
+            "added": plan.added,
+            "left_out": plan.left_out,
+            "proven_errors": plan.proven,
             "gencode": plan.gencode,
         }
 
@@ -85,6 +92,7 @@ class Session:
             "extensions": list(self.extensions.values()),
             "parallel": self.parallel,
             "lint": self.linted,
+            "toolkit_completion": self.toolkit_completion,
             "verified": self.verified,
         }
 
