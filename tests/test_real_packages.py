@@ -10,12 +10,25 @@ the package index, unmodified, built with torch 2.13.0+cu130 and nvcc 13.0, no G
   unless CAUSAL_CONV1D_FORCE_BUILD=TRUE. Built with ARCHGUARD_ARCH_LIST=8.0 to keep CI's
   time down (its 108 kernels cost minutes per arch on 2 cores).
 
+Issue #17 (farm mode never breaks a package that builds without it):
+
+- whisper-blaze 0.1.18 (MIT): `-arch=sm_90a`, unguarded wgmma/TMA assembly, `#error` below
+  sm_90, `-lcufft`. An arch-specific-only extension: it gets exactly sm_90a (plain nvcc's
+  `-arch=sm_90a` adds plain compute_90 PTX, which does not assemble), torch's CUDA library
+  headers and a `libcufft.so` link name come from torch's NVIDIA wheels.
+- grouped_gemm 0.3.0 (BSD-3-Clause): `setup.py` calls `torch.cuda.get_device_capability()`
+  unless TORCH_CUDA_ARCH_LIST is set (no GPU: "Found no NVIDIA driver" before any hook
+  runs); vendors CUTLASS (568 headers) for the lint. Built through `archguard wheel`.
+- dbscan-torch 0.2.0 (MIT): includes ATen/cuda/CUDAContext.h, whose cusparse.h the
+  nvcc-only toolkit lacks; built with no CPATH.
+
 Each sdist is pinned by its sha256, so the test builds exactly the sources the README names.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import subprocess
 import sys
@@ -35,6 +48,7 @@ from realtools import (
     pip_wheel,
     recorded_targets,
     torch_cuda,
+    wheel_record,
     wheel_so_targets,
 )
 
@@ -49,6 +63,18 @@ SDISTS = {
     "causal_conv1d": (
         "1.7.0",
         "3202758494eaa7b597ce1c282dfa188889506bfcb92cad3c407d26736bfcd32b",
+    ),
+    "whisper_blaze": (
+        "0.1.18",
+        "5c96ee0fd906606bca0376f63bb65b9c80e7473ee6e25aa1535f9745701ec6a9",
+    ),
+    "grouped_gemm": (
+        "0.3.0",
+        "f0555da33a975610e9160f52449082c5e699525524581a0e5f990b14b02676a3",
+    ),
+    "dbscan_torch": (
+        "0.2.0",
+        "ae596989050fafa415c2a7d2199a75e0baae2d401cb71da6cd1b042f82a1b653",
     ),
 }
 
@@ -73,7 +99,8 @@ def fetch(name: str, tmp: Path) -> Path:
         ],
         capture_output=True,
         text=True,
-        env=build_env(CAUSAL_CONV1D_FORCE_BUILD="TRUE"),
+        # (grouped_gemm's setup.py asks the GPU for its capability unless the list is set)
+        env=build_env(CAUSAL_CONV1D_FORCE_BUILD="TRUE", TORCH_CUDA_ARCH_LIST="8.0"),
         check=False,
     )
     archives = sorted(dl.glob(f"{name}-{version}.tar.gz")) if dl.exists() else []
@@ -132,3 +159,67 @@ def test_causal_conv1d_hard_coded_gencode_list_and_threads(tmp_path: Path) -> No
         "nvcc --threads 4 (set by extension causal_conv1d_cuda's nvcc flags ('--threads 4'))" in log
     )
     assert "archguard: verify: 1 CUDA binary read back" in log
+
+
+def test_whisper_blaze_an_arch_specific_only_package_gets_exactly_sm_90a(tmp_path: Path) -> None:
+    src = fetch("whisper_blaze", tmp_path)
+    proc = pip_wheel(src, tmp_path / "out", env=farm_env())
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log[-5000:]
+    wheel = only_wheel(tmp_path / "out")
+    assert wheel_so_targets(wheel, tmp_path) == ["sm_90a"] == recorded_targets_of(wheel)
+    # one line for the one flag, and the rule that says why nothing else
+    assert (
+        "archguard: extension whisper_blaze_kernels: arch-specific-only: it hard-codes only "
+        "arch-specific targets (sm_90a from '-arch=sm_90a')"
+    ) in log
+    assert "dropped the hard-coded nvcc flag '-arch=sm_90a'" not in log
+    assert "serves natively only 9.0 (H100, H200, GH200)" in log
+    # the toolkit here has neither cusparse.h nor a libcufft.so link name: torch's wheels do
+    assert "CPATH gains" in log and "libcufft.so -> libcufft.so." in log
+    assert cli("verify", str(wheel), env=build_env()).returncode == 0
+
+
+def recorded_targets_of(wheel: Path) -> list[str]:
+    """The one extension's recorded targets (the wheel's effective list is the policy's)."""
+    (ext,) = wheel_record(wheel)["build"]["extensions"]  # type: ignore[index]
+    return list(ext["targets"]["cubins"]) + list(ext["targets"]["ptx"])
+
+
+def test_dbscan_torch_builds_on_an_nvcc_only_toolkit_without_cpath(tmp_path: Path) -> None:
+    src = fetch("dbscan_torch", tmp_path)
+    env = farm_env(ARCHGUARD_ARCH_LIST="8.0")
+    env.pop("CPATH", None)
+    proc = pip_wheel(src, tmp_path / "out", env=env)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log[-5000:]
+    assert "has no cusparse.h" in log and "CPATH gains" in log
+    wheel = only_wheel(tmp_path / "out")
+    assert wheel_so_targets(wheel, tmp_path) == ["sm_80", "compute_80"]
+    record = wheel_record(wheel)
+    completion = record["build"]["toolkit_completion"]  # type: ignore[index]
+    assert "cusparse.h" in completion["headers"]
+    assert cli("verify", str(wheel), env=build_env()).returncode == 0
+
+
+def test_grouped_gemm_a_setup_time_reader_builds_through_archguard_wheel(tmp_path: Path) -> None:
+    """Plain `pip wheel` in farm mode dies in setup.py (no GPU to ask); `archguard wheel`
+    puts the list in the environment first, then verifies the wheel. The lint walks its
+    vendored CUTLASS in seconds (each guarded header once)."""
+    src = fetch("grouped_gemm", tmp_path)
+    plain = pip_wheel(src, tmp_path / "plain", env=farm_env())
+    assert plain.returncode != 0
+    assert "NVIDIA driver" in plain.stdout + plain.stderr
+    env = farm_env(ARCHGUARD_ARCH_LIST="8.0")
+    proc = cli("wheel", str(src), "-w", str(tmp_path / "out"), "--format", "json", env=env)
+    assert proc.returncode == 0, proc.stderr[-5000:]
+    report = json.loads(proc.stdout)
+    (build,) = report["builds"]
+    assert build["ok"] and build["environment"]["TORCH_CUDA_ARCH_LIST"] == "8.0+PTX"
+    assert "TORCH_CUDA_ARCH_LIST" in build["setup_py_reads"]
+    (wheel,) = build["wheels"]
+    assert wheel["targets"] == ["compute_80", "sm_80"]
+    assert wheel_so_targets(Path(wheel["wheel"]), tmp_path) == ["sm_80", "compute_80"]
+    lint = re.search(r"lint: extension grouped_gemm_backend: .*", proc.stderr)
+    assert lint, proc.stderr[-3000:]
+    assert "budget" not in proc.stderr  # finished well inside it

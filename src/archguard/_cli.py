@@ -1,5 +1,5 @@
 """The command line: ``python -m archguard explain | list | env | matrix | verify |
-check-policy``.
+check-policy | lint | wheel | ...``.
 
 ``main(argv) -> int``; every :class:`~archguard.errors.ArchguardError` becomes one
 paragraph on stderr and exit status 1 (2 for a usage error), never a traceback.
@@ -97,6 +97,24 @@ def main_parser() -> argparse.ArgumentParser:
     p.add_argument("--policy", metavar="FILE", help="whose arch_exceptions to check")
     p.add_argument("--cuobjdump", metavar="PATH")
     p.add_argument("--format", choices=("text", "json"), default="text")
+
+    p = sub.add_parser(
+        "wheel",
+        help="a farm cell: the list in the environment before setup.py runs, pip wheel "
+        "--no-build-isolation, every wheel verified",
+    )
+    p.add_argument("sources", nargs="+", metavar="SRC", type=Path, help="unpacked source trees")
+    p.add_argument("-w", "--wheel-dir", type=Path, default=Path("wheelhouse"), metavar="DIR")
+    p.add_argument(
+        "--config",
+        type=Path,
+        metavar="PKG.toml",
+        help="a [tool.archguard] table (ARCHGUARD_CONFIG)",
+    )
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument(
+        "pip_args", nargs=argparse.REMAINDER, metavar="-- PIP_OPTION", help="extra pip options"
+    )
 
     p = sub.add_parser(
         "lint", help="find __CUDA_ARCH__-guarded code a served device runs compiled out"
@@ -371,6 +389,17 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return EXIT_OK if report.ok and not stubbed else EXIT_FAIL
 
 
+def cmd_wheel(args: argparse.Namespace) -> int:
+    from archguard._integration.farm import run_wheel  # noqa: PLC0415
+
+    extra = list(args.pip_args)
+    if extra[:1] == ["--"]:
+        extra = extra[1:]
+    status, text = run_wheel(args.sources, args.wheel_dir, args.config, args.format, extra)
+    _write(text)
+    return status
+
+
 COMMANDS = {
     "explain": cmd_explain,
     "list": cmd_list,
@@ -381,6 +410,7 @@ COMMANDS = {
     "check-policy": cmd_check_policy,
     "matrix": cmd_matrix,
     "verify": cmd_verify,
+    "wheel": cmd_wheel,
 }
 
 

@@ -175,7 +175,8 @@ def _bounded(
     2-5 run again (PTX nets move down as step 5 says); where the policy has nothing at or
     above the floor, the extension's own hard-coded targets are the request."""
     if intent.rule is Rule.ARCH_SPECIFIC_ONLY:
-        left_out = {n: f"extension {name}: {intent.reason}" for n in res.targets.names()}
+        why = f"extension {name} hard-codes only arch-specific targets"
+        left_out = {n: why for n in res.targets.names()}
         return res, set(), set(), left_out
     base = res
     if intent.rule is Rule.FLOOR and intent.floor is not None:

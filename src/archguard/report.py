@@ -215,8 +215,8 @@ def extension_lines(plan: ExtensionPlan, res: Resolution) -> list[str]:
     if plan.intent.rule is Rule.ARCH_SPECIFIC_ONLY:
         native = [str(c.device) for c in own if c.tier is Tier.NATIVE]
         lines.append(
-            f"extension {plan.name} serves natively only {', '.join(native) or 'no device'}: "
-            f"{plan.intent.reason}; every other device is dead for it"
+            f"extension {plan.name} serves natively only {', '.join(native) or 'no device'}; "
+            "every other device is dead for it (its kernels were written for those chips)"
         )
         return lines
     floor = plan.intent.floor.cc if plan.intent.floor else (0, 0)  # below it: on purpose

@@ -32,7 +32,7 @@ from archguard.detect.cudalibs import completion, linked_libraries, make_links
 from archguard.errors import ArchguardError, CompileFailed
 from archguard.flags import gencode_flags, threads_flag
 from archguard.parallel import Choice, Decided, Workload, choose, device_compiles
-from archguard.plan import ExtensionPlan, list_text, plan_extension
+from archguard.plan import ExtensionPlan, Rule, list_text, plan_extension
 from archguard.record import resolution_record, write_record
 from archguard.report import extension_lines
 
@@ -446,6 +446,8 @@ def _apply(
     for target in plan.left_out:
         if target not in plan.proven:
             by_reason.setdefault(plan.left_out[target], []).append(target)
+    if plan.intent.rule is Rule.ARCH_SPECIFIC_ONLY:
+        by_reason = {}  # the rule's line says it
     for why, targets in by_reason.items():
         say(f"extension {ext.name}: left out {' '.join(targets)}: {why}")
     if threads_flag(args["nvcc"]) is None:

@@ -1,0 +1,229 @@
+"""``python -m archguard wheel SRC...``: one farm cell in one command.
+
+Real ``setup.py`` files read the arch list (``TORCH_CUDA_ARCH_LIST``), their own switches
+(``FORCE_CUDA``) or the GPU (``torch.cuda.get_device_capability()``) at the top of the file,
+while pip prepares metadata, before archguard's build hook exists. So the front-end resolves
+the list for each source first and runs ``pip wheel --no-build-isolation --no-deps`` with
+``ARCHGUARD_ENABLE=1``, ``TORCH_CUDA_ARCH_LIST``, ``CUDAARCHS`` (and ``CUDA_HOME`` where
+archguard found the toolkit) already in the environment; then it verifies every wheel the
+build produced. A wheel with no CUDA device code is a failure here: many ``setup.py`` files
+build a CPU fallback when no GPU is visible unless a variable such as ``FORCE_CUDA=1`` says
+otherwise; the variables the package's ``setup.py`` reads are named.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from archguard.config import ENV_CONFIG, ENV_ENABLE
+from archguard.errors import ArchguardError, ConfigError
+from archguard.inputs import Query, gather
+from archguard.report import build_variables
+
+WHEEL_SCHEMA = "archguard.wheel/1"
+_READS = re.compile(
+    r"""(?:os\.environ\.get|os\.getenv|environ\.get|getenv)\(\s*["']([A-Za-z_][A-Za-z0-9_]*)["']"""
+    r"""|os\.environ\[\s*["']([A-Za-z_][A-Za-z0-9_]*)["']\s*\]"""
+    r"""|["']([A-Za-z_][A-Za-z0-9_]*)["']\s+(?:not\s+)?in\s+os\.environ"""
+)
+
+
+def variables_read(setup_py: Path) -> list[str]:
+    """The environment variables a ``setup.py`` reads by name (as far as its text shows)."""
+    try:
+        text = setup_py.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    names = [next(g for g in m.groups() if g) for m in _READS.finditer(text)]
+    return list(dict.fromkeys(names))
+
+
+@dataclass
+class Built:
+    """One source's outcome."""
+
+    source: str
+    returncode: int
+    environment: dict[str, str]
+    reads: list[str]
+    wheels: list[dict[str, object]] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and bool(self.wheels) and not self.problems
+
+    def record(self) -> dict[str, object]:
+        return {
+            "source": self.source,
+            "ok": self.ok,
+            "pip_returncode": self.returncode,
+            "environment": self.environment,
+            "setup_py_reads": self.reads,
+            "wheels": self.wheels,
+            "problems": self.problems,
+        }
+
+
+def cell_environment(source: Path, config: Path | None) -> dict[str, str]:
+    """What the build of ``source`` gets in its environment before ``setup.py`` runs."""
+    environ = dict(os.environ)
+    if config is not None:
+        environ[ENV_CONFIG] = str(config)
+    res = gather(Query(project_dir=source), environ).resolve().require_cubins()
+    values, _, _ = build_variables(res)
+    out = {ENV_ENABLE: "1", **values}
+    if res.toolkit.nvcc:
+        out["CUDA_HOME"] = str(Path(res.toolkit.nvcc).parent.parent)
+    if config is not None:
+        out[ENV_CONFIG] = str(config)
+    return out
+
+
+def _wheels_in(out: Path) -> dict[Path, float]:
+    return {p: p.stat().st_mtime for p in out.glob("*.whl")} if out.is_dir() else {}
+
+
+def _verify(wheels: list[Path]) -> list[dict[str, object]]:
+    from archguard.detect.cuobjdump import find_cuobjdump  # noqa: PLC0415
+    from archguard.verify import check  # noqa: PLC0415
+
+    cuobjdump = find_cuobjdump(None)
+    out = []
+    for wheel in wheels:
+        results = check([wheel], cuobjdump)
+        cuda = [r for r in results if r.found is not None]
+        out.append(
+            {
+                "wheel": str(wheel),
+                "cuda_binaries": len(cuda),
+                "targets": sorted({n for r in cuda for n in r.found.names()})  # type: ignore[union-attr]
+                if cuda
+                else [],
+                "ok": bool(cuda) and all(r.ok and r.expected is not None for r in cuda),
+                "differences": [
+                    f"{r.label}: missing {' '.join(r.missing) or 'nothing'}, unexpected "
+                    f"{' '.join(r.unexpected) or 'nothing'}"
+                    for r in cuda
+                    if not r.ok
+                ]
+                + [f"{r.label}: no recorded resolution" for r in cuda if r.expected is None],
+            }
+        )
+    return out
+
+
+def build_one(
+    source: Path, out: Path, config: Path | None, pip_args: Sequence[str], quiet: bool
+) -> Built:
+    env_vars = cell_environment(source, config)
+    reads = variables_read(source / "setup.py")
+    before = _wheels_in(out)
+    argv = [
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "--no-build-isolation",
+        "--no-deps",
+        "-v",
+        str(source),
+        "-w",
+        str(out),
+        *pip_args,
+    ]
+    print(
+        f"archguard wheel: {source}: "
+        + " ".join(f"{k}={v}" for k, v in env_vars.items())
+        + " "
+        + " ".join(argv[1:]),
+        file=sys.stderr,
+        flush=True,
+    )
+    proc = subprocess.run(
+        argv,
+        env={**os.environ, **env_vars},
+        stdout=subprocess.DEVNULL if quiet else sys.stderr,
+        stderr=subprocess.STDOUT,
+        check=False,
+    )
+    after = _wheels_in(out)
+    made = sorted(p for p, t in after.items() if before.get(p) != t)
+    built = Built(str(source), proc.returncode, env_vars, reads)
+    if proc.returncode != 0:
+        built.problems.append(f"pip wheel failed (exit {proc.returncode}); the log is above")
+        return built
+    built.wheels = _verify(made)
+    for w in built.wheels:
+        if not w["cuda_binaries"]:
+            switches = [r for r in reads if r not in env_vars]
+            built.problems.append(
+                f"{Path(str(w['wheel'])).name} holds no CUDA device code: the package built "
+                "without its CUDA extension (a CPU fallback, chosen when no GPU is visible?)"
+                + (
+                    f". Its setup.py reads {', '.join(switches)}: set the one that forces the "
+                    "CUDA build (e.g. FORCE_CUDA=1) for this cell"
+                    if switches
+                    else ""
+                )
+            )
+        elif not w["ok"]:
+            built.problems.append(
+                f"{Path(str(w['wheel'])).name} does not hold what was recorded: "
+                + "; ".join(str(d) for d in w["differences"])  # type: ignore[attr-defined]
+            )
+    if not made:
+        built.problems.append("pip reported success but wrote no wheel")
+    return built
+
+
+def run_wheel(
+    sources: Sequence[Path],
+    out: Path,
+    config: Path | None,
+    fmt: str,
+    pip_args: Sequence[str],
+) -> tuple[int, str]:
+    """Build each source; (exit status, stdout text). 0: every wheel built and verified."""
+    for source in sources:
+        if not source.is_dir():
+            raise ConfigError(
+                f"archguard wheel: {source} is not a directory; give unpacked source trees "
+                "(an sdist unpacked, a checkout)."
+            )
+    if config is not None and not config.is_file():
+        raise ConfigError(f"archguard wheel --config {config}: no such file.")
+    out.mkdir(parents=True, exist_ok=True)
+    results = []
+    for source in sources:
+        try:
+            results.append(build_one(source.resolve(), out, config, pip_args, fmt == "json"))
+        except ArchguardError as exc:
+            from archguard.report import render_error  # noqa: PLC0415
+
+            failed = Built(str(source), -1, {}, variables_read(source / "setup.py"))
+            failed.problems.append(render_error(exc))
+            results.append(failed)
+    ok = all(r.ok for r in results)
+    if fmt == "json":
+        text = json.dumps(
+            {"schema": WHEEL_SCHEMA, "ok": ok, "builds": [r.record() for r in results]}, indent=2
+        )
+        return (0 if ok else 1), text + "\n"
+    lines = []
+    for r in results:
+        for w in r.wheels:
+            mark = "ok" if w["ok"] else "FAILED"
+            targets = " ".join(w["targets"]) or "no CUDA code"  # type: ignore[arg-type]
+            lines.append(f"{mark}  {Path(str(w['wheel'])).name}  {targets}")
+        if not r.wheels:
+            lines.append(f"FAILED  {r.source}  no wheel")
+        lines += [f"  {p}" for p in r.problems]
+    return (0 if ok else 1), "\n".join(lines) + "\n"
