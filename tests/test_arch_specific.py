@@ -79,7 +79,7 @@ def package(
 ) -> Path:
     root = tmp / "hoppy"
     root.mkdir(parents=True)
-    for name in ("hopper.cu", "strict.cu"):
+    for name in ("hopper.cu", "strict.cu", "cpasync.cu"):
         (root / name).write_text((HOPPER / name).read_text())
     (root / "kernel.cu").write_text((MINI / "kernel.cu").read_text())
     (root / "mod.c").write_text((MINI / "mod.c").read_text())
@@ -213,6 +213,45 @@ def test_a_kernel_that_only_assembles_for_sm_90a_builds_in_farm_mode_with_the_fu
     (last,) = [x for x in log.splitlines() if "archguard: error: compile-failed:" in x]
     assert "extension _strict failed to build with sm_80 sm_90 compute_90" in last
     assert "archguard added sm_90 compute_90 beyond what the package hard-codes" in last
+    assert 'ARCHGUARD_ARCH_LIST="8.0"' in last
+
+
+def test_a_cp_async_package_hard_coding_sm_80_up_keeps_its_floor_in_farm_mode(
+    tmp_path: Path,
+) -> None:
+    """cpasync.cu: unguarded cp.async (sm_80+), hard-coded sm_80 and sm_86. In farm mode the
+    cu130 row is filled from sm_80 up (no sm_75, which ptxas would reject); an explicit list
+    that asks for 7.5 wins over the inferred floor, fails, and archguard's last line names
+    what it added and the line that leaves it out."""
+    nvcc = gencode("sm_80", "sm_86")
+    root = package(tmp_path, {"_cp": ("cpasync.cu", nvcc)}, requires="")
+    proc, log = build(root, tmp_path, ARCHGUARD_ENABLE="1")
+    assert proc.returncode == 0, log[-5000:]
+    wheel = only_wheel(tmp_path / "out")
+    assert so_targets(wheel, tmp_path)["_cp"] == CU130[1:]
+    assert (
+        "archguard: extension _cp: floor: nothing below its floor sm_80, the lowest target its "
+        "hard-coded nvcc flag '-gencode arch=compute_80,code=sm_80' names"
+    ) in log
+    assert "left out sm_75: below extension _cp's floor sm_80" in log
+    (ext,) = wheel_record(wheel)["build"]["extensions"]  # type: ignore[index]
+    assert ext["intent"]["rule"] == "floor" and ext["added"] == [
+        "sm_90",
+        "sm_100",
+        "sm_120",
+        "compute_90",
+        "compute_120",
+    ]
+    assert cli("verify", str(wheel), env=build_env()).returncode == 0
+    explicit = package(tmp_path / "explicit", {"_cp": ("cpasync.cu", nvcc)}, requires="")
+    failed, log = build(
+        explicit, tmp_path / "explicit", ARCHGUARD_ENABLE="1", ARCHGUARD_ARCH_LIST="7.5;8.0"
+    )
+    assert failed.returncode != 0
+    assert "requires .target sm_80 or higher" in log
+    (last,) = [x for x in log.splitlines() if "archguard: error: compile-failed:" in x]
+    assert "extension _cp failed to build with sm_75 sm_80 compute_80" in last
+    assert "archguard added sm_75 compute_80 beyond what the package hard-codes" in last
     assert 'ARCHGUARD_ARCH_LIST="8.0"' in last
 
 

@@ -52,7 +52,8 @@ PROBE = r"""
 #else
 #define AG_X "-"
 #endif
-#pragma message("AG|" AG_A "|" AG_S "|" AG_F "|" AG_X "|" AG_STR(__CUDA_ARCH_LIST__) "|")
+#define AG_L AG_STR(__CUDA_ARCH_LIST__)
+#pragma message("AG|" AG_A "|" AG_S "|" AG_F "|" AG_X "|" AG_L "|" AG_STR(CUDART_VERSION) "|")
 __global__ void k() {}
 """
 
@@ -79,6 +80,7 @@ def model(target: Target, arch_list: str) -> str:
             value("__CUDA_ARCH_FAMILY_SPECIFIC__"),
             feat,
             arch_list,
+            value("CUDART_VERSION"),
             "",
         ]
     )
@@ -308,3 +310,82 @@ def test_unreadable_files_are_skipped_with_a_note_and_nothing_raises(tmp_path: P
     )
     assert "Traceback" not in proc.stderr, proc.stderr
     assert "Skipped (unreadable)" in proc.stdout and "none.cu" in proc.stdout
+
+
+CUTLASS_STYLE = """\
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define ARCH_CONDITIONAL (true)
+#else
+#define ARCH_CONDITIONAL (false)
+#endif
+__global__ void gemm(float* x) {
+#if ARCH_CONDITIONAL
+  x[0] = 1;
+#else
+  __trap();
+#endif
+}
+"""
+
+
+def test_true_and_false_in_a_condition_are_cpp_truth_values(tmp_path: Path) -> None:
+    """CUTLASS's CUDA_ARCH_CONDITIONAL(X) expands to (false) on plain targets: in C++,
+    true/false in #if are 1/0, so the guard is decided, not 'undecided'."""
+    plain = lint_text(tmp_path, CUTLASS_STYLE, "sm_80 sm_90 compute_90")
+    assert not plain.not_understood
+    (finding,) = [f for f in plain.findings if f.device.cc == (9, 0)]
+    assert (finding.line, finding.image, finding.kind) == (7, "sm_90", "trap")
+    assert [
+        f
+        for f in lint_text(tmp_path, CUTLASS_STYLE, "sm_80 sm_90a").findings
+        if f.device.cc == (9, 0)
+    ] == []
+
+
+def lattice(depth: int, once: str) -> dict[str, str]:
+    """h0 includes h1 and h2, h1 includes h2 and h3, ...: 2**depth include paths through
+    ``depth`` guarded headers, as in CUTLASS-sized trees."""
+    files = {"k.cu": '#include "h0.h"\n__global__ void k(float* x) { x[0] = 1; }\n'}
+    for i in range(depth):
+        guard = f"#ifndef H{i}\n#define H{i}\n" if once == "guard" else "#pragma once\n"
+        body = "".join(f'#include "h{j}.h"\n' for j in (i + 1, i + 2) if j < depth)
+        body += f"#if __CUDA_ARCH__ >= 890\n#define FAST{i} 1\n#endif\n"
+        files[f"h{i}.h"] = guard + body + ("#endif\n" if once == "guard" else "")
+    return files
+
+
+@pytest.mark.parametrize("once", ["guard", "pragma"])
+def test_a_guarded_header_is_walked_once_per_state(once: str) -> None:
+    """40 headers, 2**40 include paths: each guarded header is walked again only in a state
+    its first walk did not cover, so the walk finishes well inside its budget."""
+    files = lattice(40, once)
+    reads: list[str] = []
+
+    def read(name: str) -> str:
+        reads.append(name)
+        return files[name]
+
+    wanted = parse_targets("sm_80 sm_90", "t", known=known_arches())
+    report = analyse(
+        ["k.cu"],
+        wanted,
+        TOOLKIT,
+        TORCH,
+        read,
+        lambda n, q, i: n if n in files else None,
+        budget=60.0,
+    )
+    assert report.unfinished == [] and report.files == 41
+    assert sorted(reads) == sorted(files)  # each file read once
+
+
+def test_past_its_budget_the_lint_lists_what_it_did_not_scan() -> None:
+    from archguard.lint import text_lines
+
+    files = lattice(3, "guard")
+    wanted = parse_targets("sm_80", "t", known=known_arches())
+    report = analyse(
+        ["k.cu"], wanted, TOOLKIT, TORCH, files.__getitem__, lambda n, q, i: n, budget=0.0
+    )
+    assert report.unfinished == ["k.cu"]
+    assert any("budget" in line and "k.cu" in line for line in text_lines(report, "cu130"))

@@ -218,7 +218,7 @@ def test_grouped_gemm_a_setup_time_reader_builds_through_archguard_wheel(tmp_pat
     assert build["ok"] and build["environment"]["TORCH_CUDA_ARCH_LIST"] == "8.0+PTX"
     assert "TORCH_CUDA_ARCH_LIST" in build["setup_py_reads"]
     (wheel,) = build["wheels"]
-    assert wheel["targets"] == ["compute_80", "sm_80"]
+    assert wheel["targets"] == ["sm_80", "compute_80"]
     assert wheel_so_targets(Path(wheel["wheel"]), tmp_path) == ["sm_80", "compute_80"]
     lint = re.search(r"lint: extension grouped_gemm_backend: .*", proc.stderr)
     assert lint, proc.stderr[-3000:]

@@ -112,9 +112,7 @@ def main_parser() -> argparse.ArgumentParser:
         help="a [tool.archguard] table (ARCHGUARD_CONFIG)",
     )
     p.add_argument("--format", choices=("text", "json"), default="text")
-    p.add_argument(
-        "pip_args", nargs=argparse.REMAINDER, metavar="-- PIP_OPTION", help="extra pip options"
-    )
+    p.epilog = "Extra pip options go after --: archguard wheel SRC -- --config-settings=..."
 
     p = sub.add_parser(
         "lint", help="find __CUDA_ARCH__-guarded code a served device runs compiled out"
@@ -392,10 +390,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def cmd_wheel(args: argparse.Namespace) -> int:
     from archguard._integration.farm import run_wheel  # noqa: PLC0415
 
-    extra = list(args.pip_args)
-    if extra[:1] == ["--"]:
-        extra = extra[1:]
-    status, text = run_wheel(args.sources, args.wheel_dir, args.config, args.format, extra)
+    status, text = run_wheel(args.sources, args.wheel_dir, args.config, args.format, args.pip_args)
     _write(text)
     return status
 
@@ -416,7 +411,13 @@ COMMANDS = {
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = main_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    extra: list[str] = []
+    if argv[:1] == ["wheel"] and "--" in argv:  # wheel's extra pip options, untouched
+        cut = argv.index("--")
+        argv, extra = argv[:cut], argv[cut + 1 :]
     args = parser.parse_args(argv)
+    args.pip_args = extra
     try:
         return COMMANDS[args.command](args)
     except ArchguardError as exc:

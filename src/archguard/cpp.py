@@ -267,6 +267,12 @@ def _expand(tokens: list[str], macros: Macros, ev: Evaluation, hiding: set[str])
                 out.append("0")
             i = j + (2 if paren else 1)
             continue
+        if tok in ("true", "false") and tok not in macros.table:
+            # CUDA sources are C++: in a #if, true and false are 1 and 0 (CUTLASS's
+            # CUDA_ARCH_CONDITIONAL(X) expands to (false) on plain targets)
+            out.append("1" if tok == "true" else "0")
+            i += 1
+            continue
         if tok in _QUERIES and i + 1 < len(tokens) and tokens[i + 1] == "(":
             # __has_include(<x>) and friends: what the compiler has, which a lint cannot know
             _, i = _arguments(tokens, i + 1)

@@ -234,6 +234,21 @@ def arch_specific_mentions(text: str) -> list[tuple[int, str]]:
     ]
 
 
+_TARGET_MENTION = re.compile(r"\b(?:sm|compute)_[0-9]{2,3}[af]?\b", re.ASCII)
+
+
+def target_mentions(text: str) -> list[tuple[int, Arch]]:
+    """(line, arch) of every ``sm_XY[a|f]``/``compute_XY[a|f]`` name in a build file (an
+    f-string such as ``sm_{cc}`` names nothing)."""
+    out = []
+    for number, line in enumerate(text.splitlines(), 1):
+        for match in _TARGET_MENTION.finditer(line):
+            split = split_target(match.group(0))
+            if split is not None:
+                out.append((number, split[1]))
+    return out
+
+
 _THREADS = re.compile(r"^(?:--threads|-t)(?:=?([0-9]+))?$")
 
 

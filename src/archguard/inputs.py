@@ -30,7 +30,7 @@ from archguard.config import (
 )
 from archguard.cuda import CudaVersion
 from archguard.errors import ConfigError, CudaMismatch, UnknownToolkit
-from archguard.flags import arch_specific_mentions
+from archguard.flags import arch_specific_mentions, target_mentions
 from archguard.policy import Policy, load_policy
 from archguard.resolve import Resolution, resolve
 from archguard.toolkit import (
@@ -75,6 +75,7 @@ def build_time_notes(project: Project, package: PackageConfig | None) -> tuple[s
         return ()  # no build file here: nothing is built from this directory
     mode = package.hardcoded_arch_specific if package else "keep"
     mentions = []
+    named: list[tuple[tuple[int, int], str]] = []
     for name in BUILD_FILES:
         path = project.root / name
         try:
@@ -82,6 +83,8 @@ def build_time_notes(project: Project, package: PackageConfig | None) -> tuple[s
         except OSError:
             continue
         mentions += [f"{name}:{line} {target}" for line, target in arch_specific_mentions(text)]
+        named += [(a.cc, f"{name}:{line} {a.sm}") for line, a in target_mentions(text)]
+    lowest = min(named)[1] if named else ""
     doing = {
         "keep": "keeps each that passes the clamps for its extension, in place of its plain "
         "twin, and logs that extension's coverage",
@@ -90,9 +93,19 @@ def build_time_notes(project: Project, package: PackageConfig | None) -> tuple[s
     }[mode]
     lines = [
         "Per-extension nvcc flags are decided at build time: archguard reads each extension's "
-        "hard-coded arch flags when build_ext runs. A hard-coded sm_XYa/sm_XYf target is a "
-        f"kernel requirement; with hardcoded_arch_specific = '{mode}' the build {doing}."
+        "hard-coded arch flags when build_ext runs. With the policy's list, nothing below the "
+        "lowest target an extension hard-codes is added (its floor), and an extension that "
+        "hard-codes only sm_XYa/sm_XYf targets gets exactly those (an explicit arch_list, "
+        "ARCHGUARD_CONFIG or ARCHGUARD_ARCH_LIST wins over both). A hard-coded sm_XYa/sm_XYf "
+        f"target is a kernel requirement; with hardcoded_arch_specific = '{mode}' the build "
+        f"{doing}."
     ]
+    if lowest:
+        lines.append(
+            "Lowest target the build files name: "
+            + lowest
+            + " (the floor of an extension that hard-codes it)"
+        )
     if mentions:
         lines.append("Arch-specific targets in the build files: " + ", ".join(mentions))
     return tuple(lines)

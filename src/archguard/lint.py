@@ -56,6 +56,8 @@ class Target:
             "__NVCC__": Macro("__NVCC__", ("1",)),
             "__CUDACC_VER_MAJOR__": Macro("__CUDACC_VER_MAJOR__", (str(cuda.major),)),
             "__CUDACC_VER_MINOR__": Macro("__CUDACC_VER_MINOR__", (str(cuda.minor),)),
+            # nvcc includes cuda_runtime.h in every .cu compile (cuda_runtime_api.h defines it)
+            "CUDART_VERSION": Macro("CUDART_VERSION", (str(cuda.major * 1000 + cuda.minor * 10),)),
             "__CUDA_ARCH_LIST__": Macro(
                 "__CUDA_ARCH_LIST__", tuple(" , ".join(arch_list.split(",")).split())
             ),

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from archguard.arch import Targets
 from archguard.config import ENV_CONFIG, ENV_ENABLE
 from archguard.errors import ArchguardError, ConfigError
 from archguard.inputs import Query, gather
@@ -104,9 +105,10 @@ def _verify(wheels: list[Path]) -> list[dict[str, object]]:
             {
                 "wheel": str(wheel),
                 "cuda_binaries": len(cuda),
-                "targets": sorted({n for r in cuda for n in r.found.names()})  # type: ignore[union-attr]
-                if cuda
-                else [],
+                "targets": Targets(
+                    frozenset(a for r in cuda if r.found for a in r.found.cubins),
+                    frozenset(a for r in cuda if r.found for a in r.found.ptx),
+                ).names(),
                 "ok": bool(cuda) and all(r.ok and r.expected is not None for r in cuda),
                 "differences": [
                     f"{r.label}: missing {' '.join(r.missing) or 'nothing'}, unexpected "
@@ -120,9 +122,7 @@ def _verify(wheels: list[Path]) -> list[dict[str, object]]:
     return out
 
 
-def build_one(
-    source: Path, out: Path, config: Path | None, pip_args: Sequence[str], quiet: bool
-) -> Built:
+def build_one(source: Path, out: Path, config: Path | None, pip_args: Sequence[str]) -> Built:
     env_vars = cell_environment(source, config)
     reads = variables_read(source / "setup.py")
     before = _wheels_in(out)
@@ -150,7 +150,7 @@ def build_one(
     proc = subprocess.run(
         argv,
         env={**os.environ, **env_vars},
-        stdout=subprocess.DEVNULL if quiet else sys.stderr,
+        stdout=sys.stderr,  # the build log; stdout is the one line per wheel (or JSON)
         stderr=subprocess.STDOUT,
         check=False,
     )
@@ -204,7 +204,7 @@ def run_wheel(
     results = []
     for source in sources:
         try:
-            results.append(build_one(source.resolve(), out, config, pip_args, fmt == "json"))
+            results.append(build_one(source.resolve(), out, config, pip_args))
         except ArchguardError as exc:
             from archguard.report import render_error  # noqa: PLC0415
 
