@@ -52,13 +52,14 @@ def test_explain_json_has_schema_and_decisions(run_cli) -> None:  # type: ignore
         "torch",
         "ptx",
     }
-    thor = next(c for c in data["coverage"] if c["cc"] == "11.0")
+    # Thor is 10.1 under CUDA 12.8 (sm_101; 11.0 from CUDA 13.0 on): sm_100 serves it
+    thor = next(c for c in data["coverage"] if c["device"] == "Jetson Thor")
     assert thor == {
-        "cc": "11.0",
+        "cc": "10.1",
         "device": "Jetson Thor",
-        "tier": "jit-only",
-        "via": "compute_90",
-        "torch_runs": False,
+        "tier": "native",
+        "via": "sm_100",
+        "torch_runs": True,
     }
 
 

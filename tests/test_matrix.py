@@ -36,7 +36,11 @@ def test_json_covers_every_bundled_combo_and_agrees_with_list(run_cli) -> None: 
         assert listed == combos[(index, torch)]["effective"]
     cu128 = combos[("cu128", "2.7")]
     assert cu128["dropped"][0]["arch"] == "7.0" and cu128["dropped"][0]["step"] == "exception"
-    thor = next(c for c in cu128["coverage"] if c["cc"] == "11.0")
+    # Thor is 10.1 under CUDA 12.8 (11.0 from CUDA 13.0 on): sm_100 serves it natively
+    thor = next(c for c in cu128["coverage"] if c["cc"] == "10.1")
+    assert thor == {"cc": "10.1", "tier": "native", "via": "sm_100", "torch_runs": True}
+    cu130 = combos[("cu130", "2.14")]  # a probed wheel's row
+    thor = next(c for c in cu130["coverage"] if c["cc"] == "11.0")
     assert thor == {"cc": "11.0", "tier": "jit-only", "via": "compute_90", "torch_runs": False}
 
 
@@ -56,8 +60,8 @@ def test_text_and_markdown(run_cli) -> None:  # type: ignore[no-untyped-def]
     assert "cu128  2.7    7.5;8.0;8.6;9.0+PTX;10.0;12.0+PTX      7.0 (exception)" in text
     md = matrix(run_cli, "--format", "markdown").stdout
     assert (
-        "| cu128 | 2.7 | `7.5;8.0;8.6;9.0+PTX;10.0;12.0+PTX` | 7.0 (exception) | 11.0 | "
-        "5.0, 5.2, 5.3, 6.0, 6.1, 6.2, 7.0, 7.2 | 5.0, 5.2, 5.3, 6.0, 6.1, 6.2, 7.0, 7.2, 11.0 |"
+        "| cu128 | 2.7 | `7.5;8.0;8.6;9.0+PTX;10.0;12.0+PTX` | 7.0 (exception) | - | "
+        "5.0, 5.2, 5.3, 6.0, 6.1, 6.2, 7.0, 7.2 | 5.0, 5.2, 5.3, 6.0, 6.1, 6.2, 7.0, 7.2 |"
     ) in md
 
 

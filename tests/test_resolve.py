@@ -273,7 +273,7 @@ def test_resolution_invariants(combo) -> None:  # type: ignore[no-untyped-def]
     # every cubin is emitted by the toolkit and serves a device torch can run on
     for arch in cubins:
         assert toolkit.emits_cubin(arch)
-        served = served_devices(arch, cubins, DEVICES)
+        served = served_devices(arch, cubins, res.devices)  # its toolkit's era
         assert any(runs_on(torch.targets, d.cc) for d in served)
     if cubins:
         # PTX role (i): the highest arch carries PTX
@@ -281,7 +281,7 @@ def test_resolution_invariants(combo) -> None:  # type: ignore[no-untyped-def]
         assert any(p.cc == highest for p in res.targets.ptx)
         # PTX role (ii): every device between lowest and highest is reached
         lowest = min(a.cc for a in cubins)
-        for d in DEVICES:
+        for d in res.devices:
             if lowest <= d.cc <= highest and chosen_cubin(cubins, d.cc) is None:
                 assert any(p.cc <= d.cc for p in res.targets.ptx), d
         # PTX is always plain and emitted by the toolkit

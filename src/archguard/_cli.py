@@ -99,6 +99,22 @@ def main_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=("text", "json"), default="text")
 
     p = sub.add_parser(
+        "watch",
+        help="torch releases on the package index that the torch table lacks; --probe reads "
+        "them into a proposed table",
+    )
+    p.add_argument("--torch-builds", metavar="FILE", help="the farm's table (default: bundled)")
+    p.add_argument(
+        "--since", metavar="VERSION", help="ignore releases below (default: the table's oldest)"
+    )
+    p.add_argument("--probe", action="store_true", help="download and probe each missing one")
+    p.add_argument("--download-dir", type=Path, default=Path("torch-wheels"), metavar="DIR")
+    p.add_argument("-o", "--output", type=Path, metavar="FILE", help="write the proposed rows")
+    p.add_argument("--cuobjdump", metavar="PATH")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.epilog = "pip options for the index go after --: archguard watch -- --index-url URL"
+
+    p = sub.add_parser(
         "wheel",
         help="a farm cell: the list in the environment before setup.py runs, pip wheel "
         "--no-build-isolation, every wheel verified",
@@ -395,6 +411,51 @@ def cmd_wheel(args: argparse.Namespace) -> int:
     return status
 
 
+def cmd_watch(args: argparse.Namespace) -> int:
+    import json  # noqa: PLC0415
+
+    from archguard import watch  # noqa: PLC0415
+    from archguard.errors import IndexUnreachable  # noqa: PLC0415
+    from archguard.inputs import torch_facts  # noqa: PLC0415
+    from archguard.torchbuild import parse_torch_version  # noqa: PLC0415
+
+    builds = torch_facts(args.torch_builds)
+    since = parse_torch_version(args.since, "--since") if args.since else None
+    try:
+        versions = watch.available(args.pip_args)
+    except IndexUnreachable as exc:
+        from archguard.report import render_error  # noqa: PLC0415
+
+        print(render_error(exc), file=sys.stderr)
+        return EXIT_USAGE
+    missing, floor = watch.missing_releases(versions, builds, since)
+    table = args.torch_builds or "the bundled torch_builds.yml"
+    watched = watch.Watched(table, [v for v in versions if v >= floor], missing, floor)
+    if args.probe and missing:
+        from archguard.detect.cuobjdump import find_cuobjdump  # noqa: PLC0415
+        from archguard.detect.torchlibs import probe  # noqa: PLC0415
+        from archguard.snapshot import row_text  # noqa: PLC0415
+
+        cuobjdump = find_cuobjdump(args.cuobjdump)
+        for version in missing:
+            try:
+                wheel = watch.download(version, args.download_dir, args.pip_args)
+                watched.proposed.append(row_text(probe(wheel, cuobjdump).probed()))
+            except ArchguardError as exc:
+                watched.problems.append(f"torch {version}: {exc}")
+        if args.output is not None and watched.proposed:
+            args.output.write_text(
+                "# Proposed by `archguard watch --probe`: review, then add to the table.\n"
+                "schema: 1\nbuilds:\n" + "".join(watched.proposed),
+                encoding="utf-8",
+            )
+    if args.format == "json":
+        _write(json.dumps(watched.record(), indent=2) + "\n")
+    else:
+        _write(watch.text(watched))
+    return EXIT_FAIL if missing else EXIT_OK
+
+
 COMMANDS = {
     "explain": cmd_explain,
     "list": cmd_list,
@@ -406,6 +467,7 @@ COMMANDS = {
     "matrix": cmd_matrix,
     "verify": cmd_verify,
     "wheel": cmd_wheel,
+    "watch": cmd_watch,
 }
 
 
@@ -413,7 +475,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = main_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     extra: list[str] = []
-    if argv[:1] == ["wheel"] and "--" in argv:  # wheel's extra pip options, untouched
+    if argv[:1] in (["wheel"], ["watch"]) and "--" in argv:  # pip's options, untouched
         cut = argv.index("--")
         argv, extra = argv[:cut], argv[cut + 1 :]
     args = parser.parse_args(argv)

@@ -46,16 +46,31 @@ class DeviceCoverage:
 
 
 @cache
-def known_devices() -> tuple[Device, ...]:
+def known_devices(cuda: tuple[int, int] | None = None) -> tuple[Device, ...]:
+    """The known devices under the toolkit ``cuda`` (major, minor): a row with
+    ``cuda_below``/``cuda_from`` holds only for those toolkits (Thor is 10.1 before CUDA
+    13.0, 11.0 from it). With no toolkit, the newest era's rows."""
     from archguard._data import bundled_yaml  # noqa: PLC0415
 
     data = bundled_yaml("devices.yml")
     assert isinstance(data, dict)
     devices = []
     for row in data["devices"]:
-        major, minor = row["cc"].split(".")
-        devices.append(Device((int(major), int(minor)), row["name"]))
+        below, since = row.get("cuda_below"), row.get("cuda_from")
+        if cuda is None:
+            if below is not None:
+                continue
+        elif (below is not None and cuda >= _cc(below)) or (
+            since is not None and cuda < _cc(since)
+        ):
+            continue
+        devices.append(Device(_cc(row["cc"]), row["name"]))
     return tuple(sorted(devices, key=lambda d: d.cc))
+
+
+def _cc(text: str) -> CC:
+    major, minor = str(text).split(".")
+    return (int(major), int(minor))
 
 
 def cubin_runs_on(cubin: Arch, cc: CC) -> bool:

@@ -138,6 +138,12 @@ class CompileFailed(ArchguardError):
     code = "compile-failed"
 
 
+class IndexUnreachable(ArchguardError):
+    """pip could not say which torch releases the package index has (offline, bad index)."""
+
+    code = "index-unreachable"
+
+
 class BuildVerifyFailed(ArchguardError):
     """After ``build_ext``, a built binary does not hold the targets it was built for."""
 
@@ -195,6 +201,7 @@ ALL_ERRORS: tuple[type[ArchguardError], ...] = (
     ArchSpecificFlag,
     EmptyExtension,
     CompileFailed,
+    IndexUnreachable,
     BuildVerifyFailed,
     NotRepresentable,
     CuobjdumpNotFound,

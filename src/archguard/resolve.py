@@ -577,7 +577,7 @@ def resolve(
         policy,
         toolkit,
         torch,
-        tuple(devices or known_devices()),
+        tuple(devices or known_devices((toolkit.version.major, toolkit.version.minor))),
         choose_request(policy, toolkit.version, package, override),
     )
     run.requested()

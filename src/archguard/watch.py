@@ -1,0 +1,129 @@
+"""``python -m archguard watch``: torch releases on the package index that the torch table
+(bundled, or the farm's ``--torch-builds``) lacks, before a farm plans cells without them.
+
+The index is asked through pip's own machinery (``pip index versions torch --json``), so the
+user's index configuration (``--index-url``, ``--find-links``, ``pip.conf``) holds; with
+``--probe`` each missing release is downloaded (``pip download --no-deps``) and read with
+cuobjdump (:mod:`archguard.detect.torchlibs`) into a proposed table the owner reviews. Every
+pip call has a timeout: offline is one clear error, never a hang.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from packaging.version import InvalidVersion, Version
+
+from archguard.errors import ConfigError, IndexUnreachable
+from archguard.torchbuild import BundledBuild, release_minor
+
+WATCH_SCHEMA = "archguard.watch/1"
+PIP_TIMEOUT = 120  # seconds for one pip call (a wheel download gets ten times that)
+
+
+def _pip(args: Sequence[str], timeout: float) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "pip", *args]
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        raise IndexUnreachable(
+            f"`pip {' '.join(args)}` did not answer within {timeout:g} s (offline, or the index "
+            "does not respond). Check the network or point pip at a reachable index "
+            "(archguard watch -- --index-url URL, or --find-links DIR)."
+        ) from None
+
+
+def available(pip_args: Sequence[str] = (), timeout: float = PIP_TIMEOUT) -> list[Version]:
+    """Every final torch release the index offers for this interpreter, newest first."""
+    proc = _pip(
+        ["index", "versions", "torch", "--json", "--retries", "1", "--timeout", "15", *pip_args],
+        timeout,
+    )
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise IndexUnreachable(
+            f"pip could not list the torch releases on the package index ({last}). Check the "
+            "network or the index configuration (archguard watch -- --index-url URL, or "
+            "--find-links DIR)."
+        )
+    try:
+        data = json.loads(proc.stdout)
+        versions = [Version(v) for v in data["versions"]]
+    except (ValueError, KeyError, TypeError, InvalidVersion) as exc:
+        raise IndexUnreachable(
+            f"pip's answer about torch's releases is not what archguard reads ({exc})"
+        ) from None
+    return sorted((v for v in versions if not v.is_prerelease), reverse=True)
+
+
+@dataclass
+class Watched:
+    """What the index offers and the table lacks."""
+
+    table: str
+    versions: list[Version]
+    missing: list[Version]
+    since: Version
+    proposed: list[str] = field(default_factory=list)  # torch_builds.yml rows (YAML text)
+    problems: list[str] = field(default_factory=list)
+
+    def record(self) -> dict[str, object]:
+        return {
+            "schema": WATCH_SCHEMA,
+            "table": self.table,
+            "since": str(self.since),
+            "available": [str(v) for v in self.versions],
+            "missing": [str(v) for v in self.missing],
+            "proposed_rows": self.proposed,
+            "problems": self.problems,
+        }
+
+
+def missing_releases(
+    versions: Sequence[Version], builds: Sequence[BundledBuild], since: Version | None = None
+) -> tuple[list[Version], Version]:
+    """The releases at or above ``since`` (default: the table's oldest) whose minor release
+    the table has no row for."""
+    known = {b.torch for b in builds}
+    floor = since or min((Version(b.torch) for b in builds), default=Version("0"))
+    out = [v for v in versions if v >= floor and release_minor(v) not in known]
+    return out, floor
+
+
+def download(version: Version, dest: Path, pip_args: Sequence[str] = ()) -> Path:
+    """One torch wheel for this interpreter, no dependencies."""
+    dest.mkdir(parents=True, exist_ok=True)
+    proc = _pip(
+        ["download", "--no-deps", f"torch=={version}", "-d", str(dest), *pip_args],
+        PIP_TIMEOUT * 10,
+    )
+    found = sorted(dest.glob(f"torch-{version}-*.whl"))
+    if proc.returncode != 0 or not found:
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise ConfigError(f"pip could not download torch {version}: {last}")
+    return found[0]
+
+
+def text(watched: Watched) -> str:
+    lines = [
+        f"torch releases on the package index since {watched.since}: "
+        + (", ".join(str(v) for v in sorted(watched.versions)) or "none")
+        + f" (checked against {watched.table})"
+    ]
+    if watched.missing:
+        lines.append(
+            "missing from the table: "
+            + ", ".join(str(v) for v in sorted(watched.missing))
+            + ("" if watched.proposed else " (read them with `archguard watch --probe`)")
+        )
+    else:
+        lines.append("missing from the table: none")
+    if watched.proposed:
+        lines += ["", "proposed rows (review, then add to the table):", *watched.proposed]
+    lines += [f"problem: {p}" for p in watched.problems]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,102 @@
+"""`archguard watch` (issue #22): the torch releases pip finds that the torch table lacks.
+
+No network: a local wheel directory holds tiny fake ``torch-*.whl`` files named as the index
+names them, and pip is pointed at it (``--isolated --no-index --find-links DIR``); pip's own
+machinery answers, as it would from the real index."""
+
+from __future__ import annotations
+
+import json
+import sys
+import zipfile
+from pathlib import Path
+
+from realtools import build_env, cli
+
+
+def fake_torch(directory: Path, version: str) -> Path:
+    """A wheel pip accepts as torch ``version`` (no libraries: not a CUDA build)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    tag = f"cp{sys.version_info[0]}{sys.version_info[1]}"
+    wheel = directory / f"torch-{version}-{tag}-{tag}-manylinux_2_28_x86_64.whl"
+    info = f"torch-{version}.dist-info"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: torch\nVersion: {version}\n")
+        wheel_tag = f"{tag}-{tag}-manylinux_2_28_x86_64"
+        zf.writestr(
+            f"{info}/WHEEL",
+            f"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: {wheel_tag}\n",
+        )
+        zf.writestr("torch/version.py", f"__version__ = '{version}+cpu'\ncuda = None\n")
+        zf.writestr(f"{info}/RECORD", "")
+    return wheel
+
+
+def index(tmp: Path, *versions: str) -> list[str]:
+    for v in versions:
+        fake_torch(tmp / "index", v)
+    return ["--", "--isolated", "--no-index", "--find-links", str(tmp / "index")]
+
+
+def test_watch_lists_the_releases_the_table_lacks(tmp_path: Path) -> None:
+    pip = index(tmp_path, "2.13.0", "2.14.1", "2.16.0", "2.17.0rc1")
+    proc = cli("watch", "--format", "json", *pip, env=build_env())
+    assert proc.returncode == 1, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["schema"] == "archguard.watch/1"
+    assert data["available"] == ["2.16.0", "2.14.1", "2.13.0"]  # no pre-releases
+    assert data["missing"] == ["2.16.0"]  # 2.13 and 2.14 have rows (2.14: probed wheels)
+    text = cli("watch", *pip, env=build_env())
+    assert (
+        "missing from the table: 2.16.0 (read them with `archguard watch --probe`)" in text.stdout
+    )
+
+
+def test_watch_against_the_farm_table_and_nothing_missing(tmp_path: Path) -> None:
+    table = tmp_path / "builds.yml"
+    table.write_text(
+        "schema: 1\nbuilds:\n"
+        '  - {tag: cu130, torch: ["2.13", "2.14"], cubins: "7.5 8.0", ptx: "", source: test}\n'
+    )
+    pip = index(tmp_path, "2.13.0", "2.14.1")
+    proc = cli("watch", "--torch-builds", str(table), *pip, env=build_env())
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "missing from the table: none" in proc.stdout
+    assert f"checked against {table}" in proc.stdout
+
+
+def test_watch_probe_downloads_each_missing_release_and_says_what_it_could_not_read(
+    tmp_path: Path,
+) -> None:
+    pip = index(tmp_path, "2.1.0", "2.13.0")
+    out = tmp_path / "proposed.yml"
+    proc = cli(
+        "watch",
+        "--since",
+        "2.0",
+        "--probe",
+        "--download-dir",
+        str(tmp_path / "dl"),
+        "-o",
+        str(out),
+        "--format",
+        "json",
+        *pip,
+        env=build_env(),
+    )
+    assert proc.returncode == 1, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["missing"] == ["2.1.0"]
+    assert sorted(p.name for p in (tmp_path / "dl").iterdir()) == [
+        next((tmp_path / "index").glob("torch-2.1.0-*.whl")).name
+    ]
+    (problem,) = data["problems"]
+    assert problem.startswith("torch 2.1.0:") and "not a CUDA build" in problem
+    assert not out.exists()  # nothing proposed from a wheel with no device code
+
+
+def test_an_unreachable_index_is_one_clear_error(tmp_path: Path) -> None:
+    proc = cli("watch", "--", "--isolated", "--no-index", env=build_env())
+    assert proc.returncode == 2
+    assert "archguard error [index-unreachable]" in proc.stderr
+    assert "Traceback" not in proc.stderr
