@@ -103,7 +103,8 @@ def test_example_no_isolation_holds_exactly_the_resolved_list(
     # the parallel settings reached nvcc: the log names them (the example's own --threads 2
     # wins), and every nvcc compile carries that one --threads
     chosen = re.search(
-        r"archguard: parallel: 2 parallel compile jobs \(set by MAX_JOBS\), "
+        r"archguard: parallel: extension archguard_example._C: 2 parallel compile jobs "
+        r"\(set by MAX_JOBS\), "
         r"nvcc --threads (\d+) \(set by extension archguard_example._C's nvcc flags",
         log,
     )

@@ -136,3 +136,61 @@ def test_detect_machine_reads_a_cgroup_tree(tmp_path: Path) -> None:
 def test_detect_machine_on_this_machine_is_sane() -> None:
     found = detect_machine()
     assert found.cores >= 1 and found.memory > 0
+
+
+@pytest.mark.parametrize(
+    ("environ", "jobs", "threads", "warned"),
+    [
+        ({"MAX_JOBS": "0"}, None, None, ["MAX_JOBS='0' is not a positive whole number"]),
+        ({"MAX_JOBS": " 4"}, 4, None, []),
+        ({"MAX_JOBS": "four", "NVCC_THREADS": "2"}, None, 2, ["MAX_JOBS='four'"]),
+        ({"NVCC_THREADS": "-1"}, None, None, ["NVCC_THREADS='-1'"]),
+        ({}, None, None, []),
+    ],
+)
+def test_one_reading_of_the_parallel_settings(
+    environ: dict[str, str], jobs: int | None, threads: int | None, warned: list[str]
+) -> None:
+    from archguard.parallel import asked
+
+    got = asked(environ)
+    assert (got.jobs.value if got.jobs else None) == jobs
+    assert (got.threads.value if got.threads else None) == threads
+    assert len(got.warnings) == len(warned)
+    assert all(w in g for w, g in zip(warned, got.warnings, strict=True))
+
+
+def test_the_package_own_threads_win_over_nvcc_threads_and_the_table() -> None:
+    from archguard.parallel import asked
+
+    got = asked(
+        {"NVCC_THREADS": "3", "MAX_JOBS": "2"},
+        Decided(5, "pyproject max_jobs"),
+        Decided(6, "pyproject nvcc_threads"),
+        Decided(4, "extension e's nvcc flags ('--threads 4')"),
+    )
+    assert (got.jobs, got.threads) == (
+        Decided(2, "MAX_JOBS"),
+        Decided(4, "extension e's nvcc flags ('--threads 4')"),
+    )
+
+
+def test_a_serial_build_gets_the_cores_as_nvcc_threads() -> None:
+    """use_ninja=False: one compile at a time, so nvcc --threads takes the cores (bounded by
+    the device compiles and the memory); MAX_JOBS cannot change that mode."""
+    from archguard.parallel import Asked, BuildMode, decided_parallelism
+
+    work = Workload(cuda_sources=3, cxx_sources=0, targets=4)
+    serial = decided_parallelism(
+        machine(2, 24), work, Asked(Decided(2, "MAX_JOBS")), BuildMode.SERIAL, "use_ninja=False"
+    )
+    assert (serial.jobs, serial.threads, serial.threads_from) == (1, 2, "chosen")
+    assert serial.summary == (
+        "setuptools compiles one source at a time (use_ninja=False): nvcc --threads 2 (chosen)"
+    )
+    ninja = decided_parallelism(machine(2, 24), work, Asked(Decided(2, "MAX_JOBS")))
+    assert (ninja.jobs, ninja.threads) == (2, 1)
+    assert decided_parallelism(machine(16, 128), work, Asked(), BuildMode.SERIAL).threads == 4
+    assert decided_parallelism(machine(16, 6), work, Asked(), BuildMode.SERIAL).threads == 2
+    shared = decided_parallelism(machine(8, 64), work, Asked(), BuildMode.SERIAL, "x", sharing=2)
+    assert shared.threads == 4 and "shared by 2 extensions" in shared.why

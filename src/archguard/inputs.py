@@ -12,6 +12,7 @@ when a live input is needed, so nothing here imports torch otherwise).
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +32,7 @@ from archguard.config import (
 from archguard.cuda import CudaVersion
 from archguard.errors import ConfigError, CudaMismatch, UnknownToolkit
 from archguard.flags import arch_specific_mentions, target_mentions
+from archguard.parallel import BuildMode
 from archguard.policy import Policy, load_policy
 from archguard.resolve import Resolution, resolve
 from archguard.toolkit import (
@@ -327,30 +329,56 @@ def count_sources(root: Path, limit: int = 20000) -> tuple[int, int]:
     return cu, cxx
 
 
+def _preview_mode(root: Path) -> tuple[BuildMode, str]:
+    """The build mode a build here will run in, as far as the tree shows before it."""
+    import shutil  # noqa: PLC0415
+
+    setup = root / "setup.py"
+    try:
+        text = setup.read_text(encoding="utf-8", errors="replace") if setup.is_file() else ""
+    except OSError:
+        text = ""
+    for number, line in enumerate(text.splitlines(), 1):
+        if re.search(r"use_ninja\s*=\s*False", line):
+            return BuildMode.SERIAL, f"use_ninja=False, setup.py:{number}"
+    if shutil.which("ninja") is None:
+        return BuildMode.SERIAL, "ninja is not installed: torch falls back to setuptools"
+    return BuildMode.NINJA, "torch's BuildExtension with ninja"
+
+
 def parallel_preview(settings: Settings, res: Resolution, environ: Mapping[str, str]) -> str:
-    """What a build here would choose for nvcc --threads and parallel jobs (explain)."""
+    """What a build here would choose for nvcc --threads and parallel jobs (explain): the
+    same reading of the settings and the same rule as the build
+    (:func:`archguard.parallel.decided_parallelism`)."""
     from archguard.detect.machine import detect_machine  # noqa: PLC0415
     from archguard.flags import gencode_flags  # noqa: PLC0415
-    from archguard.parallel import Decided, Workload, choose, device_compiles  # noqa: PLC0415
+    from archguard.parallel import (  # noqa: PLC0415
+        Decided,
+        Workload,
+        asked,
+        decided_parallelism,
+        device_compiles,
+    )
 
     cu, cxx = count_sources(settings.project.root)
     package = settings.package
-    jobs = threads = None
-    if (environ.get("MAX_JOBS") or "").isdigit():
-        jobs = Decided(int(environ["MAX_JOBS"]), "MAX_JOBS")
-    elif package is not None and package.max_jobs:
-        jobs = Decided(package.max_jobs, f"{package.source} max_jobs")
-    if (environ.get("NVCC_THREADS") or "").isdigit():
-        threads = Decided(int(environ["NVCC_THREADS"]), "NVCC_THREADS")
-    elif package is not None and package.nvcc_threads:
-        threads = Decided(package.nvcc_threads, f"{package.source} nvcc_threads")
-    choice = choose(
+    package_jobs = package_threads = None
+    if package is not None and package.max_jobs:
+        package_jobs = Decided(package.max_jobs, f"{package.source} max_jobs")
+    if package is not None and package.nvcc_threads:
+        package_threads = Decided(package.nvcc_threads, f"{package.source} nvcc_threads")
+    chosen = asked(environ, package_jobs, package_threads)
+    mode, mode_from = _preview_mode(settings.project.root)
+    choice = decided_parallelism(
         detect_machine(),
         Workload(cu, cxx, device_compiles(gencode_flags(res.effective))),
-        jobs,
-        threads,
+        chosen,
+        mode,
+        mode_from,
     )
+    ignored = "".join(f" Warning: {w}." for w in chosen.warnings)
     return (
         f"Build parallelism here: {choice.summary}, from {choice.why} (sources counted under "
-        f"{settings.project.root}; a --threads on the package's own nvcc line would win)."
+        f"{settings.project.root}; the build decides per extension, and a --threads on an "
+        f"extension's own nvcc line wins).{ignored}"
     )

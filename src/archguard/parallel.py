@@ -22,6 +22,8 @@ S = memory / memory-per-thread slots:
 
 from __future__ import annotations
 
+import enum
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 GIB = 1 << 30
@@ -56,6 +58,16 @@ class Decided:
     origin: str
 
 
+class BuildMode(str, enum.Enum):
+    """How an extension's sources really compile."""
+
+    NINJA = "ninja"  # torch's BuildExtension with ninja: MAX_JOBS compiles at once
+    SERIAL = "serial"  # setuptools' compiler: one source after another
+
+    def __str__(self) -> str:
+        return self.value
+
+
 @dataclass(frozen=True)
 class Choice:
     jobs: int
@@ -63,13 +75,98 @@ class Choice:
     threads: int
     threads_from: str
     why: str  # the inputs, in words, for the log and explain
+    mode: BuildMode = BuildMode.NINJA
+    mode_from: str = ""  # why that mode ("use_ninja=False", "ninja is not installed")
 
     @property
     def summary(self) -> str:
+        if self.mode is BuildMode.SERIAL:
+            return (
+                f"setuptools compiles one source at a time ({self.mode_from}): nvcc --threads "
+                f"{self.threads} ({self.threads_from})"
+            )
         return (
             f"{self.jobs} parallel compile job{'s' if self.jobs != 1 else ''} "
             f"({self.jobs_from}), nvcc --threads {self.threads} ({self.threads_from})"
         )
+
+    def record(self) -> dict[str, object]:
+        return {
+            "mode": self.mode.value,
+            "mode_from": self.mode_from,
+            "jobs": self.jobs,
+            "jobs_from": self.jobs_from,
+            "threads": self.threads,
+            "threads_from": self.threads_from,
+        }
+
+
+@dataclass(frozen=True)
+class Asked:
+    """What the user, the farm or the package already decided, and what was refused."""
+
+    jobs: Decided | None = None
+    threads: Decided | None = None
+    warnings: tuple[str, ...] = ()
+
+
+def _count(name: str, value: str | None, origin: str, warnings: list[str]) -> Decided | None:
+    if value is None or not value.strip():
+        return None
+    text = value.strip()
+    if not text.isdigit() or int(text) < 1:
+        warnings.append(f"{name}={value!r} is not a positive whole number; archguard ignores it")
+        return None
+    return Decided(int(text), origin)
+
+
+def asked(
+    environ: Mapping[str, str],
+    package_jobs: Decided | None = None,
+    package_threads: Decided | None = None,
+    flag_threads: Decided | None = None,
+) -> Asked:
+    """The one reading of the parallel settings, for ``explain`` and the build alike:
+    ``MAX_JOBS`` then ``[tool.archguard] max_jobs``; the package's own ``--threads``, then
+    ``NVCC_THREADS``, then ``nvcc_threads``. A value that is not a positive whole number
+    (``MAX_JOBS=0``) is ignored with a warning, the same everywhere."""
+    warnings: list[str] = []
+    jobs = _count("MAX_JOBS", environ.get("MAX_JOBS"), "MAX_JOBS", warnings) or package_jobs
+    env_threads = _count("NVCC_THREADS", environ.get("NVCC_THREADS"), "NVCC_THREADS", warnings)
+    threads = flag_threads or env_threads or package_threads
+    return Asked(jobs, threads, tuple(warnings))
+
+
+def decided_parallelism(
+    machine: Machine,
+    work: Workload,
+    settings: Asked,
+    mode: BuildMode = BuildMode.NINJA,
+    mode_from: str = "",
+    sharing: int = 1,
+) -> Choice:
+    """The choice for one extension in the mode it really builds in. ``sharing``: how many
+    extensions build at once (``build_ext --parallel``), dividing the cores among them."""
+    if sharing > 1:
+        machine = Machine(
+            max(1, machine.cores // sharing),
+            f"{machine.cores_from}, shared by {sharing} extensions building at once",
+            machine.memory // sharing,
+            machine.memory_from,
+        )
+    jobs = settings.jobs
+    if mode is BuildMode.SERIAL:
+        jobs = Decided(1, f"setuptools compiles one source at a time ({mode_from})")
+    choice = choose(machine, work, jobs, settings.threads)
+    return Choice(
+        choice.jobs,
+        choice.jobs_from,
+        choice.threads,
+        choice.threads_from,
+        choice.why,
+        mode,
+        mode_from or "torch's BuildExtension with ninja",
+    )
 
 
 def choose(

@@ -30,8 +30,16 @@ from archguard.arch import Targets
 from archguard.config import ENV_ENABLE, env_disabled, env_enabled
 from archguard.detect.cudalibs import completion, linked_libraries, make_links
 from archguard.errors import ArchguardError, CompileFailed
-from archguard.flags import gencode_flags, threads_flag
-from archguard.parallel import Choice, Decided, Workload, choose, device_compiles
+from archguard.flags import threads_flag
+from archguard.parallel import (
+    BuildMode,
+    Choice,
+    Decided,
+    Workload,
+    asked,
+    decided_parallelism,
+    device_compiles,
+)
 from archguard.plan import ExtensionPlan, Rule, list_text, plan_extension
 from archguard.record import resolution_record, write_record
 from archguard.report import extension_lines
@@ -104,46 +112,61 @@ def _variables(values: dict[str, str | None]) -> Iterator[None]:
 CXX_SUFFIXES = (".c", ".cc", ".cpp", ".cxx")
 
 
-def _decided(name: str, value: str | None, origin: str) -> Decided | None:
-    if value is None or not value.strip():
-        return None
-    if not value.strip().isdigit() or int(value) < 1:
-        say(f"warning: {name}={value!r} is not a positive whole number; archguard ignores it")
-        return None
-    return Decided(int(value), origin)
+def _build_mode(cmd: Any) -> tuple[BuildMode, str]:
+    """How this build_ext compiles: torch's BuildExtension with ninja, or setuptools' one
+    source at a time (``use_ninja=False``; torch also falls back to it when ninja is not
+    installed, and says so), read from the command itself."""
+    if not is_torch_build_extension(type(cmd)):
+        return BuildMode.SERIAL, f"{type(cmd).__name__} is setuptools' build_ext"
+    if getattr(cmd, "use_ninja", True):
+        return BuildMode.NINJA, "torch's BuildExtension with ninja"
+    return BuildMode.SERIAL, "use_ninja=False, or ninja is not installed"
 
 
 def choose_parallelism(
-    session: Session, cuda: list[Any], plans: dict[str, tuple[dict[str, list[str]], int]]
-) -> Choice:
-    """nvcc --threads and the parallel jobs for this build, unless the user, the package or
-    its [tool.archguard] decided (MAX_JOBS, NVCC_THREADS, --threads on its nvcc line)."""
+    cmd: Any, session: Session, planned: list[tuple[Any, dict[str, list[str]], Any]]
+) -> dict[str, Choice]:
+    """nvcc --threads and the parallel jobs, per extension and for the mode it really builds
+    in, unless the user, the package or its [tool.archguard] decided (MAX_JOBS,
+    NVCC_THREADS, --threads on its nvcc line): :func:`archguard.parallel.decided_parallelism`,
+    which ``explain`` calls too."""
     from archguard.detect.machine import detect_machine  # noqa: PLC0415
 
     package = session.package
-    jobs = _decided("MAX_JOBS", os.environ.get("MAX_JOBS"), "MAX_JOBS")
-    if jobs is None and package is not None and package.max_jobs:
-        jobs = Decided(package.max_jobs, f"{package.source} max_jobs")
-    threads = None
-    for name, (args, _) in plans.items():
+    package_jobs = package_threads = None
+    if package is not None and package.max_jobs:
+        package_jobs = Decided(package.max_jobs, f"{package.source} max_jobs")
+    if package is not None and package.nvcc_threads:
+        package_threads = Decided(package.nvcc_threads, f"{package.source} nvcc_threads")
+    mode, mode_from = _build_mode(cmd)
+    parallel = getattr(cmd, "parallel", None)
+    sharing = 1
+    if isinstance(parallel, int) and parallel > 1 and len(planned) > 1:
+        sharing = min(parallel, len(planned))
+        mode_from += f"; build_ext --parallel {parallel} builds {sharing} extensions at once"
+    machine = detect_machine()
+    out: dict[str, Choice] = {}
+    warned: set[str] = set()
+    for ext, args, plan in planned:
         found = threads_flag(args.get("nvcc", []))
-        if found is not None:
-            threads = Decided(found[0], f"extension {name}'s nvcc flags ({found[1]!r})")
-            break
-    if threads is None:
-        threads = _decided("NVCC_THREADS", os.environ.get("NVCC_THREADS"), "NVCC_THREADS")
-    if threads is None and package is not None and package.nvcc_threads:
-        threads = Decided(package.nvcc_threads, f"{package.source} nvcc_threads")
-    sources = [str(s) for e in cuda for s in getattr(e, "sources", ())]
-    work = Workload(
-        cuda_sources=sum(s.endswith(".cu") for s in sources),
-        cxx_sources=sum(s.endswith(CXX_SUFFIXES) for s in sources),
-        targets=max(
-            (n for _, n in plans.values()),
-            default=device_compiles(gencode_flags(session.resolution.targets)),
-        ),
-    )
-    return choose(detect_machine(), work, jobs, threads)
+        flag = (
+            Decided(found[0], f"extension {ext.name}'s nvcc flags ({found[1]!r})")
+            if found is not None
+            else None
+        )
+        settings = asked(os.environ, package_jobs, package_threads, flag)
+        for warning in settings.warnings:
+            if warning not in warned:
+                warned.add(warning)
+                say(f"warning: {warning}")
+        sources = [str(s) for s in getattr(ext, "sources", ())]
+        work = Workload(
+            cuda_sources=sum(s.endswith(".cu") for s in sources),
+            cxx_sources=sum(s.endswith(CXX_SUFFIXES) for s in sources),
+            targets=device_compiles(plan.gencode),
+        )
+        out[ext.name] = decided_parallelism(machine, work, settings, mode, mode_from, sharing)
+    return out
 
 
 def _build_variables(session: Session) -> dict[str, str | None]:
@@ -251,20 +274,14 @@ def _plan(
     return planned
 
 
-def _parallel_variables(session: Session, cuda: list[Any], planned: Planned) -> Choice:
-    choice = choose_parallelism(
-        session,
-        cuda,
-        {ext.name: (args, device_compiles(plan.gencode)) for ext, args, plan in planned},
-    )
-    say(f"parallel: {choice.summary}: {choice.why}")
+def _parallel(cmd: Any, session: Session, planned: Planned) -> dict[str, Choice]:
+    choices = choose_parallelism(cmd, session, planned)
+    for name, choice in choices.items():
+        say(f"parallel: extension {name}: {choice.summary}: {choice.why}")
     session.parallel = {  # (the machine's free memory varies: it stays in the log)
-        "jobs": choice.jobs,
-        "jobs_from": choice.jobs_from,
-        "threads": choice.threads,
-        "threads_from": choice.threads_from,
+        name: choice.record() for name, choice in choices.items()
     }
-    return choice
+    return choices
 
 
 def _complete_toolkit(cmd: Any, session: Session, planned: Planned) -> dict[str, str | None]:
@@ -346,14 +363,18 @@ def _compile_failed(planned: Planned, failing: str | None) -> str:
 
 
 @contextmanager
-def _tracking(cmd: Any, current: list[str]) -> Iterator[None]:
-    """Note which extension ``build_extension`` is on (for the failure's last words)."""
+def _tracking(cmd: Any, current: list[str], jobs: dict[str, str]) -> Iterator[None]:
+    """Note which extension ``build_extension`` is on (for the failure's last words), and
+    give its ninja run the MAX_JOBS chosen for it."""
     own = vars(cmd).get("build_extension")
     original = cmd.build_extension
 
     def build_extension(ext: Any) -> Any:
         current[:] = [ext.name]
-        return original(ext)
+        if ext.name not in jobs:
+            return original(ext)
+        with _variables({"MAX_JOBS": jobs[ext.name]}):
+            return original(ext)
 
     cmd.build_extension = build_extension
     try:
@@ -401,18 +422,21 @@ def archguard_build(cmd: Any) -> Iterator[None]:
             for target, why in sorted(plan.left_out.items()):
                 if target in plan.proven:
                     say(f"extension {ext.name}: dropped {target} before compiling: {why}")
-    choice = _parallel_variables(session, cuda, planned)
+    choices = _parallel(cmd, session, planned)
     saved_dirs = [(ext, getattr(ext, "library_dirs", None)) for ext, _, _ in planned]
     variables = {**_build_variables(session), **_complete_toolkit(cmd, session, planned)}
-    if choice.jobs_from == "chosen":
-        variables["MAX_JOBS"] = str(choice.jobs)
+    jobs = {  # torch's ninja run reads MAX_JOBS per extension: set as each one starts
+        name: str(c.jobs)
+        for name, c in choices.items()
+        if c.jobs_from == "chosen" and c.mode is BuildMode.NINJA
+    }
     saved: list[tuple[Any, Any]] = []
     started = time.time()
     current: list[str] = []
     try:
-        with _variables(variables), _tracking(cmd, current):
+        with _variables(variables), _tracking(cmd, current, jobs):
             for ext, args, plan in planned:
-                _apply(ext, args, plan, choice, res)
+                _apply(ext, args, plan, choices[ext.name], res)
                 saved.append((ext, ext.extra_compile_args))
                 ext.extra_compile_args = args
                 session.extensions[ext.name] = session.plan_record(plan, _extension_file(cmd, ext))
