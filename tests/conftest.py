@@ -39,3 +39,22 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.startswith("ARCHGUARD_") or name == "TORCH_CUDA_ARCH_LIST":
             monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(scope="session")
+def example_src(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of example_package (its build writes into the tree)."""
+    from realtools import REPO, copy_tree
+
+    return copy_tree(REPO / "example_package", tmp_path_factory.mktemp("ex") / "example_package")
+
+
+@pytest.fixture(scope="session")
+def example_noiso(
+    example_src: Path, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """The example, built once per session (pip wheel --no-build-isolation)."""
+    from realtools import pip_wheel
+
+    out = tmp_path_factory.mktemp("wheel-noiso")
+    return pip_wheel(example_src, out), out

@@ -57,17 +57,7 @@ def is_cu130() -> bool:
 # --- the example package -----------------------------------------------------------------
 
 
-@pytest.fixture(scope="session")
-def example_src(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return copy_tree(REPO / "example_package", tmp_path_factory.mktemp("ex") / "example_package")
-
-
-@pytest.fixture(scope="session")
-def example_noiso(
-    example_src: Path, tmp_path_factory: pytest.TempPathFactory
-) -> tuple[subprocess.CompletedProcess[str], Path]:
-    out = tmp_path_factory.mktemp("wheel-noiso")
-    return pip_wheel(example_src, out), out
+# example_src / example_noiso (the example built once per session): conftest.py
 
 
 @pytest.fixture(scope="session")
@@ -89,7 +79,7 @@ def test_example_no_isolation_holds_exactly_the_resolved_list(
     if is_cu130():
         assert found == POLICY_CU130
     record = wheel_record(wheel)
-    assert record["schema"] == "archguard.resolution/1"
+    assert record["schema"] == "archguard.resolution/2"
     assert record["effective"] == expected["effective"]
     log = proc.stdout + proc.stderr
     assert f"archguard: effective arch list ({expected['cuda']}): {expected['effective']}" in log

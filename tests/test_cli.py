@@ -42,7 +42,7 @@ def test_explain_shows_thor_jit_only(run_cli) -> None:  # type: ignore[no-untype
 def test_explain_json_has_schema_and_decisions(run_cli) -> None:  # type: ignore[no-untyped-def]
     proc = run_cli("explain", "7.0", "--cuda", "12.8", "--torch", "2.7", "--format", "json")
     data = json.loads(proc.stdout)
-    assert data["schema"] == "archguard.resolution/1"
+    assert data["schema"] == "archguard.resolution/2"
     assert data["effective"] == "7.5;8.0;8.6;9.0+PTX;10.0;12.0+PTX"
     assert data["why"]["7.0"]["fate"] == "dropped (exception)"
     assert {d["step"] for d in data["decisions"]} == {

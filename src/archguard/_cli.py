@@ -99,6 +99,49 @@ def main_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=("text", "json"), default="text")
 
     p = sub.add_parser(
+        "variant",
+        help="a wheel-variant copy of built wheels (PEP 825 draft, through variantlib), its "
+        "properties from the binaries as read back",
+    )
+    p.add_argument("wheels", nargs="+", metavar="WHEEL", type=Path)
+    p.add_argument("-o", "--output-dir", type=Path, default=Path("variants"), metavar="DIR")
+    p.add_argument("--label", metavar="L", help="the variant label (default: variantlib's hash)")
+    p.add_argument(
+        "--cuda-lower-bound",
+        metavar="X.Y",
+        help="for a wheel with no archguard record: the CUDA that compiled it",
+    )
+    p.add_argument("--cuobjdump", metavar="PATH")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+
+    p = sub.add_parser(
+        "doctor",
+        help="on this machine: for each GPU and installed package with CUDA binaries, the "
+        "image it loads (native, JIT-only, nothing) and the stubs in it",
+    )
+    p.add_argument(
+        "--device",
+        action="append",
+        default=[],
+        metavar="CC",
+        help="a GPU's compute capability, e.g. 8.9 (repeatable; default: the machine's)",
+    )
+    p.add_argument(
+        "--path",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="read the distributions installed in DIR (default: this interpreter's)",
+    )
+    p.add_argument(
+        "--no-torch",
+        action="store_true",
+        help="do not import torch to find the GPUs (nvidia-smi only)",
+    )
+    p.add_argument("--cuobjdump", metavar="PATH")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+
+    p = sub.add_parser(
         "watch",
         help="torch releases on the package index that the torch table lacks; --probe reads "
         "them into a proposed table",
@@ -456,6 +499,153 @@ def cmd_watch(args: argparse.Namespace) -> int:
     return EXIT_FAIL if missing else EXIT_OK
 
 
+def _recorded_cuda(wheel: Path) -> str | None:
+    import json  # noqa: PLC0415
+    import zipfile  # noqa: PLC0415
+
+    from archguard.record import is_record_name  # noqa: PLC0415
+
+    try:
+        with zipfile.ZipFile(wheel) as zf:
+            names = [n for n in zf.namelist() if is_record_name(n)]
+            data = json.loads(zf.read(names[0])) if names else {}
+    except (OSError, zipfile.BadZipFile, ValueError):
+        return None
+    cuda = data.get("cuda") if isinstance(data, dict) else None
+    return str(cuda["version"]) if isinstance(cuda, dict) and cuda.get("version") else None
+
+
+def cmd_variant(args: argparse.Namespace) -> int:
+    import json  # noqa: PLC0415
+
+    from archguard import variant  # noqa: PLC0415
+    from archguard.detect.cuobjdump import find_cuobjdump  # noqa: PLC0415
+    from archguard.verify import check  # noqa: PLC0415
+
+    variant.ensure_variantlib()
+    cuobjdump = find_cuobjdump(args.cuobjdump)
+    reports: list[dict[str, object]] = []
+    status = EXIT_OK
+    for wheel in args.wheels:
+        results = check([wheel], cuobjdump)
+        cuda_bins = [r for r in results if r.found is not None]
+        problems = [
+            f"{r.label}: holds {' '.join(r.found.names())}, its record says "
+            f"{' '.join(r.expected.targets.names())}"
+            for r in cuda_bins
+            if r.found is not None and r.expected is not None and not r.ok
+        ]
+        if not cuda_bins:
+            problems.append("no binary with CUDA device code")
+        cuda = args.cuda_lower_bound or _recorded_cuda(wheel)
+        if cuda is None:
+            problems.append(
+                "no archguard record says which CUDA compiled it: pass --cuda-lower-bound X.Y"
+            )
+        entry: dict[str, object] = {"wheel": str(wheel), "problems": problems}
+        if problems:
+            status = EXIT_FAIL
+            reports.append(entry)
+            continue
+        assert cuda is not None
+        planned = variant.plan(wheel, [(r.label, r.found) for r in cuda_bins if r.found], cuda)
+        written = variant.write(planned, args.output_dir, args.label)
+        entry |= {
+            "variant": str(written),
+            "properties": [f"{variant.NAMESPACE} :: {f} :: {v}" for f, v in planned.properties],
+            "notes": planned.notes,
+        }
+        reports.append(entry)
+    if args.format == "json":
+        _write(json.dumps({"schema": "archguard.variant/1", "wheels": reports}, indent=2) + "\n")
+    else:
+        lines = []
+        for entry in reports:
+            if entry["problems"]:
+                lines.append(f"REFUSED  {entry['wheel']}")
+                lines += [f"  {p}" for p in entry["problems"]]  # type: ignore[attr-defined]
+                continue
+            lines.append(f"wrote  {entry['variant']}")
+            lines += [f"  {p}" for p in entry["properties"]]  # type: ignore[attr-defined]
+            lines += [f"  note: {n}" for n in entry["notes"]]  # type: ignore[attr-defined]
+        _write("\n".join(lines) + "\n")
+    return status
+
+
+def _installed_torch(paths: list[str]) -> tuple[str, object] | None:
+    """The installed torch's version and, from the bundled table, its targets (its CUDA
+    version read from torch/version.py as text: torch is not imported)."""
+    import re  # noqa: PLC0415
+    from importlib import metadata  # noqa: PLC0415
+
+    from packaging.version import InvalidVersion, Version  # noqa: PLC0415
+
+    from archguard.torchbuild import bundled_torch  # noqa: PLC0415
+
+    found = (
+        metadata.distributions(name="torch", path=paths)
+        if paths
+        else metadata.distributions(name="torch")
+    )
+    dist = next(iter(found), None)
+    if dist is None:
+        return None
+    try:
+        text = Path(str(dist.locate_file("torch/version.py"))).read_text(encoding="utf-8")
+    except OSError:
+        text = ""
+    cuda = re.search(r"^cuda\s*(?::\s*\S+\s*)?=\s*['\"]([0-9]+)\.([0-9]+)", text, re.M)
+    label = f"{dist.version} (CUDA {cuda[1]}.{cuda[2]})" if cuda else f"{dist.version} (no CUDA)"
+    if cuda is None:
+        return label, None
+    try:
+        base = Version(Version(dist.version).base_version)
+        return label, bundled_torch((int(cuda[1]), int(cuda[2])), base).targets
+    except (InvalidVersion, ArchguardError):
+        return label, None
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    import json  # noqa: PLC0415
+
+    from archguard import doctor  # noqa: PLC0415
+    from archguard.arch import parse_arch  # noqa: PLC0415
+    from archguard.coverage import Device, known_devices  # noqa: PLC0415
+    from archguard.detect.cuobjdump import find_cuobjdump  # noqa: PLC0415
+    from archguard.detect.gpus import detect_gpus  # noqa: PLC0415
+
+    names = {d.cc: d.name for d in known_devices()}
+    notes: list[str] = []
+    gpus: list[tuple[Device, str]] = []
+    driver = None
+    for text in args.device:
+        arch = parse_arch(text, "--device", known=known_arches())
+        gpus.append((Device(arch.cc, names.get(arch.cc, "given")), "--device"))
+    if not gpus:
+        found = detect_gpus(use_torch=not args.no_torch)
+        gpus = [(Device(g.cc, g.name), g.origin) for g in found.gpus]
+        driver = found.driver_cuda
+        notes += list(found.notes)
+        if not gpus:
+            notes.append("no GPU found: name one with --device CC (e.g. --device 8.9)")
+    try:
+        cuobjdump: str | None = find_cuobjdump(args.cuobjdump)
+    except ArchguardError as exc:
+        cuobjdump = None
+        notes.append(f"no cuobjdump: wheels without an archguard record are not read ({exc})")
+    packages = doctor.installed(args.path or None, cuobjdump)
+    findings = doctor.diagnose([g for g, _ in gpus], packages, driver)
+    torch = _installed_torch(args.path)
+    parts = (gpus, driver, packages, findings, torch, notes)
+    if args.format == "json":
+        _write(json.dumps(doctor.record(*parts), indent=2) + "\n")  # type: ignore[arg-type]
+    else:
+        _write(doctor.text(*parts))  # type: ignore[arg-type]
+    if not gpus:
+        return EXIT_USAGE
+    return EXIT_FAIL if doctor.failed(findings) else EXIT_OK
+
+
 COMMANDS = {
     "explain": cmd_explain,
     "list": cmd_list,
@@ -468,6 +658,8 @@ COMMANDS = {
     "verify": cmd_verify,
     "wheel": cmd_wheel,
     "watch": cmd_watch,
+    "doctor": cmd_doctor,
+    "variant": cmd_variant,
 }
 
 

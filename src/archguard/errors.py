@@ -144,6 +144,12 @@ class IndexUnreachable(ArchguardError):
     code = "index-unreachable"
 
 
+class VariantsUnavailable(ArchguardError):
+    """``archguard variant`` needs ``variantlib`` (the ``variants`` extra), not installed."""
+
+    code = "variantlib-missing"
+
+
 class BuildVerifyFailed(ArchguardError):
     """After ``build_ext``, a built binary does not hold the targets it was built for."""
 
@@ -202,6 +208,7 @@ ALL_ERRORS: tuple[type[ArchguardError], ...] = (
     EmptyExtension,
     CompileFailed,
     IndexUnreachable,
+    VariantsUnavailable,
     BuildVerifyFailed,
     NotRepresentable,
     CuobjdumpNotFound,

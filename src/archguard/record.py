@@ -20,7 +20,11 @@ from archguard.resolve import Resolution
 from archguard.toolkit import known_arches
 
 RECORD_NAME = "archguard.json"
-RESOLUTION_SCHEMA = "archguard.resolution/1"
+# /2: each extension of a built wheel records its kernels' stub classification per image
+# ("stubs": {kernel: {image: kind}}, from the in-build check), which `doctor` reads. /1
+# records (no stubs) are still read; a reader that knows only /1 rejects /2 by its schema.
+RESOLUTION_SCHEMA = "archguard.resolution/2"
+READABLE_SCHEMAS = ("archguard.resolution/1", RESOLUTION_SCHEMA)
 
 
 def coverage_record(res: Resolution) -> list[dict[str, object]]:
@@ -144,8 +148,8 @@ def read_record(text: str, where: str) -> RecordedTargets:
     """The targets a record promises (:class:`BinaryReadError` if it is not a record)."""
     try:
         data = json.loads(text)
-        if not isinstance(data, dict) or data.get("schema") != RESOLUTION_SCHEMA:
-            raise ValueError(f"not an {RESOLUTION_SCHEMA} record")
+        if not isinstance(data, dict) or data.get("schema") not in READABLE_SCHEMAS:
+            raise ValueError(f"not an {' or '.join(READABLE_SCHEMAS)} record")
         targets = targets_from_record(data["targets"], where)
         extensions: dict[str, tuple[str, Targets]] = {}
         build = data.get("build")

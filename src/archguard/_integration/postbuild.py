@@ -167,6 +167,9 @@ def _stubs(
     for r in checked:
         if r.stubs is None:
             continue
+        name = r.label.split(" (", 1)[0]
+        if name in session.extensions:  # the record's schema /2: doctor reads it
+            session.extensions[name]["stubs"] = {k.name: dict(k.kinds) for k in r.stubs.kernels}
         found += len(r.stubs.findings)
         for line in stub_lines(r.stubs):
             say(f"stubs: {r.label}: {line.strip()}")

@@ -1,0 +1,308 @@
+"""``python -m archguard doctor``: on a user's machine, for each GPU and each installed
+distribution with CUDA binaries, which image the GPU loads (a cubin: native; PTX only: a JIT
+compile at first load, lost on every driver upgrade; nothing: "no kernel image is available
+for execution on the device", at the first launch because of lazy loading), the kernels that
+are stubs in that image (from the wheel's record), and whether the installed torch itself
+runs there.
+
+What each binary holds comes from the wheel's ``archguard.json`` where it has one, else from
+its ``.so`` files read with cuobjdump where one is found, else the binary is named as
+unread. The runtime's own distributions (torch, triton, ``nvidia-*``, ``cuda-*``) are not
+read: torch is judged from the bundled torch table. Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+from archguard.arch import Targets
+from archguard.coverage import Device, Tier, device_coverage
+from archguard.record import READABLE_SCHEMAS, targets_from_record
+
+DOCTOR_SCHEMA = "archguard.doctor/1"
+_RUNTIME = ("torch", "triton", "pytorch-triton")
+_RUNTIME_PREFIXES = ("nvidia-", "cuda-")
+
+
+@dataclass
+class Binary:
+    file: str  # inside the distribution
+    targets: Targets | None  # None: not read
+    source: str  # "record", "cuobjdump", or why it is unread
+    stubs: dict[str, dict[str, str]] = field(default_factory=dict)  # kernel -> image -> kind
+    built_with: tuple[int, int] | None = None  # the CUDA toolkit that compiled it
+
+
+@dataclass
+class Package:
+    name: str
+    version: str
+    binaries: list[Binary]
+
+
+@dataclass(frozen=True)
+class Finding:
+    gpu: Device
+    package: str
+    binary: str
+    tier: str  # "native", "jit-only", "nothing", "unread"
+    via: str | None
+    stubs: tuple[str, ...] = ()  # "kernel (trap)" in the image this GPU loads
+    jit_note: str = ""
+
+
+def _runtime(name: str) -> bool:
+    low = name.lower()
+    return low in _RUNTIME or low.startswith(_RUNTIME_PREFIXES)
+
+
+def _shared_object(name: str) -> bool:
+    return name.endswith(".so") or ".so." in name
+
+
+def _record(dist: metadata.Distribution) -> dict[str, object] | None:
+    try:
+        text = dist.read_text("archguard.json")
+    except OSError:
+        return None
+    if not text:
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) and data.get("schema") in READABLE_SCHEMAS else None
+
+
+def _version_pair(text: object) -> tuple[int, int] | None:
+    try:
+        major, minor = str(text).split(".")[:2]
+        return int(major), int(minor)
+    except ValueError:
+        return None
+
+
+def _from_record(record: dict[str, object], file: str) -> Binary | None:
+    build = record.get("build")
+    cuda = record.get("cuda")
+    built_with = _version_pair(cuda.get("version")) if isinstance(cuda, dict) else None
+    extensions = build.get("extensions", []) if isinstance(build, dict) else []
+    for ext in extensions if isinstance(extensions, list) else []:
+        own = str(ext.get("file") or "") if isinstance(ext, dict) else ""
+        if own and (file == own or file.endswith("/" + own)):
+            try:
+                targets = targets_from_record(ext["targets"], file)
+            except (ValueError, KeyError, TypeError):
+                return None
+            stubs = ext.get("stubs") if isinstance(ext.get("stubs"), dict) else {}
+            return Binary(file, targets, "record", dict(stubs), built_with)
+    return None
+
+
+def _binary(
+    dist: metadata.Distribution,
+    file: metadata.PackagePath,
+    record: dict[str, object] | None,
+    cuobjdump: str | None,
+) -> Binary | None:
+    """What one installed .so holds (None: no device code)."""
+    from archguard.detect.cuobjdump import read_binary  # noqa: PLC0415
+    from archguard.errors import ArchguardError  # noqa: PLC0415
+
+    member = str(file).replace("\\", "/")
+    binary = _from_record(record, member) if record else None
+    if binary is not None:
+        return binary
+    if cuobjdump is None:
+        return Binary(member, None, "not read: no cuobjdump (pip install nvidia-cuda-cuobjdump)")
+    try:
+        targets = read_binary(Path(str(dist.locate_file(file))), cuobjdump).targets
+    except ArchguardError as exc:
+        return Binary(member, None, f"not read: {exc}")
+    return None if targets is None else Binary(member, targets, "cuobjdump")
+
+
+def installed(paths: Sequence[str] | None, cuobjdump: str | None) -> list[Package]:
+    """Every distribution (on ``paths``, default: this interpreter's) holding CUDA
+    binaries, with what each binary holds."""
+    dists = metadata.distributions(path=list(paths)) if paths else metadata.distributions()
+    out: dict[str, Package] = {}
+    for dist in dists:
+        name = dist.metadata["Name"] or "?"
+        if _runtime(name) or name in out:
+            continue
+        files = [f for f in (dist.files or []) if _shared_object(f.name)]
+        if not files:
+            continue
+        record = _record(dist)
+        binaries = [
+            b for b in (_binary(dist, f, record, cuobjdump) for f in files) if b is not None
+        ]
+        if binaries:
+            out[name] = Package(name, dist.version, binaries)
+    return sorted(out.values(), key=lambda p: p.name.lower())
+
+
+def diagnose(
+    gpus: Iterable[Device], packages: Iterable[Package], driver_cuda: tuple[int, int] | None
+) -> list[Finding]:
+    out = []
+    packages = list(packages)
+    for gpu in gpus:
+        for package in packages:
+            for binary in package.binaries:
+                out.append(_finding(gpu, package, binary, driver_cuda))
+    return out
+
+
+def _finding(
+    gpu: Device, package: Package, binary: Binary, driver_cuda: tuple[int, int] | None
+) -> Finding:
+    if binary.targets is None:
+        return Finding(gpu, package.name, binary.file, "unread", None)
+    cov = device_coverage(binary.targets, gpu)
+    if cov.tier is Tier.DEAD:
+        return Finding(gpu, package.name, binary.file, "nothing", None)
+    image = cov.via or ""
+    stubs = tuple(
+        f"{kernel} ({images[image]})"
+        for kernel, images in sorted(binary.stubs.items())
+        if images.get(image, "real") != "real"
+    )
+    note = ""
+    if cov.tier is Tier.JIT:
+        note = "JIT-compiled by the driver at first load (minutes; redone after a driver upgrade)"
+        if binary.built_with and driver_cuda and driver_cuda < binary.built_with:
+            note += (
+                f"; this driver runs CUDA {driver_cuda[0]}.{driver_cuda[1]}, older than the "
+                f"CUDA {binary.built_with[0]}.{binary.built_with[1]} that wrote the PTX: it "
+                "cannot JIT it"
+            )
+    tier = "native" if cov.tier is Tier.NATIVE else "jit-only"
+    return Finding(gpu, package.name, binary.file, tier, cov.via, stubs, note)
+
+
+def torch_line(gpu: Device, torch: tuple[str, Targets | None]) -> str:
+    version, targets = torch
+    if targets is None:
+        return (
+            f"torch {version}: not a CUDA build in the bundled torch table; whether it runs "
+            f"on {gpu.cc_text} is not known"
+        )
+    cov = device_coverage(targets, gpu)
+    if cov.tier is Tier.DEAD:
+        return f"torch {version} itself has no image for {gpu}: nothing built on it runs there"
+    return f"torch {version} runs on {gpu.cc_text} ({cov.via})"
+
+
+def record(
+    gpus: Sequence[tuple[Device, str]],
+    driver_cuda: tuple[int, int] | None,
+    packages: Sequence[Package],
+    findings: Sequence[Finding],
+    torch: tuple[str, Targets | None] | None,
+    notes: Sequence[str],
+) -> dict[str, object]:
+    return {
+        "schema": DOCTOR_SCHEMA,
+        "gpus": [{"cc": g.cc_text, "name": g.name, "from": origin} for g, origin in gpus],
+        "driver_cuda": f"{driver_cuda[0]}.{driver_cuda[1]}" if driver_cuda else None,
+        "torch": None
+        if torch is None
+        else {"version": torch[0], "targets": torch[1].names() if torch[1] else None},
+        "packages": [
+            {
+                "name": p.name,
+                "version": p.version,
+                "binaries": [
+                    {
+                        "file": b.file,
+                        "source": b.source,
+                        "targets": b.targets.names() if b.targets else None,
+                    }
+                    for b in p.binaries
+                ],
+            }
+            for p in packages
+        ],
+        "findings": [
+            {
+                "gpu": f.gpu.cc_text,
+                "package": f.package,
+                "binary": f.binary,
+                "tier": f.tier,
+                "via": f.via,
+                "stubs": list(f.stubs),
+                "note": f.jit_note,
+            }
+            for f in findings
+        ],
+        "notes": list(notes),
+        "ok": not failed(findings),
+    }
+
+
+def failed(findings: Iterable[Finding]) -> list[Finding]:
+    return [f for f in findings if f.tier == "nothing"]
+
+
+def text(
+    gpus: Sequence[tuple[Device, str]],
+    driver_cuda: tuple[int, int] | None,
+    packages: Sequence[Package],
+    findings: Sequence[Finding],
+    torch: tuple[str, Targets | None] | None,
+    notes: Sequence[str],
+) -> str:
+    lines = ["archguard doctor", ""]
+    shown = ", ".join(f"{g} (from {origin})" for g, origin in gpus) or "none found"
+    lines.append(f"GPUs: {shown}")
+    driver = f"{driver_cuda[0]}.{driver_cuda[1]}" if driver_cuda else "unknown"
+    lines.append(f"driver: runs CUDA {driver}")
+    lines += [f"note: {n}" for n in notes]
+    for gpu, _ in gpus:
+        lines += ["", f"{gpu}:"]
+        if torch is not None:
+            lines.append(f"  {torch_line(gpu, torch)}")
+        for f in (f for f in findings if f.gpu == gpu):
+            where = f"  {f.package}: {f.binary}"
+            if f.tier == "native":
+                lines.append(f"{where}: native ({f.via} cubin)")
+            elif f.tier == "jit-only":
+                lines.append(f"{where}: JIT-only via {f.via}: {f.jit_note}")
+            elif f.tier == "nothing":
+                lines.append(
+                    f"{where}: NOTHING for {gpu.cc_text}: 'no kernel image is available for "
+                    "execution on the device' at its first kernel launch"
+                )
+            else:
+                binary = next(
+                    b
+                    for p in packages
+                    if p.name == f.package
+                    for b in p.binaries
+                    if b.file == f.binary
+                )
+                lines.append(f"{where}: {binary.source}")
+            if f.stubs:
+                lines.append(
+                    f"    stubs in {f.via}, the image {gpu.cc_text} loads: {', '.join(f.stubs)}"
+                )
+    bad = failed(findings)
+    lines += [
+        "",
+        f"result: {'OK' if not bad else 'NO IMAGE'} ({len(gpus)} GPU"
+        f"{'s' if len(gpus) != 1 else ''}, {len(packages)} package"
+        f"{'s' if len(packages) != 1 else ''} with CUDA binaries"
+        + (
+            f"; no image for {', '.join(sorted({f'{f.package} on {f.gpu.cc_text}' for f in bad}))}"
+            if bad
+            else ""
+        )
+        + ")",
+    ]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,166 @@
+"""The other end of the wheel (issue #20): `archguard variant` (wheel-variant metadata from
+the binaries as read back, written through variantlib and read back with it) and
+`archguard doctor` (for a machine's GPUs, the image each installed package loads).
+
+The example is built once per session (conftest's ``example_noiso``, the full cu130 row);
+the arch-specific and record-less wheels are tiny torch-free kernels. GPUs are named with
+``--device`` (no GPU here); ``doctor --path DIR`` reads a ``pip install --target DIR``."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from realtools import (
+    REPO,
+    build_env,
+    cli,
+    needs_cuda_torch,
+    needs_cuobjdump,
+    needs_nvcc,
+    only_wheel,
+    pip_wheel,
+    torch_cuda,
+    wheel_so_targets,
+)
+
+pytestmark = [pytest.mark.slow, needs_nvcc, needs_cuda_torch, needs_cuobjdump]
+MINI = REPO / "tests" / "packages" / "minicuda"
+HOPPER = REPO / "tests" / "packages" / "hopper"
+
+
+def variant_properties(wheel: Path) -> list[str]:
+    """The properties of a variant wheel, as variantlib itself reads its variant.json."""
+    from variantlib.variant_dist_info import VariantDistInfo
+
+    label = wheel.name[: -len(".whl")].rsplit("-", 1)[1]
+    with zipfile.ZipFile(wheel) as zf:
+        (name,) = [n for n in zf.namelist() if n.endswith(".dist-info/variant.json")]
+        info = VariantDistInfo(zf.read(name), expected_label=label)
+    return sorted(p.to_str() for p in info.variant_desc.properties)
+
+
+def test_variant_properties_are_what_cuobjdump_finds(example_noiso, tmp_path: Path) -> None:
+    proc, out = example_noiso
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    wheel = only_wheel(out)
+    found = wheel_so_targets(wheel, tmp_path)
+    made = cli("variant", str(wheel), "-o", str(tmp_path / "v"), "--format", "json")
+    assert made.returncode == 0, made.stdout + made.stderr
+    (entry,) = json.loads(made.stdout)["wheels"]
+    variant = Path(entry["variant"])
+    expected = [f"nvidia :: cuda_version_lower_bound :: {torch_cuda()}"] + [
+        f"nvidia :: sm_arch :: {n.split('_')[1]}_{'real' if n.startswith('sm_') else 'virtual'}"
+        for n in found
+    ]
+    assert variant_properties(variant) == sorted(expected)
+    # the same files plus variant.json, and pip still reads it as a wheel of the same name
+    with zipfile.ZipFile(wheel) as a, zipfile.ZipFile(variant) as b:
+        assert set(b.namelist()) - set(a.namelist()) == {
+            n for n in b.namelist() if n.endswith(".dist-info/variant.json")
+        }
+    assert any("Thor 11.0 via compute_90" in n for n in entry["notes"])
+
+
+def hopper_wheel(tmp: Path, nvcc: list[str], record: bool = True) -> Path:
+    root = tmp / "hoppy"
+    root.mkdir(parents=True)
+    shutil.copy(HOPPER / "strict.cu", root / "strict.cu")
+    (root / "mod.c").write_text((MINI / "mod.c").read_text().replace("_minicuda", "_strict"))
+    (root / "setup.py").write_text(
+        "from setuptools import Extension, setup\n"
+        "from torch.utils.cpp_extension import BuildExtension\n"
+        'setup(name="hoppy", version="1.0", ext_modules=[Extension("_strict", '
+        f'["mod.c", "strict.cu"], extra_compile_args={{"cxx": [], "nvcc": {nvcc!r}}})], '
+        'cmdclass={"build_ext": BuildExtension})\n'
+    )
+    (root / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=64", "torch"]\n'
+        'build-backend = "setuptools.build_meta"\n'
+    )
+    env = build_env(**({"ARCHGUARD_ENABLE": "1"} if record else {}))
+    proc = pip_wheel(root, tmp / "out", env=env)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    return only_wheel(tmp / "out")
+
+
+def test_an_sm_90a_only_wheel_gets_the_explicit_note(tmp_path: Path) -> None:
+    wheel = hopper_wheel(tmp_path, ["-gencode", "arch=compute_90a,code=sm_90a"])
+    made = cli("variant", str(wheel), "-o", str(tmp_path / "v"))
+    assert made.returncode == 0, made.stdout + made.stderr
+    assert "holds sm_90a: the provider's vocabulary has no a/f values" in made.stdout
+    assert "no sm_arch property: a variant installer selects this wheel on any GPU" in made.stdout
+    (variant,) = (tmp_path / "v").glob("*.whl")
+    assert variant_properties(variant) == [f"nvidia :: cuda_version_lower_bound :: {torch_cuda()}"]
+
+
+def test_a_wheel_whose_binaries_disagree_with_its_record_is_refused(tmp_path: Path) -> None:
+    wheel = hopper_wheel(tmp_path, ["-gencode", "arch=compute_90a,code=sm_90a"])
+    forged = tmp_path / "forged" / wheel.name
+    forged.parent.mkdir()
+    with zipfile.ZipFile(wheel) as src, zipfile.ZipFile(forged, "w") as dst:
+        for item in src.infolist():
+            data = src.read(item)
+            if item.filename.endswith("archguard.json"):
+                data = data.replace(b'"sm_90a"', b'"sm_100a"')
+            dst.writestr(item, data)
+    made = cli("variant", str(forged), "-o", str(tmp_path / "v"))
+    assert made.returncode == 1
+    assert made.stdout.startswith("REFUSED") and "its record says" in made.stdout
+    assert not (tmp_path / "v").exists() or not list((tmp_path / "v").glob("*.whl"))
+
+
+def install(wheel: Path, target: Path) -> Path:
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "--target", str(target), str(wheel)],
+        check=True,
+        capture_output=True,
+    )
+    return target
+
+
+def doctor(*args: str) -> subprocess.CompletedProcess[str]:
+    return cli("doctor", "--no-torch", *args, env=build_env())
+
+
+def test_doctor_names_the_image_each_gpu_loads_and_its_stubs(example_noiso, tmp_path: Path) -> None:
+    _, out = example_noiso
+    site = install(only_wheel(out), tmp_path / "site")
+    ada = doctor("--path", str(site), "--device", "8.9")
+    assert ada.returncode == 0, ada.stdout + ada.stderr
+    assert "archguard-example: archguard_example/_C" in ada.stdout
+    assert "native (sm_86 cubin)" in ada.stdout
+    assert (
+        "stubs in sm_86, the image 8.9 loads:" in ada.stdout
+        and "fp8_roundtrip_kernel" in ada.stdout
+    )
+    assert "(trap)" in ada.stdout
+    thor = doctor("--path", str(site), "--device", "11.0", "--format", "json")
+    data = json.loads(thor.stdout)
+    assert data["schema"] == "archguard.doctor/1" and thor.returncode == 0
+    (finding,) = data["findings"]
+    assert (finding["tier"], finding["via"]) == ("jit-only", "compute_90")
+    pascal = doctor("--path", str(site), "--device", "6.1")
+    assert pascal.returncode == 1
+    assert (
+        "NOTHING for 6.1" in pascal.stdout
+        and "no image for archguard-example on 6.1" in pascal.stdout
+    )
+
+
+def test_doctor_reads_a_wheel_built_without_archguard_from_its_binaries(tmp_path: Path) -> None:
+    wheel = hopper_wheel(tmp_path, ["-gencode", "arch=compute_90a,code=sm_90a"], record=False)
+    site = install(wheel, tmp_path / "site")
+    proc = doctor("--path", str(site), "--device", "9.0", "--device", "8.0", "--format", "json")
+    data = json.loads(proc.stdout)
+    (package,) = data["packages"]
+    assert package["name"] == "hoppy" and package["binaries"][0]["source"] == "cuobjdump"
+    assert package["binaries"][0]["targets"] == ["sm_90a"]
+    tiers = {f["gpu"]: f["tier"] for f in data["findings"]}
+    assert tiers == {"9.0": "native", "8.0": "nothing"} and proc.returncode == 1
