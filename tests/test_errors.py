@@ -137,3 +137,21 @@ def test_unsupported_arch_flag() -> None:
     ):
         with pytest.raises(NvccFlagError):
             find_arch_flags(flag)
+
+
+def _table_names(section: str, pattern: str) -> set[str]:
+    text = _README.split(section, 1)[1].split("\n#", 1)[0]
+    return set(re.findall(pattern, text, re.M))
+
+
+def test_readme_config_table_lists_every_key() -> None:
+    from archguard.config import CONFIG_KEYS
+
+    assert _table_names("### `[tool.archguard]`", r"^\| `([a-z_]+)` \|") == set(CONFIG_KEYS)
+
+
+def test_readme_environment_table_lists_every_variable() -> None:
+    from archguard.config import ENV_KNOWN
+
+    named = _table_names("### Environment", r"`(ARCHGUARD_[A-Z_]+)")
+    assert set(ENV_KNOWN) <= named, set(ENV_KNOWN) - named

@@ -319,7 +319,13 @@ def cmd_env(args: argparse.Namespace) -> int:
     for warning in _environment_notes(gathered.warnings):
         print(f"archguard: warning: {warning}", file=sys.stderr)
     res = gathered.resolve().require_cubins()
-    text, notes = env_text(res, args.format)
+    from archguard.config import ENV_COMPILER_CACHE, env_choice  # noqa: PLC0415
+
+    package = gathered.settings.package
+    cache = env_choice(os.environ, ENV_COMPILER_CACHE, "compiler_cache") or (
+        package.compiler_cache if package else None
+    )
+    text, notes = env_text(res, args.format, cache)
     for note in notes:
         print(f"archguard: note: {note}", file=sys.stderr)
     _write(text)

@@ -32,12 +32,15 @@ CONFIG_KEYS: dict[str, str] = {
     "(ARCHGUARD_LINT wins)",
     "nvcc_threads": "nvcc --threads per CUDA compile (default: chosen from the machine)",
     "max_jobs": "parallel compile jobs (default: chosen from the machine; MAX_JOBS wins)",
+    "compiler_cache": "route nvcc and the host compiler through a compile cache: off, "
+    "sccache or ccache (ARCHGUARD_COMPILER_CACHE wins)",
 }
 # Keys whose value is one of a few words; the first is the default.
 CHOICES: dict[str, tuple[str, ...]] = {
     "verify": ("error", "warn", "off"),
     "hardcoded_arch_specific": ("keep", "drop", "error"),
     "lint": ("warn", "error", "off"),
+    "compiler_cache": ("off", "sccache", "ccache"),
 }
 COUNTS = ("nvcc_threads", "max_jobs")  # positive integers
 
@@ -49,6 +52,7 @@ ENV_CONFIG = "ARCHGUARD_CONFIG"
 ENV_VERIFY = "ARCHGUARD_VERIFY"
 ENV_LINT = "ARCHGUARD_LINT"
 ENV_LINT_BUDGET = "ARCHGUARD_LINT_BUDGET"
+ENV_COMPILER_CACHE = "ARCHGUARD_COMPILER_CACHE"
 ENV_KNOWN = (
     ENV_ARCH_LIST,
     ENV_POLICY,
@@ -58,6 +62,7 @@ ENV_KNOWN = (
     ENV_VERIFY,
     ENV_LINT,
     ENV_LINT_BUDGET,
+    ENV_COMPILER_CACHE,
 )
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"", "0", "false", "no", "off"}
@@ -81,6 +86,7 @@ class PackageConfig:
     lint: str | None = None  # None: the default (warn)
     nvcc_threads: int | None = None
     max_jobs: int | None = None
+    compiler_cache: str | None = None  # None: the default (off)
 
     def requested_for(self, tag: str) -> tuple[tuple[ArchEntry, ...], str] | None:
         if tag in self.arch_list_by_cuda:
@@ -174,6 +180,7 @@ def parse_config(
         lint=choices.get("lint"),
         nvcc_threads=counts.get("nvcc_threads"),
         max_jobs=counts.get("max_jobs"),
+        compiler_cache=choices.get("compiler_cache"),
     )
 
 
@@ -275,7 +282,8 @@ def env_enabled(environ: Mapping[str, str]) -> bool:
 
 
 def env_choice(environ: Mapping[str, str], name: str, key: str) -> str | None:
-    """``ARCHGUARD_VERIFY`` / ``ARCHGUARD_LINT``: one of the words of ``CHOICES[key]``."""
+    """``ARCHGUARD_VERIFY`` / ``ARCHGUARD_LINT`` / ``ARCHGUARD_COMPILER_CACHE``: one of the
+    words of ``CHOICES[key]``."""
     value = environ.get(name)
     if value is None or not value.strip():
         return None

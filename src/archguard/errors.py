@@ -150,6 +150,12 @@ class VariantsUnavailable(ArchguardError):
     code = "variantlib-missing"
 
 
+class CompilerCacheMissing(ArchguardError):
+    """``compiler_cache`` names a cache (sccache, ccache) that is not installed."""
+
+    code = "compiler-cache-missing"
+
+
 class BuildVerifyFailed(ArchguardError):
     """After ``build_ext``, a built binary does not hold the targets it was built for."""
 
@@ -209,6 +215,7 @@ ALL_ERRORS: tuple[type[ArchguardError], ...] = (
     CompileFailed,
     IndexUnreachable,
     VariantsUnavailable,
+    CompilerCacheMissing,
     BuildVerifyFailed,
     NotRepresentable,
     CuobjdumpNotFound,

@@ -276,11 +276,28 @@ def build_variables(res: Resolution) -> tuple[dict[str, str], dict[str, str], li
     return values, unset, notes
 
 
-def env_text(res: Resolution, fmt: str) -> tuple[str, list[str]]:
-    """``archguard env``: (stdout text, notes for stderr) in sh, github or json."""
+def cache_variables(tool: str) -> dict[str, str]:
+    """What a build needs to go through the compile cache ``tool`` (sccache or ccache):
+    CMake's launchers, and for sccache no ``-MD`` on torch's nvcc lines (it defeats sccache)
+    and nvcc routed through it on torch's ninja path."""
+    out = {
+        "CMAKE_CUDA_COMPILER_LAUNCHER": tool,
+        "CMAKE_CXX_COMPILER_LAUNCHER": tool,
+        "CMAKE_C_COMPILER_LAUNCHER": tool,
+    }
+    if tool == "sccache":
+        out["TORCH_EXTENSION_SKIP_NVCC_GEN_DEPENDENCIES"] = "1"
+    return out
+
+
+def env_text(res: Resolution, fmt: str, cache: str | None = None) -> tuple[str, list[str]]:
+    """``archguard env``: (stdout text, notes for stderr) in sh, github or json. ``cache``:
+    the compile cache chosen (``compiler_cache``), whose variables are printed too."""
     import shlex  # noqa: PLC0415
 
     values, unset, notes = build_variables(res)
+    if cache and cache != "off":
+        values |= cache_variables(cache)
     if fmt == "json":
         data = {
             "schema": ENV_SCHEMA,

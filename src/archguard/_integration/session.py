@@ -36,6 +36,7 @@ class Session:
     parallel: dict[str, object] = field(default_factory=dict)
     linted: dict[str, dict[str, int]] = field(default_factory=dict)
     toolkit_completion: dict[str, object] = field(default_factory=dict)
+    compiler_cache: dict[str, object] = field(default_factory=dict)
 
     @property
     def arch_specific(self) -> str:
@@ -93,6 +94,7 @@ class Session:
             "parallel": self.parallel,
             "lint": self.linted,
             "toolkit_completion": self.toolkit_completion,
+            "compiler_cache": self.compiler_cache,
             "verified": self.verified,
         }
 

