@@ -296,8 +296,15 @@ def test_hard_coded_gencode_flags_go_through_the_clamp(tmp_path: Path) -> None:
             "-O2",
         ],
     )
-    log, found, _ = build_and_check(root, tmp_path)
-    assert "sm_89" not in found
+    proc = pip_wheel(root, tmp_path / "out")
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log[-5000:]
+    found = wheel_so_targets(only_wheel(tmp_path / "out"), tmp_path)
+    # the effective list from the extension's floor (its lowest hard-coded target, sm_80) up
+    listed = targets_of(archguard_list(root))
+    assert found == [t for t in listed if t.split("_")[1] >= "80" or len(t.split("_")[1]) > 2]
+    assert "sm_75" in listed and "sm_75" not in found and "sm_89" not in found
+    assert "archguard: extension _minicuda: floor: nothing below its floor sm_80" in log
     assert "dropped the hard-coded nvcc flag '-gencode=arch=compute_89,code=sm_89'" in log
     assert "'-gencode arch=compute_80,code=sm_80' is within the effective list" in log
 
@@ -308,7 +315,7 @@ def test_unclampable_hard_coded_flag_stops_the_build(tmp_path: Path) -> None:
     log = proc.stdout + proc.stderr
     assert proc.returncode != 0
     assert "archguard error [unsupported-arch-flag]" in log and "'native'" in log
-    assert not list((tmp_path / "out").glob("*.whl")) if (tmp_path / "out").exists() else True
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").glob("*.whl"))
 
 
 def test_tool_setuptools_cmdclass_is_wrapped(tmp_path: Path) -> None:

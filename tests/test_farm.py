@@ -17,6 +17,7 @@ from realtools import (
     CUDA_HOME,
     REPO,
     build_env,
+    cli,
     copy_tree,
     farm_env,
     needs_cuda_torch,
@@ -364,3 +365,44 @@ def test_uv_extra_build_dependencies_bring_archguard_into_an_isolated_build(
     assert found == recorded_targets(wheel)
     if is_cu130():
         assert found == CU130
+
+
+FALLBACK = """\
+import os
+
+from setuptools import Extension, setup
+from torch.utils.cpp_extension import BuildExtension
+
+# As many real setup.py files do: the CUDA extension only when told (no GPU is visible).
+sources = ["mod.c", "kernel.cu"] if os.environ.get("FORCE_CUDA", "0") == "1" else ["mod.c"]
+setup(
+    name="fallback",
+    version="1.0",
+    ext_modules=[Extension("_minicuda", sources, extra_compile_args={"cxx": [], "nvcc": []})],
+    cmdclass={"build_ext": BuildExtension},
+)
+"""
+
+
+def test_archguard_wheel_fails_a_cpu_fallback_and_names_the_switch(tmp_path: Path) -> None:
+    """`archguard wheel`: a wheel with no CUDA device code is a failure, naming the variable
+    the package's setup.py reads; with it set, the same source builds and verifies."""
+    root = tmp_path / "fallback"
+    root.mkdir()
+    for name in ("kernel.cu", "mod.c"):
+        shutil.copy(MINI / name, root / name)
+    (root / "setup.py").write_text(FALLBACK)
+    (root / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=64", "torch"]\n'
+        'build-backend = "setuptools.build_meta"\n'
+    )
+    env = build_env(ARCHGUARD_ARCH_LIST="8.0")
+    cpu = cli("wheel", str(root), "-w", str(tmp_path / "cpu"), env=env)
+    assert cpu.returncode == 1, cpu.stdout + cpu.stderr
+    assert "holds no CUDA device code" in cpu.stdout
+    assert "Its setup.py reads FORCE_CUDA" in cpu.stdout
+    cuda = cli("wheel", str(root), "-w", str(tmp_path / "cuda"), env={**env, "FORCE_CUDA": "1"})
+    assert cuda.returncode == 0, cuda.stdout + cuda.stderr[-3000:]
+    assert re.search(r"^ok  fallback-1\.0-.*\.whl  sm_80 compute_80$", cuda.stdout, re.M)
+    bad = cli("wheel", str(tmp_path / "nowhere"), env=env)
+    assert bad.returncode == 2 and "is not a directory" in bad.stderr

@@ -454,8 +454,16 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_wheel(args: argparse.Namespace) -> int:
     from archguard._integration.farm import run_wheel  # noqa: PLC0415
+    from archguard.errors import ConfigError  # noqa: PLC0415
+    from archguard.report import render_error  # noqa: PLC0415
 
-    status, text = run_wheel(args.sources, args.wheel_dir, args.config, args.format, args.pip_args)
+    try:
+        status, text = run_wheel(
+            args.sources, args.wheel_dir, args.config, args.format, args.pip_args
+        )
+    except ConfigError as exc:  # could not run: exit 2
+        print(render_error(exc), file=sys.stderr)
+        return EXIT_USAGE
     _write(text)
     return status
 

@@ -225,16 +225,17 @@ def _keep_specific(
 
 
 def _move_nets(
-    name: str, cubins: set[Arch], ptx: set[Arch]
+    name: str, cubins: set[Arch], ptx: set[Arch], displaced: set[Arch]
 ) -> tuple[dict[str, str], dict[str, str]]:
-    """Move every plain ``compute_X`` net beside an a/f-only ``X`` down (``ptx`` is updated):
-    (left out -> why, moved-to net -> origin)."""
+    """Where a kept ``Xa``/``Xf`` displaced the list's plain ``X`` (``displaced``), move the
+    plain ``compute_X`` net that ``X`` carried down (``ptx`` is updated): (left out -> why,
+    moved-to net -> origin). A list that itself asks for ``Xa+PTX`` keeps its own choice."""
     left_out: dict[str, str] = {}
     origins: dict[str, str] = {}
     plain = {a for a in cubins if not a.suffix}
     for net in sorted(ptx):
         specific = sorted(a for a in cubins if a.plain == net and a.suffix)
-        if net in plain or not specific:
+        if net in plain or not specific or net not in displaced:
             continue
         ptx.discard(net)
         below = max((a for a in plain if a.cc < net.cc), default=None)
@@ -309,7 +310,8 @@ def plan_extension(
     if mode is ArchSpecificMode.KEEP:
         wanted = sorted(a for a in hard.cubins if a.suffix and a not in cubins)
         kept, refused = _keep_specific(wanted, cubins, hard, res)
-    moved_out, moved_origins = _move_nets(name, cubins, ptx)
+    displaced = {twin for twin in kept.values() if twin is not None}
+    moved_out, moved_origins = _move_nets(name, cubins, ptx, displaced)
     left_out |= moved_out
     dropped_by_proof = _apply_proofs(proven or {}, cubins, ptx, kept)
     left_out |= dropped_by_proof
