@@ -650,11 +650,12 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     packages = doctor.installed(args.path or None, cuobjdump)
     findings = doctor.diagnose([g for g, _ in gpus], packages, driver)
     torch = _installed_torch(args.path)
-    parts = (gpus, driver, packages, findings, torch, notes)
-    if args.format == "json":
-        _write(json.dumps(doctor.record(*parts), indent=2) + "\n")  # type: ignore[arg-type]
-    else:
-        _write(doctor.text(*parts))  # type: ignore[arg-type]
+    diagnosis = doctor.Diagnosis(gpus, driver, packages, findings, torch, notes)  # type: ignore[arg-type]
+    _write(
+        json.dumps(diagnosis.record(), indent=2) + "\n"
+        if args.format == "json"
+        else diagnosis.text()
+    )
     if not gpus:
         return EXIT_USAGE
     return EXIT_FAIL if doctor.failed(findings) else EXIT_OK

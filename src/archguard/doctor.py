@@ -199,14 +199,34 @@ def torch_line(gpu: Device, torch: tuple[str, Targets | None]) -> str:
     return f"torch {version} runs on {gpu.cc_text} ({cov.via})"
 
 
-def record(
-    gpus: Sequence[tuple[Device, str]],
-    driver_cuda: tuple[int, int] | None,
-    packages: Sequence[Package],
-    findings: Sequence[Finding],
-    torch: tuple[str, Targets | None] | None,
-    notes: Sequence[str],
-) -> dict[str, object]:
+@dataclass(frozen=True)
+class Diagnosis:
+    """Everything ``doctor`` found: the GPUs (and where each came from), the driver, the
+    packages, the findings per GPU and binary, the installed torch, notes."""
+
+    gpus: Sequence[tuple[Device, str]]
+    driver_cuda: tuple[int, int] | None
+    packages: Sequence[Package]
+    findings: Sequence[Finding]
+    torch: tuple[str, Targets | None] | None
+    notes: Sequence[str]
+
+    def record(self) -> dict[str, object]:
+        return record(self)
+
+    def text(self) -> str:
+        return text(self)
+
+
+def record(d: Diagnosis) -> dict[str, object]:
+    gpus, driver_cuda, packages, findings, torch, notes = (
+        d.gpus,
+        d.driver_cuda,
+        d.packages,
+        d.findings,
+        d.torch,
+        d.notes,
+    )
     return {
         "schema": DOCTOR_SCHEMA,
         "gpus": [{"cc": g.cc_text, "name": g.name, "from": origin} for g, origin in gpus],
@@ -250,14 +270,15 @@ def failed(findings: Iterable[Finding]) -> list[Finding]:
     return [f for f in findings if f.tier == "nothing"]
 
 
-def text(
-    gpus: Sequence[tuple[Device, str]],
-    driver_cuda: tuple[int, int] | None,
-    packages: Sequence[Package],
-    findings: Sequence[Finding],
-    torch: tuple[str, Targets | None] | None,
-    notes: Sequence[str],
-) -> str:
+def text(d: Diagnosis) -> str:
+    gpus, driver_cuda, packages, findings, torch, notes = (
+        d.gpus,
+        d.driver_cuda,
+        d.packages,
+        d.findings,
+        d.torch,
+        d.notes,
+    )
     lines = ["archguard doctor", ""]
     shown = ", ".join(f"{g} (from {origin})" for g, origin in gpus) or "none found"
     lines.append(f"GPUs: {shown}")
