@@ -58,3 +58,21 @@ def example_noiso(
 
     out = tmp_path_factory.mktemp("wheel-noiso")
     return pip_wheel(example_src, out), out
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that needs a real tool (realtools' needs_nvcc / needs_cuda_torch /
+    needs_cuobjdump) also carries that tool's marker, so that `pytest -m "not nvcc and not
+    torch"` is the fast pure suite."""
+    from realtools import needs_cuda_torch, needs_cuobjdump, needs_nvcc
+
+    tags = [
+        (needs_nvcc.mark, "nvcc"),
+        (needs_cuda_torch.mark, "torch"),
+        (needs_cuobjdump.mark, "cuobjdump"),
+    ]
+    for item in items:
+        skips = list(item.iter_markers("skipif"))
+        for mark, name in tags:
+            if any(m == mark for m in skips):
+                item.add_marker(getattr(pytest.mark, name))

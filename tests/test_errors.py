@@ -17,7 +17,7 @@ from archguard.flags import find_arch_flags
 from realtools import REPO, torch_cuda
 
 _README = (REPO / "README.md").read_text()
-_CATALOGUE = _README.split("## Error catalogue", 1)[1].split("\n## ", 1)[0]
+_CATALOGUE = (REPO / "docs" / "errors.md").read_text()
 DOCUMENTED = re.findall(r"^\| `([a-z-]+)` \|", _CATALOGUE, re.M)
 
 

@@ -157,8 +157,12 @@ def test_check_policy_cli(tmp_path: Path, run_cli) -> None:  # type: ignore[no-u
     assert (
         "valid (6 rows: cu124, cu126, cu128, cu129, cu130, cu132; 3 arch exceptions)" in ok.stdout
     )
-    bad = run_cli("check-policy", str(write(tmp_path, GOOD.replace("reason:", "reasn:"))))
+    broken = str(write(tmp_path, GOOD.replace("reason:", "reasn:")))
+    bad = run_cli("check-policy", broken)
     assert bad.returncode == 1
+    # --policy FILE, as every other command takes it, is the same check
+    flagged = run_cli("check-policy", "--policy", broken)
+    assert flagged.returncode == 1 and flagged.stderr == bad.stderr
     assert "Traceback" not in bad.stderr
     assert "archguard error [invalid-policy]" in bad.stderr
     assert "did you mean 'reason'" in bad.stderr

@@ -202,7 +202,14 @@ def main_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=("text", "json"), default="text")
 
     p = sub.add_parser("check-policy", help="validate a policy file")
-    p.add_argument("file", nargs="?", help="default: ARCHGUARD_POLICY or the bundled policy")
+    p.add_argument(
+        "--policy",
+        dest="policy",
+        metavar="FILE",
+        help="the policy file, as every command takes it (default: ARCHGUARD_POLICY or the "
+        "bundled policy)",
+    )
+    p.add_argument("file", nargs="?", help="the same, as a positional (kept for old scripts)")
 
     p = sub.add_parser("matrix", help="every (CUDA, torch) combination in the bundled tables")
     p.add_argument(
@@ -395,7 +402,15 @@ def cmd_lint(args: argparse.Namespace) -> int:
 def cmd_check_policy(args: argparse.Namespace) -> int:
     from archguard.inputs import choose_policy  # noqa: PLC0415
 
-    policy = choose_policy(Query(policy=args.file, policy_origin=""), None, os.environ)
+    if args.policy and args.file and args.policy != args.file:
+        from archguard.errors import ConfigError  # noqa: PLC0415
+
+        raise ConfigError(
+            f"check-policy got two policy files ({args.policy} with --policy, {args.file} as "
+            "the positional); give one."
+        )
+    chosen = args.policy or args.file
+    policy = choose_policy(Query(policy=chosen, policy_origin=""), None, os.environ)
     exceptions = sum(len(v) for v in policy.exceptions.values())
     print(
         f"{policy.source}: valid ({len(policy.rows)} rows: {', '.join(sorted(policy.rows))}; "
