@@ -389,3 +389,60 @@ def test_past_its_budget_the_lint_lists_what_it_did_not_scan() -> None:
     )
     assert report.unfinished == ["k.cu"]
     assert any("budget" in line and "k.cu" in line for line in text_lines(report, "cu130"))
+
+
+def test_toolkit_version_macros_are_known(tmp_path: Path) -> None:
+    """CUDART_VERSION (nvcc includes cuda_runtime.h in every .cu) and CUDA_VERSION (once
+    cuda.h, which is outside the scan, is included) are the toolkit's own values."""
+    source = (
+        "#include <cuda.h>\n"
+        "__global__ void k(float* x) {\n"
+        "#if CUDA_VERSION >= 12080 && CUDART_VERSION >= 12080 && defined(__CUDA_ARCH__) "
+        "&& __CUDA_ARCH__ >= 890\n"
+        "  x[0] = 1;\n#else\n  x[0] = 2;\n#endif\n}\n"
+    )
+    report = lint_text(tmp_path, source, "sm_80 sm_90 compute_90")
+    assert not report.not_understood, report.not_understood
+    assert [f.device.cc for f in report.findings] == [(8, 9)]  # 8.9 loads sm_80
+
+
+def test_a_forced_include_is_read_before_the_source() -> None:
+    """nvcc -include config.h: the macros it defines decide the guards of the source."""
+    files = {
+        "config.h": "#define USE_FAST 1\n",
+        "k.cu": (
+            "__global__ void k(float* x) {\n#if USE_FAST && __CUDA_ARCH__ >= 890\n"
+            "  x[0] = 1;\n#else\n  x[0] = 2;\n#endif\n}\n"
+        ),
+    }
+    wanted = parse_targets("sm_80 sm_90", "t", known=known_arches())
+
+    def lint(forced: list[str]):  # type: ignore[no-untyped-def]
+        return analyse(
+            ["k.cu"], wanted, TOOLKIT, TORCH, files.__getitem__, lambda n, q, i: None, forced=forced
+        )
+
+    assert lint([]).not_understood  # USE_FAST: undecided without the forced include
+    forced = lint(["config.h"])
+    assert not forced.not_understood and [f.device.cc for f in forced.findings] == [(8, 9)]
+
+
+def test_include_flags_reads_dirs_and_forced_includes(tmp_path: Path) -> None:
+    from archguard.lint import include_flags
+
+    (tmp_path / "cfg.h").write_text("")
+    dirs, forced = include_flags(
+        [
+            "-Iinc",
+            "-I",
+            "/abs/x",
+            "--include-path=third",
+            "-include",
+            "cfg.h",
+            "-O3",
+            "--pre-include=missing.h",
+        ],
+        tmp_path,
+    )
+    assert dirs == [tmp_path / "inc", Path("/abs/x"), tmp_path / "third"]
+    assert forced == [str((tmp_path / "cfg.h").resolve())]

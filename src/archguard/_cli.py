@@ -198,6 +198,15 @@ def main_parser() -> argparse.ArgumentParser:
         help="a macro the build leaves undefined: settles a condition the lint lists as not "
         "understood because no scanned file defines the name",
     )
+    p.add_argument(
+        "--pre-include",
+        dest="forced",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="FILE",
+        help="a file the build includes before each source (nvcc -include / --pre-include)",
+    )
     _add_inputs(p)
     p.add_argument("--format", choices=("text", "json"), default="text")
 
@@ -394,6 +403,7 @@ def cmd_lint(args: argparse.Namespace) -> int:
         res.toolkit,
         res.torch.targets,
         defines=parse_defines(args.macros),
+        forced=[str(f.resolve()) for f in args.forced],
     )
     _write(render(report, res.tag, args.format, base=project))
     return EXIT_OK if report.ok else EXIT_FAIL

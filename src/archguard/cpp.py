@@ -582,6 +582,8 @@ class Preprocessor:
         max_depth: int = 64,
         undefined: Iterable[str] = (),
         budget: float | None = None,
+        forced: Sequence[str] = (),
+        toolkit_headers: Mapping[str, Sequence[Macro]] | None = None,
     ) -> None:
         self.initial = list(configs)
         self.read = read
@@ -592,6 +594,9 @@ class Preprocessor:
         self._once: dict[str, bool] = {}  # path -> guarded (include guard or #pragma once)
         self._walked: dict[str, list[Tri]] = {}  # this translation unit's guarded files
         self.budget = budget  # seconds for the whole walk; None: no limit
+        self.forced = list(forced)  # -include / --pre-include files, before each unit
+        # headers outside the scan whose macros are known (cuda.h: CUDA_VERSION)
+        self.toolkit_headers = dict(toolkit_headers or {})
         self._deadline: float | None = None
 
     def walk(self, roots: Iterable[str]) -> Walk:
@@ -607,6 +612,8 @@ class Preprocessor:
             try:
                 owned = self._owned(root, result)
                 macros = [Macros(c, owned, self.undefined) for c in self.initial]
+                for forced in self.forced:  # nvcc -include: read before the unit itself
+                    self._file(forced, macros, [True] * len(macros), None, result, 0, set())
                 self._file(root, macros, [True] * len(macros), None, result, 0, set())
             except _OutOfTime:
                 result.unfinished = todo[i:]
@@ -797,6 +804,10 @@ class Preprocessor:
             return  # a computed include: not followed
         if target is None:
             result.missing.add(name)
+            for macro in self.toolkit_headers.get(name, ()):
+                for m, s in zip(macros, state, strict=True):
+                    if s is not False:
+                        m.define(macro, s is True)
             return
         self._file(target, macros, state, here, result, depth + 1, stack)
 

@@ -178,6 +178,7 @@ def analyse(
     devices: Sequence[Device] | None = None,
     defines: Mapping[str, str | None] | None = None,
     budget: float | None = None,
+    forced: Sequence[str] = (),
 ) -> Report:
     """Lint the translation units ``roots`` for a wheel holding ``targets``. ``defines``:
     the command line's macros (``-DNAME=VALUE``: a string; ``-UNAME``: None). ``budget``:
@@ -217,7 +218,19 @@ def analyse(
     }
     tables = [{**given, **c.macros(arch_list, toolkit.version)} for c in configs]
     undefined = [name for name, value in (defines or {}).items() if value is None]
-    walk = Preprocessor(tables, read, resolve, undefined=undefined, budget=budget).walk(roots)
+    version = toolkit.version.major * 1000 + toolkit.version.minor * 10
+    headers = {  # the toolkit's headers are outside the scan; what they define is known
+        name: [Macro("CUDA_VERSION", (str(version),))] for name in ("cuda.h", "cudaTypedefs.h")
+    }
+    walk = Preprocessor(
+        tables,
+        read,
+        resolve,
+        undefined=undefined,
+        budget=budget,
+        forced=forced,
+        toolkit_headers=headers,
+    ).walk(roots)
     report = Report(targets=str(targets), files=len(walk.files))
     report.unfinished = list(walk.unfinished)
     report.seconds = walk.seconds
@@ -391,6 +404,7 @@ def lint_paths(
     torch_targets: Targets | None,
     defines: Mapping[str, str | None] | None = None,
     budget: float | None = None,
+    forced: Sequence[str] = (),
 ) -> Report:
     """:func:`analyse` with files read from disk (unreadable ones are skipped, noted)."""
 
@@ -406,6 +420,7 @@ def lint_paths(
         file_resolver(include_dirs, inside),
         defines=defines,
         budget=budget,
+        forced=forced,
     )
 
 
@@ -430,6 +445,29 @@ def parse_defines(
             continue
         out[name] = (value if eq else "1") if kind == "D" else None
     return out
+
+
+def include_flags(flags: Sequence[str], root: Path) -> tuple[list[Path], list[str]]:
+    """The ``-I`` directories and the ``-include`` / ``--pre-include`` files of a compile's
+    flags (relative ones under ``root``): (directories, forced includes that exist)."""
+    dirs: list[Path] = []
+    forced: list[str] = []
+    it = iter(flags)
+    for flag in it:
+        if flag in ("-I", "--include-path", "-include", "--pre-include"):
+            value, kind = next(it, ""), flag
+        elif flag.startswith("-I"):
+            value, kind = flag[2:], "-I"
+        elif flag.startswith(("--include-path=", "--pre-include=", "-include=")):
+            kind, _, value = flag.partition("=")
+        else:
+            continue
+        path = Path(value) if Path(value).is_absolute() else root / value
+        if kind in ("-I", "--include-path"):
+            dirs.append(path)
+        elif path.is_file():
+            forced.append(str(path.resolve()))
+    return dirs, forced
 
 
 def relative(file: str, base: Path | None) -> str:

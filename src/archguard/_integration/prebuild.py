@@ -16,7 +16,14 @@ from archguard._integration.common import project_root, say
 from archguard._integration.session import Session, setup_error
 from archguard.config import ENV_LINT, ENV_LINT_BUDGET, env_choice
 from archguard.errors import ArchguardError, ConfigError, StubHazard
-from archguard.lint import include_dirs_of, lint_paths, parse_defines, relative, text_lines
+from archguard.lint import (
+    include_dirs_of,
+    include_flags,
+    lint_paths,
+    parse_defines,
+    relative,
+    text_lines,
+)
 from archguard.plan import ExtensionPlan
 
 
@@ -72,7 +79,9 @@ def lint_build(
         sources = [str((root / s).resolve()) for s in ext.sources if str(s).endswith(".cu")]
         if not sources:
             continue
-        dirs = [root / d for d in getattr(ext, "include_dirs", []) or []]
+        nvcc_flags = [str(f) for f in args.get("nvcc", [])]
+        flag_dirs, forced = include_flags(nvcc_flags, root)
+        dirs = [root / d for d in getattr(ext, "include_dirs", []) or []] + flag_dirs
         inside_dirs = [d.resolve() for d in dirs if d.resolve().is_relative_to(root)]
         report = lint_paths(
             sources,
@@ -82,6 +91,7 @@ def lint_build(
             res.toolkit,
             res.torch.targets,
             budget=budget,
+            forced=[f for f in forced if Path(f).is_relative_to(root)],
             defines=parse_defines(
                 [str(f) for f in args.get("nvcc", [])]
                 + [f"-U{name}" for name in getattr(ext, "undef_macros", None) or []],
