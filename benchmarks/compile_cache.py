@@ -68,6 +68,8 @@ def main() -> int:
             "PATH": f"{Path(tool).parent}{os.pathsep}{env.get('PATH', '')}",
         }
     )
+    for name in ("SCCACHE_DIR", "SCCACHE_SERVER_PORT", "SCCACHE_IDLE_TIMEOUT"):
+        os.environ[name] = env[name]  # this process reads the same server's counters
     cached = {**env, "ARCHGUARD_COMPILER_CACHE": "sccache"}
     plain = {**env, "ARCHGUARD_COMPILER_CACHE": "off", "TORCH_NO_COMPILER_WRAPPER": "1"}
     rows: list[tuple[str, float, Stats | None]] = []
