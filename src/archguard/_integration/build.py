@@ -37,7 +37,12 @@ from archguard.config import (
     env_enabled,
 )
 from archguard.detect.compcache import TOOLS, find_cache, read_stats
-from archguard.detect.cudalibs import completion, linked_libraries, make_links
+from archguard.detect.cudalibs import (
+    completion,
+    linked_libraries,
+    make_header_dir,
+    make_links,
+)
 from archguard.errors import ArchguardError, CompileFailed, CompilerCacheMissing
 from archguard.flags import threads_flag
 from archguard.parallel import (
@@ -309,12 +314,15 @@ def _complete_toolkit(cmd: Any, session: Session, planned: Planned) -> dict[str,
     session.toolkit_completion = found.record()
     variables: dict[str, str | None] = {}
     if found.include_dirs:
+        headers = make_header_dir(found, Path(cmd.build_temp).resolve() / "archguard-cuda-include")
+        session.toolkit_completion["header_dir"] = str(headers)
         before = os.environ.get("CPATH")
-        variables["CPATH"] = os.pathsep.join([*filter(None, [before]), *found.include_dirs])
+        variables["CPATH"] = os.pathsep.join([*filter(None, [before]), str(headers)])
         say(
             f"toolkit: {home} has no {', '.join(found.headers)} (torch's ATen/cuda headers "
-            f"include them); torch's NVIDIA wheels do: CPATH gains "
-            f"{os.pathsep.join(found.include_dirs)} for this build"
+            f"include them); torch's NVIDIA wheels do ({', '.join(found.include_dirs)}): CPATH "
+            f"gains {headers}, links to the headers there that the toolkit lacks (none of the "
+            "toolkit's own is shadowed)"
         )
     if found.links:
         links = make_links(found, Path(cmd.build_temp).resolve() / "archguard-cuda-links")

@@ -161,6 +161,24 @@ def completion(
     )
 
 
+def make_header_dir(completion: Completion, directory: Path) -> Path:
+    """A directory of links to every header (and header directory) of torch's NVIDIA
+    include directories that the toolkit lacks: on CPATH it adds what is missing and
+    never shadows a header of the toolkit itself (whose version may differ)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    home = Path(completion.cuda_home)
+    toolkit = _toolkit_dirs(home, ("include",))
+    for source in completion.include_dirs:
+        for entry in sorted(Path(source).iterdir()):
+            if any((d / entry.name).exists() for d in toolkit):
+                continue
+            link = directory / entry.name
+            if link.is_symlink() or link.exists():
+                continue  # an earlier directory provided it
+            link.symlink_to(entry)
+    return directory
+
+
 def make_links(completion: Completion, directory: Path) -> Path:
     """A directory of link names (``libcufft.so`` -> the wheel's ``libcufft.so.12``)."""
     directory.mkdir(parents=True, exist_ok=True)
