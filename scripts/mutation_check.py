@@ -62,13 +62,41 @@ MUTATIONS = [
     ),
     Mutation(
         "arch-specific-suffix-dropped",
-        "src/archguard/flags.py",
-        '    if arch_specific == "keep":\n        for arch in specific:',
-        "    if False:\n        for arch in specific:",
+        "src/archguard/plan.py",
+        "    if mode is ArchSpecificMode.KEEP:\n        wanted = ",
+        "    if False:\n        wanted = ",
         (
             "tests/test_arch_specific.py::test_a_kernel_that_only_assembles_for_sm_90a_builds"
-            "_and_would_fail_as_sm_90",
+            "_in_farm_mode_with_the_full_list",
         ),
+    ),
+    Mutation(
+        "no-floor-from-hard-coded-targets",
+        "src/archguard/plan.py",
+        "    if intent.rule is Rule.FLOOR and intent.floor is not None:\n        floor = ",
+        "    if False:\n        floor = ",
+        ("tests/test_plan.py::test_the_lowest_hard_coded_target_is_the_floor",),
+    ),
+    Mutation(
+        "ptx-net-stays-beside-an-a-only-arch",
+        "src/archguard/plan.py",
+        "        if net in plain or not specific or net not in displaced:",
+        "        if True:",
+        ("tests/test_plan.py::test_the_net_never_sits_beside_an_a_only_arch",),
+    ),
+    Mutation(
+        "proved-error-targets-kept",
+        "src/archguard/plan.py",
+        "    dropped_by_proof = _apply_proofs(proven or {}, cubins, ptx, kept)",
+        "    dropped_by_proof = _apply_proofs({}, cubins, ptx, kept)",
+        ("tests/test_plan.py::test_a_proved_error_drops_its_targets_whatever_asked_for_them",),
+    ),
+    Mutation(
+        "lint-walks-guarded-headers-again",
+        "src/archguard/cpp.py",
+        "            if before is not None and _covered(before, active):\n                return",
+        "            if False:\n                return",
+        ("tests/test_lint.py::test_a_guarded_header_is_walked_once_per_state",),
     ),
     Mutation(
         "farm-mode-speaks-to-unrelated-builds",
