@@ -267,13 +267,13 @@ def main() -> int:
     listing = json.loads(archguard("list", "--format", "json"))
     ours = listing["effective"]
     tag, torch_version = listing["cuda"], listing["torch"]
-    from archguard.torchbuild import bundled_builds
+    from archguard.core.torchbuild import bundled_builds
 
     cells = [b for b in bundled_builds() if b.tag == tag]
     union_cubins = sorted({a for c in cells for a in c.build.targets.cubins})
     union_ptx = {a for c in cells for a in c.build.targets.ptx}
     mirror = ";".join(f"{a}+PTX" if a in union_ptx else str(a) for a in union_cubins)
-    from archguard.parallel import device_compiles
+    from archguard.nvcc.parallel import device_compiles
 
     targets = device_compiles(listing["gencode"])  # the list's own -gencode flags
     print(f"machine: {machine(torch_version)}")

@@ -40,14 +40,14 @@ class Mutation:
 MUTATIONS = [
     Mutation(
         "lint-own-macros-stay-unknown",
-        "src/archguard/cpp.py",
+        "src/archguard/lint/preprocessor.py",
         "        self.absent: set[str] = set(absent) | (set(owned) - set(self.table))",
         "        self.absent: set[str] = set(absent)",
         ("tests/test_lint_corpus.py::test_cutlass_sm90a_wrappers_trap_on_a_plain_sm_90_cubin",),
     ),
     Mutation(
         "lint-undecided-chain-silent",
-        "src/archguard/cpp.py",
+        "src/archguard/lint/preprocessor.py",
         "            if ev.arch and alive is MAYBE and chain_unknown:",
         "            if False:",
         ("tests/test_lint_corpus.py::test_llama_cpp_tables_once_the_build_says_it_is_not_hip",),
@@ -62,7 +62,7 @@ MUTATIONS = [
     ),
     Mutation(
         "arch-specific-suffix-dropped",
-        "src/archguard/plan.py",
+        "src/archguard/nvcc/plan.py",
         "    if mode is ArchSpecificMode.KEEP:\n        wanted = ",
         "    if False:\n        wanted = ",
         (
@@ -72,28 +72,28 @@ MUTATIONS = [
     ),
     Mutation(
         "no-floor-from-hard-coded-targets",
-        "src/archguard/plan.py",
+        "src/archguard/nvcc/plan.py",
         "    if intent.rule is Rule.FLOOR and intent.floor is not None:\n        floor = ",
         "    if False:\n        floor = ",
         ("tests/test_plan.py::test_the_lowest_hard_coded_target_is_the_floor",),
     ),
     Mutation(
         "ptx-net-stays-beside-an-a-only-arch",
-        "src/archguard/plan.py",
+        "src/archguard/nvcc/plan.py",
         "        if net in plain or not specific or net not in displaced:",
         "        if True:",
         ("tests/test_plan.py::test_the_net_never_sits_beside_an_a_only_arch",),
     ),
     Mutation(
         "proved-error-targets-kept",
-        "src/archguard/plan.py",
+        "src/archguard/nvcc/plan.py",
         "    dropped_by_proof = _apply_proofs(proven or {}, cubins, ptx, kept)",
         "    dropped_by_proof = _apply_proofs({}, cubins, ptx, kept)",
         ("tests/test_plan.py::test_a_proved_error_drops_its_targets_whatever_asked_for_them",),
     ),
     Mutation(
         "lint-walks-guarded-headers-again",
-        "src/archguard/cpp.py",
+        "src/archguard/lint/preprocessor.py",
         "            if before is not None and _covered(before, active):\n                return",
         "            if False:\n                return",
         ("tests/test_lint.py::test_a_guarded_header_is_walked_once_per_state",),
@@ -117,7 +117,7 @@ MUTATIONS = [
     ),
     Mutation(
         "lint-ignores-feature-macros",
-        "src/archguard/lint.py",
+        "src/archguard/lint/guards.py",
         '        if arch.suffix == "a":\n            out["__CUDA_ARCH_SPECIFIC__"]',
         '        if False:\n            out["__CUDA_ARCH_SPECIFIC__"]',
         (
@@ -127,7 +127,7 @@ MUTATIONS = [
     ),
     Mutation(
         "lint-ptx-devices-see-their-own-arch",
-        "src/archguard/lint.py",
+        "src/archguard/lint/guards.py",
         "            index, label = configs.index(Target(ptx.compute, ptx.plain)), "
         'f"{ptx.compute} (JIT)"',
         '            index, label = configs.index(Target(ptx.compute, ptx.plain)) - 1, "x"  #',
@@ -138,28 +138,28 @@ MUTATIONS = [
     ),
     Mutation(
         "derive-ignores-the-gap-decision",
-        "src/archguard/derive.py",
+        "src/archguard/core/derive.py",
         "            if decided is not None and decided.arch in below:",
         "            if False:",
         ("tests/test_derive.py::test_derive_reproduces_every_policy_row_and_its_exceptions",),
     ),
     Mutation(
         "parallel-ignores-max-jobs",
-        "src/archguard/parallel.py",
+        "src/archguard/nvcc/parallel.py",
         "    if jobs is not None:\n        n_jobs, jobs_from",
         "    if False:\n        n_jobs, jobs_from",
         ("tests/test_parallel.py::test_the_choice_at_the_edges",),
     ),
     Mutation(
         "parallel-two-threads-per-core",
-        "src/archguard/parallel.py",
+        "src/archguard/nvcc/parallel.py",
         "        share = min(cores, slots) // cuda_jobs",
         "        share = min(2 * cores, slots) // cuda_jobs",
         ("tests/test_parallel.py::test_the_choice_at_the_edges",),
     ),
     Mutation(
         "yaml-alias-defences-off",
-        "src/archguard/_yaml.py",
+        "src/archguard/core/plain_yaml.py",
         "    def compose_node(",
         "    def _unused_compose_node(",
         ("tests/test_policy.py::test_alias_bomb_is_refused_quickly_in_bounded_memory",),
@@ -167,21 +167,21 @@ MUTATIONS = [
     ),
     Mutation(
         "yaml-reader-error-escapes",
-        "src/archguard/_yaml.py",
+        "src/archguard/core/plain_yaml.py",
         "    loader: _PlainLoader | None = None\n    try:\n        loader = _PlainLoader(text)",
         "    loader: _PlainLoader | None = _PlainLoader(text)\n    try:\n        pass",
         ("tests/test_fuzz.py",),
     ),
     Mutation(
         "yaml-tags-allowed",
-        "src/archguard/_yaml.py",
+        "src/archguard/core/plain_yaml.py",
         "        if node.tag not in _PLAIN_TAGS:",
         "        if False:",
         ("tests/test_policy.py::test_yaml_that_is_not_plain_data_is_refused",),
     ),
     Mutation(
         "yaml-duplicate-keys-allowed",
-        "src/archguard/_yaml.py",
+        "src/archguard/core/plain_yaml.py",
         "                if key.value in seen:",
         "                if False:",
         ("tests/test_policy.py::test_yaml_that_is_not_plain_data_is_refused",),
@@ -197,7 +197,7 @@ MUTATIONS = [
     ),
     Mutation(
         "network-call",
-        "src/archguard/inputs.py",
+        "src/archguard/settings/inputs.py",
         "    env = os.environ if environ is None else environ\n",
         "    env = os.environ if environ is None else environ\n"
         "    __import__('socket').create_connection(('127.0.0.1', 9), timeout=1)\n",
@@ -214,7 +214,7 @@ MUTATIONS = [
     ),
     Mutation(
         "writes-a-cache-file",
-        "src/archguard/inputs.py",
+        "src/archguard/settings/inputs.py",
         "    warnings = [*project.warnings(), *unknown_env_warnings(env)]\n",
         "    warnings = [*project.warnings(), *unknown_env_warnings(env)]\n"
         "    Path(os.environ.get('HOME', '/tmp'), '.archguard-cache').write_text('x')\n",
@@ -222,7 +222,7 @@ MUTATIONS = [
     ),
     Mutation(
         "unordered-gencode",
-        "src/archguard/flags.py",
+        "src/archguard/nvcc/flags.py",
         '    flags = [f"-gencode=arch={a.compute},code={a.sm}" for a in sorted(targets.cubins)]',
         '    flags = [f"-gencode=arch={a.compute},code={a.sm}" for a in targets.cubins]',
         (
@@ -242,12 +242,12 @@ MUTATIONS = [
         "src/archguard/_integration/setuptools_hook.py",
         '    if getattr(dist, "_archguard_hooked", False):\n        return\n',
         '    if getattr(dist, "_archguard_hooked", False):\n        return\n'
-        "    import archguard.resolve  # noqa\n",
+        "    import archguard.core.resolve  # noqa\n",
         ("tests/test_hook.py::test_unrelated_project_imports_nothing_heavy_and_is_left_alone",),
     ),
     Mutation(
         "no-ptx-gap-net",
-        "src/archguard/resolve.py",
+        "src/archguard/core/resolve.py",
         "            if chosen_cubin(self.current, device.cc) is not None:\n"
         "                continue",
         "            continue",
@@ -259,21 +259,21 @@ MUTATIONS = [
     ),
     Mutation(
         "torch-clamp-off",
-        "src/archguard/resolve.py",
+        "src/archguard/core/resolve.py",
         "    runnable = [d for d in served if runs_on(torch.targets, d.cc)]",
         "    runnable = list(served)",
         ("tests/test_resolve.py::test_resolution_invariants",),
     ),
     Mutation(
         "unknown-arch-dropped-silently",
-        "src/archguard/arch.py",
+        "src/archguard/core/arch.py",
         "    if arch in known:\n        return arch",
         "    if True:\n        return arch",
         ("tests/test_arch.py::test_bad_entries_name_the_entry_and_where_it_came_from",),
     ),
     Mutation(
         "config-typo-ignored",
-        "src/archguard/config.py",
+        "src/archguard/settings/config.py",
         "        if key not in CONFIG_KEYS:",
         "        if False:",
         ("tests/test_config.py::test_bad_tables_name_file_key_and_fix",),
@@ -281,8 +281,9 @@ MUTATIONS = [
     Mutation(
         "traceback-on-error",
         "src/archguard/_cli.py",
-        "    except ArchguardError as exc:\n        from archguard.report import render_error",
-        "    except KeyError as exc:\n        from archguard.report import render_error",
+        "    except ArchguardError as exc:\n"
+        "        from archguard.reports.text import render_error",
+        "    except KeyError as exc:\n        from archguard.reports.text import render_error",
         ("tests/test_errors.py::test_reachable_from_the_command_line",),
     ),
 ]

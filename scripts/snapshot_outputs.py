@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 from archguard._cli import main as archguard_main
-from archguard.torchbuild import bundled_builds
+from archguard.core.torchbuild import bundled_builds
 
 OVERRIDE = '[tool.archguard]\narch_list = "8.0;9.0a;10.0f;10.3a;12.0f+PTX;Ampere"\n'
 ENV_LIST = "7.0;8.0;9.0"

@@ -16,24 +16,24 @@ from pathlib import Path
 import yaml
 from hypothesis import strategies as st
 
-from archguard._optin import opted_in
-from archguard.arch import parse_arch_list, parse_targets
-from archguard.config import (
+from archguard.binaries.verify import record_expectation
+from archguard.core.arch import parse_arch_list, parse_targets
+from archguard.core.cuda import CudaVersion
+from archguard.core.policy import load_policy, parse_policy
+from archguard.core.toolkit import known_arches
+from archguard.core.torchbuild import parse_torch_version
+from archguard.detect.cuobjdump import combine, parse_headers, parse_listing
+from archguard.detect.nvcc import parse_nvcc_version, parse_target_list
+from archguard.errors import ArchguardError
+from archguard.nvcc.flags import find_arch_flags
+from archguard.settings.config import (
     env_arch_list,
     env_disabled,
     load_project,
     parse_config,
     unknown_env_warnings,
 )
-from archguard.cuda import CudaVersion
-from archguard.detect.cuobjdump import combine, parse_headers, parse_listing
-from archguard.detect.nvcc import parse_nvcc_version, parse_target_list
-from archguard.errors import ArchguardError
-from archguard.flags import find_arch_flags
-from archguard.policy import load_policy, parse_policy
-from archguard.toolkit import known_arches
-from archguard.torchbuild import parse_torch_version
-from archguard.verify import record_expectation
+from archguard.settings.optin import opted_in
 
 BUNDLED_POLICY = (
     Path(__file__).resolve().parent.parent / "defaults" / "arch_policy.yml"
@@ -308,9 +308,15 @@ CPP_TOKENS = [
 
 def fuzz_preprocessor(text: str, header: str) -> None:
     """The lint reads any text without a traceback: a result or archguard's own error."""
-    from archguard.cpp import Macros, Unparsable, evaluate, logical_lines, parse_define
-    from archguard.lint import Target, analyse
-    from archguard.toolkit import bundled_toolkit
+    from archguard.core.toolkit import bundled_toolkit
+    from archguard.lint.guards import Target, analyse
+    from archguard.lint.preprocessor import (
+        Macros,
+        Unparsable,
+        evaluate,
+        logical_lines,
+        parse_define,
+    )
 
     for line in logical_lines(text):
         parse_define(line.text)

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from archguard.arch import (
+from archguard.core.arch import (
     NAMED_ARCHES,
     Arch,
     ArchEntry,
@@ -14,8 +14,8 @@ from archguard.arch import (
     parse_arch_list,
     parse_targets,
 )
+from archguard.core.toolkit import known_arches
 from archguard.errors import InvalidArch
-from archguard.toolkit import known_arches
 
 KNOWN = sorted(known_arches())
 K = known_arches()

@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from archguard.arch import format_list
-from archguard.config import env_disabled, load_project, unknown_env_warnings
+from archguard.core.arch import format_list
 from archguard.errors import ConfigError
+from archguard.settings.config import env_disabled, load_project, unknown_env_warnings
 
 
 def test_no_pyproject_means_no_overrides(tmp_path: Path) -> None:

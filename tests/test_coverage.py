@@ -1,11 +1,11 @@
-"""archguard.coverage: the CUDA binary rules, table-driven (SPEC §2)."""
+"""archguard.core.coverage: the CUDA binary rules, table-driven (SPEC §2)."""
 
 from __future__ import annotations
 
 import pytest
 
-from archguard.arch import Arch, Targets
-from archguard.coverage import (
+from archguard.core.arch import Arch, Targets
+from archguard.core.coverage import (
     Tier,
     chosen_cubin,
     chosen_ptx,

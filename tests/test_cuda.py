@@ -1,10 +1,10 @@
-"""archguard.cuda: one CUDA version type, one parser for each spelling."""
+"""archguard.core.cuda: one CUDA version type, one parser for each spelling."""
 
 from __future__ import annotations
 
 import pytest
 
-from archguard.cuda import CudaVersion
+from archguard.core.cuda import CudaVersion
 from archguard.errors import ConfigError
 
 SPELLINGS = [

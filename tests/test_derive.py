@@ -1,4 +1,4 @@
-"""archguard.derive: the ADR's derivation rule reproduces every policy row and its recorded
+"""archguard.core.derive: the ADR's derivation rule reproduces every policy row and its recorded
 exceptions from the bundled facts, and proposes a row for an index given as data."""
 
 from __future__ import annotations
@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from archguard.arch import Arch
-from archguard.cuda import CudaVersion
-from archguard.derive import derive
+from archguard.core.arch import Arch
+from archguard.core.cuda import CudaVersion
+from archguard.core.derive import derive
+from archguard.core.policy import load_policy
+from archguard.core.toolkit import bundled_toolkit
+from archguard.core.torchbuild import bundled_builds
 from archguard.errors import PolicyError, UnknownTorchBuild
-from archguard.inputs import toolkit_facts, torch_facts
-from archguard.policy import load_policy
-from archguard.toolkit import bundled_toolkit
-from archguard.torchbuild import bundled_builds
+from archguard.settings.inputs import toolkit_facts, torch_facts
 from test_policy import ADR_ROWS
 
 POLICY = load_policy(None)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from archguard.errors import ALL_ERRORS
-from archguard.flags import find_arch_flags
+from archguard.nvcc.flags import find_arch_flags
 from realtools import REPO, torch_cuda
 
 _README = (REPO / "README.md").read_text()
@@ -145,13 +145,13 @@ def _table_names(section: str, pattern: str) -> set[str]:
 
 
 def test_readme_config_table_lists_every_key() -> None:
-    from archguard.config import CONFIG_KEYS
+    from archguard.settings.config import CONFIG_KEYS
 
     assert _table_names("### `[tool.archguard]`", r"^\| `([a-z_]+)` \|") == set(CONFIG_KEYS)
 
 
 def test_readme_environment_table_lists_every_variable() -> None:
-    from archguard.config import ENV_KNOWN
+    from archguard.settings.config import ENV_KNOWN
 
     named = _table_names("### Environment", r"`(ARCHGUARD_[A-Z_]+)")
     assert set(ENV_KNOWN) <= named, set(ENV_KNOWN) - named

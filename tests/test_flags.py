@@ -1,18 +1,19 @@
-"""archguard.flags: spelling a list for nvcc, torch and CMake; reading hard-coded flags back."""
+"""archguard.nvcc.flags: spelling a list for nvcc, torch and CMake; reading hard-coded flags
+back."""
 
 from __future__ import annotations
 
 import pytest
 
-from archguard.arch import ArchEntry, Targets, parse_arch_list
+from archguard.core.arch import ArchEntry, Targets, parse_arch_list
+from archguard.core.toolkit import known_arches
 from archguard.errors import NotRepresentable, NvccFlagError
-from archguard.flags import (
+from archguard.nvcc.flags import (
     cmake_architectures,
     find_arch_flags,
     gencode_flags,
     torch_arch_list,
 )
-from archguard.toolkit import known_arches
 
 
 def entries(text: str) -> tuple[ArchEntry, ...]:

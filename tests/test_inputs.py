@@ -1,4 +1,4 @@
-"""archguard.inputs: one assembler for every command and the build."""
+"""archguard.settings.inputs: one assembler for every command and the build."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from archguard.errors import CudaMismatch, InvalidArch
-from archguard.inputs import Query, choose_policy, cuda_agreement, gather, gather_settings
+from archguard.settings.inputs import Query, choose_policy, cuda_agreement, gather, gather_settings
 
 POLICY = "schema: 1\nrows:\n  cu130: {arch_list: '8.0;9.0+PTX', reason: farm}\n"
 
@@ -77,8 +77,8 @@ def test_cuda_majors_must_match_minors_may_differ() -> None:
     """torch built for one CUDA, the toolkit another (both taken from the bundled tables)."""
     from packaging.version import Version
 
-    from archguard.toolkit import bundled_toolkit
-    from archguard.torchbuild import bundled_torch
+    from archguard.core.toolkit import bundled_toolkit
+    from archguard.core.torchbuild import bundled_torch
 
     torch_130 = bundled_torch((13, 0), Version("2.13"))
     assert cuda_agreement(bundled_toolkit((13, 0)), torch_130) is None

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from archguard.arch import Arch, parse_targets
-from archguard.cuda import CudaVersion
-from archguard.lint import Target, analyse, classify
-from archguard.toolkit import bundled_toolkit, known_arches
-from archguard.torchbuild import bundled_torch
+from archguard.core.arch import Arch, parse_targets
+from archguard.core.cuda import CudaVersion
+from archguard.core.toolkit import bundled_toolkit, known_arches
+from archguard.core.torchbuild import bundled_torch
+from archguard.lint.guards import Target, analyse, classify
 from realtools import REPO, cli, needs_nvcc, nvcc
 
 CU130 = parse_targets(
@@ -248,7 +248,7 @@ def test_dead_regions_errors_and_conditions_it_cannot_evaluate(tmp_path: Path) -
     ],
 )
 def test_what_the_loaded_image_gets_instead(body: list[str], kind: str) -> None:
-    from archguard.cpp import logical_lines
+    from archguard.lint.preprocessor import logical_lines
 
     lines = [line.text for line in logical_lines("\n".join(body))]
     assert classify(lines) == kind
@@ -380,7 +380,7 @@ def test_a_guarded_header_is_walked_once_per_state(once: str) -> None:
 
 
 def test_past_its_budget_the_lint_lists_what_it_did_not_scan() -> None:
-    from archguard.lint import text_lines
+    from archguard.lint.guards import text_lines
 
     files = lattice(3, "guard")
     wanted = parse_targets("sm_80", "t", known=known_arches())
@@ -428,7 +428,7 @@ def test_a_forced_include_is_read_before_the_source() -> None:
 
 
 def test_include_flags_reads_dirs_and_forced_includes(tmp_path: Path) -> None:
-    from archguard.lint import include_flags
+    from archguard.lint.guards import include_flags
 
     (tmp_path / "cfg.h").write_text("")
     dirs, forced = include_flags(

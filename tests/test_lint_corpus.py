@@ -25,10 +25,10 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from archguard.arch import Targets, parse_targets
-from archguard.lint import Report, lint_paths, parse_defines
-from archguard.toolkit import bundled_toolkit, known_arches
-from archguard.torchbuild import bundled_torch
+from archguard.core.arch import Targets, parse_targets
+from archguard.core.toolkit import bundled_toolkit, known_arches
+from archguard.core.torchbuild import bundled_torch
+from archguard.lint.guards import Report, lint_paths, parse_defines
 from realtools import REPO, cli
 
 CORPUS = REPO / "tests" / "lint_corpus"

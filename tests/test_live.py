@@ -7,8 +7,8 @@ import sys
 
 from packaging.version import Version
 
+from archguard.core.torchbuild import bundled_builds, bundled_torch
 from archguard.detect.torch import detect_torch
-from archguard.torchbuild import bundled_builds, bundled_torch
 from realtools import REPO, build_env, needs_cuda_torch, needs_nvcc
 
 pytestmark = [needs_cuda_torch]

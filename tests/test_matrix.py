@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from archguard.torchbuild import bundled_builds
+from archguard.core.torchbuild import bundled_builds
 from test_resolve import spec_expected
 
 REPO = Path(__file__).resolve().parent.parent

@@ -1,4 +1,4 @@
-"""archguard.parallel and archguard.detect.machine: the choice at the edges the issue names,
+"""archguard.nvcc.parallel and archguard.detect.machine: the choice at the edges the issue names,
 with the machine given as data; and the cgroup / meminfo parsers on real file formats."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from archguard.detect.machine import (
     parse_meminfo,
     parse_memory_limit,
 )
-from archguard.flags import threads_flag
-from archguard.parallel import GIB, Decided, Machine, Workload, choose, device_compiles
+from archguard.nvcc.flags import threads_flag
+from archguard.nvcc.parallel import GIB, Decided, Machine, Workload, choose, device_compiles
 
 
 def machine(cores: int, gib: float) -> Machine:
@@ -73,9 +73,9 @@ def test_the_reason_names_every_input() -> None:
 def test_device_compiles_count_virtual_archs() -> None:
     """A cubin and the PTX of the same virtual arch are one cicc run (nvcc --time shows it);
     the benchmark's list, 6 cubins and 2 PTX, is 6 device compiles."""
-    from archguard.arch import parse_arch_list
-    from archguard.flags import gencode_flags
-    from archguard.toolkit import known_arches
+    from archguard.core.arch import parse_arch_list
+    from archguard.core.toolkit import known_arches
+    from archguard.nvcc.flags import gencode_flags
 
     benchmark = parse_arch_list("7.5;8.0;8.6;9.0+PTX;10.0;12.0+PTX", "test", known=known_arches())
     assert len(gencode_flags(benchmark)) == 8 and device_compiles(gencode_flags(benchmark)) == 6
@@ -151,7 +151,7 @@ def test_detect_machine_on_this_machine_is_sane() -> None:
 def test_one_reading_of_the_parallel_settings(
     environ: dict[str, str], jobs: int | None, threads: int | None, warned: list[str]
 ) -> None:
-    from archguard.parallel import asked
+    from archguard.nvcc.parallel import asked
 
     got = asked(environ)
     assert (got.jobs.value if got.jobs else None) == jobs
@@ -161,7 +161,7 @@ def test_one_reading_of_the_parallel_settings(
 
 
 def test_the_package_own_threads_win_over_nvcc_threads_and_the_table() -> None:
-    from archguard.parallel import asked
+    from archguard.nvcc.parallel import asked
 
     got = asked(
         {"NVCC_THREADS": "3", "MAX_JOBS": "2"},
@@ -178,7 +178,7 @@ def test_the_package_own_threads_win_over_nvcc_threads_and_the_table() -> None:
 def test_a_serial_build_gets_the_cores_as_nvcc_threads() -> None:
     """use_ninja=False: one compile at a time, so nvcc --threads takes the cores (bounded by
     the device compiles and the memory); MAX_JOBS cannot change that mode."""
-    from archguard.parallel import Asked, BuildMode, decided_parallelism
+    from archguard.nvcc.parallel import Asked, BuildMode, decided_parallelism
 
     work = Workload(cuda_sources=3, cxx_sources=0, targets=4)
     serial = decided_parallelism(

@@ -1,4 +1,4 @@
-"""archguard.plan: an extension's targets from the effective list, bounded by what the
+"""archguard.nvcc.plan: an extension's targets from the effective list, bounded by what the
 package hard-codes (floor, arch-specific only), PTX nets moved off a-only arches, targets
 the lint proves an #error for dropped; and what each hard-coded flag becomes.
 
@@ -13,14 +13,14 @@ import subprocess
 import pytest
 from packaging.version import Version
 
-from archguard.arch import Arch, ArchEntry, parse_arch_list
+from archguard.core.arch import Arch, ArchEntry, parse_arch_list
+from archguard.core.policy import load_policy
+from archguard.core.resolve import resolve
+from archguard.core.toolkit import bundled_toolkit, known_arches
+from archguard.core.torchbuild import bundled_torch
 from archguard.errors import ArchSpecificFlag, EmptyExtension
-from archguard.flags import gencode_flags
-from archguard.plan import Rule, list_text, plan_extension
-from archguard.policy import load_policy
-from archguard.resolve import resolve
-from archguard.toolkit import bundled_toolkit, known_arches
-from archguard.torchbuild import bundled_torch
+from archguard.nvcc.flags import gencode_flags
+from archguard.nvcc.plan import Rule, list_text, plan_extension
 from realtools import needs_nvcc, nvcc
 
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from archguard.arch import format_list
+from archguard.core.arch import format_list
+from archguard.core.policy import load_policy
 from archguard.errors import PolicyError
-from archguard.policy import load_policy
 
 # CW-ADR-0012, "The policy rows (the decision)".
 ADR_ROWS = {

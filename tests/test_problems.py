@@ -1,10 +1,10 @@
-"""archguard._problems: every problem collected, one error raised, one suggestion helper."""
+"""archguard.core.problems: every problem collected, one error raised, one suggestion helper."""
 
 from __future__ import annotations
 
 import pytest
 
-from archguard._problems import Problems, closest
+from archguard.core.problems import Problems, closest
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""archguard.record: the wheel record's name, schema, writing and reading."""
+"""archguard.binaries.record: the wheel record's name, schema, writing and reading."""
 
 from __future__ import annotations
 
@@ -8,9 +8,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from archguard.errors import BinaryReadError
-from archguard.policy import load_policy
-from archguard.record import (
+from archguard.binaries.record import (
     RECORD_NAME,
     RESOLUTION_SCHEMA,
     is_record_name,
@@ -18,9 +16,11 @@ from archguard.record import (
     resolution_record,
     write_record,
 )
-from archguard.resolve import resolve
-from archguard.toolkit import bundled_toolkit
-from archguard.torchbuild import bundled_torch
+from archguard.core.policy import load_policy
+from archguard.core.resolve import resolve
+from archguard.core.toolkit import bundled_toolkit
+from archguard.core.torchbuild import bundled_torch
+from archguard.errors import BinaryReadError
 
 
 def cu130():  # type: ignore[no-untyped-def]
@@ -74,7 +74,7 @@ def test_unreadable_records_are_one_error(text: str) -> None:
 
 
 def test_why_section_uses_the_same_decisions() -> None:
-    from archguard.arch import Arch
+    from archguard.core.arch import Arch
 
     record = resolution_record(cu130(), why=[Arch(7, 0)])
     why = record["why"]["7.0"]  # type: ignore[index]

@@ -1,4 +1,4 @@
-"""archguard.report: every human-readable view prints from the same decisions."""
+"""archguard.reports.text: every human-readable view prints from the same decisions."""
 
 from __future__ import annotations
 
@@ -7,11 +7,13 @@ import json
 import pytest
 from packaging.version import Version
 
-from archguard.arch import Arch, parse_arch_list
-from archguard.config import PackageConfig
+from archguard.core.arch import Arch, parse_arch_list
+from archguard.core.policy import load_policy
+from archguard.core.resolve import Outcome, resolve
+from archguard.core.toolkit import bundled_toolkit, known_arches
+from archguard.core.torchbuild import bundled_torch
 from archguard.errors import EmptyArchList, NvccNotFound
-from archguard.policy import load_policy
-from archguard.report import (
+from archguard.reports.text import (
     build_log_lines,
     decision_table,
     explain_text,
@@ -19,9 +21,7 @@ from archguard.report import (
     render_error,
     tiers_text,
 )
-from archguard.resolve import Outcome, resolve
-from archguard.toolkit import bundled_toolkit, known_arches
-from archguard.torchbuild import bundled_torch
+from archguard.settings.config import PackageConfig
 
 POLICY = load_policy(None)
 

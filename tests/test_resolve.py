@@ -7,15 +7,22 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from packaging.version import Version
 
-from archguard.arch import Arch, ArchEntry, Targets, format_list, parse_arch_list, parse_targets
-from archguard.config import PackageConfig
-from archguard.coverage import Tier, chosen_cubin, known_devices, runs_on, served_devices
+from archguard.core.arch import (
+    Arch,
+    ArchEntry,
+    Targets,
+    format_list,
+    parse_arch_list,
+    parse_targets,
+)
+from archguard.core.coverage import Tier, chosen_cubin, known_devices, runs_on, served_devices
+from archguard.core.policy import load_policy
+from archguard.core.resolve import resolve
+from archguard.core.toolkit import bundled_rows, bundled_toolkit, known_arches
+from archguard.core.torchbuild import TorchBuild, bundled_builds, bundled_torch
 from archguard.errors import EmptyArchList, NoPolicyRow
-from archguard.policy import load_policy
-from archguard.report import render_error
-from archguard.resolve import resolve
-from archguard.toolkit import bundled_rows, bundled_toolkit, known_arches
-from archguard.torchbuild import TorchBuild, bundled_builds, bundled_torch
+from archguard.reports.text import render_error
+from archguard.settings.config import PackageConfig
 
 POLICY = load_policy(None)
 KNOWN = known_arches()

@@ -60,9 +60,9 @@ env_before = dict(os.environ)
 
 recording = True
 # 1. resolution through the CLI's path, live torch and nvcc
-from archguard.inputs import Query, gather
-from archguard.record import resolution_record
-from archguard.report import explain_text
+from archguard.settings.inputs import Query, gather
+from archguard.binaries.record import resolution_record
+from archguard.reports.text import explain_text
 res = gather(Query(project_dir=project)).resolve()
 explain_text(res)
 resolution_record(res)

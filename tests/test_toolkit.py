@@ -7,17 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from archguard.arch import Arch
-from archguard.cuda import CudaVersion
-from archguard.detect.nvcc import find_nvcc, parse_nvcc_version, probe_toolkit
-from archguard.errors import NvccNotFound, NvccUnusable, UnknownToolkit
-from archguard.toolkit import (
+from archguard.core.arch import Arch
+from archguard.core.cuda import CudaVersion
+from archguard.core.toolkit import (
     Toolkit,
     bundled_rows,
     bundled_toolkit,
     compare_with_bundled,
     variant_rule,
 )
+from archguard.detect.nvcc import find_nvcc, parse_nvcc_version, probe_toolkit
+from archguard.errors import NvccNotFound, NvccUnusable, UnknownToolkit
 
 CUDA_HOME = os.environ.get("AG_TEST_CUDA_HOME", "/usr/local/cuda")
 has_nvcc = pytest.mark.skipif(

@@ -1,13 +1,13 @@
-"""archguard.torchbuild: the bundled torch table and version parsing."""
+"""archguard.core.torchbuild: the bundled torch table and version parsing."""
 
 from __future__ import annotations
 
 import pytest
 from packaging.version import Version
 
-from archguard.arch import Arch
+from archguard.core.arch import Arch
+from archguard.core.torchbuild import TorchBuild, bundled_builds, bundled_torch, parse_torch_version
 from archguard.errors import ConfigError, UnknownTorchBuild
-from archguard.torchbuild import TorchBuild, bundled_builds, bundled_torch, parse_torch_version
 
 ADR_TABLE = [  # CW-ADR-0012 "What PyTorch itself builds": (index, torch, has sm_70, PTX)
     ("cu124", "2.6", True, ""),

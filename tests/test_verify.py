@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from archguard.arch import Arch
+from archguard.core.arch import Arch
 from archguard.detect.cuobjdump import combine, parse_headers, parse_listing, read_binary
 from archguard.errors import BinaryReadError
 from realtools import CUDA_HOME, build_env, cli, cuobjdump, needs_cuobjdump, needs_nvcc, nvcc

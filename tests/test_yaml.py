@@ -1,10 +1,11 @@
-"""archguard._yaml: plain data only, within fixed limits, errors of the caller's type."""
+"""archguard.core.plain_yaml: plain data only, within fixed limits, errors of the caller's
+type."""
 
 from __future__ import annotations
 
 import pytest
 
-from archguard._yaml import MAX_BYTES, MAX_DEPTH, load_plain_yaml
+from archguard.core.plain_yaml import MAX_BYTES, MAX_DEPTH, load_plain_yaml
 
 
 class Caller(Exception):

@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from archguard import __version__
-from archguard.arch import parse_arch
+from archguard.core.arch import parse_arch
+from archguard.core.toolkit import known_arches
 from archguard.errors import ArchguardError
-from archguard.inputs import Query, gather
-from archguard.toolkit import known_arches
+from archguard.settings.inputs import Query, gather
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
@@ -289,8 +289,8 @@ def _write(text: str, output: Path | None = None) -> None:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from archguard.record import resolution_record  # noqa: PLC0415
-    from archguard.report import dumps, explain_text  # noqa: PLC0415
+    from archguard.binaries.record import resolution_record  # noqa: PLC0415
+    from archguard.reports.text import dumps, explain_text  # noqa: PLC0415
 
     why = [parse_arch(a, "the command line", known=known_arches()) for a in args.arches]
     gathered = gather(_query(args))
@@ -304,7 +304,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     else:
         build_time = gathered.settings.build_time
         if build_time and res.ok:
-            from archguard.inputs import parallel_preview  # noqa: PLC0415
+            from archguard.settings.inputs import parallel_preview  # noqa: PLC0415
 
             build_time = (*build_time, parallel_preview(gathered.settings, res, os.environ))
         _write(explain_text(res, gathered.shown, warnings, why, build_time))
@@ -318,7 +318,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from archguard.report import list_text  # noqa: PLC0415
+    from archguard.reports.text import list_text  # noqa: PLC0415
 
     gathered = gather(_query(args))
     for warning in _environment_notes(gathered.warnings):
@@ -329,13 +329,13 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_env(args: argparse.Namespace) -> int:
-    from archguard.report import env_text  # noqa: PLC0415
+    from archguard.reports.text import env_text  # noqa: PLC0415
 
     gathered = gather(_query(args))
     for warning in _environment_notes(gathered.warnings):
         print(f"archguard: warning: {warning}", file=sys.stderr)
     res = gathered.resolve().require_cubins()
-    from archguard.config import ENV_COMPILER_CACHE, env_choice  # noqa: PLC0415
+    from archguard.settings.config import ENV_COMPILER_CACHE, env_choice  # noqa: PLC0415
 
     package = gathered.settings.package
     cache = env_choice(os.environ, ENV_COMPILER_CACHE, "compiler_cache") or (
@@ -349,9 +349,9 @@ def cmd_env(args: argparse.Namespace) -> int:
 
 
 def cmd_derive(args: argparse.Namespace) -> int:
-    from archguard.cuda import CudaVersion  # noqa: PLC0415
-    from archguard.derive import derive, render  # noqa: PLC0415
-    from archguard.inputs import choose_policy, toolkit_facts, torch_facts  # noqa: PLC0415
+    from archguard.core.cuda import CudaVersion  # noqa: PLC0415
+    from archguard.core.derive import derive, render  # noqa: PLC0415
+    from archguard.settings.inputs import choose_policy, toolkit_facts, torch_facts  # noqa: PLC0415
 
     cuda = CudaVersion.parse(args.cuda, "--cuda")
     policy = choose_policy(Query(policy=args.policy), None, os.environ)
@@ -363,10 +363,10 @@ def cmd_derive(args: argparse.Namespace) -> int:
 
 
 def cmd_probe_torch(args: argparse.Namespace) -> int:
+    from archguard.core.snapshot import render  # noqa: PLC0415
     from archguard.detect.cuobjdump import find_cuobjdump  # noqa: PLC0415
     from archguard.detect.torchlibs import probe  # noqa: PLC0415
-    from archguard.inputs import choose_policy, torch_facts  # noqa: PLC0415
-    from archguard.snapshot import render  # noqa: PLC0415
+    from archguard.settings.inputs import choose_policy, torch_facts  # noqa: PLC0415
 
     cuobjdump = find_cuobjdump(args.cuobjdump)
     builds = torch_facts(args.torch_builds)
@@ -378,7 +378,7 @@ def cmd_probe_torch(args: argparse.Namespace) -> int:
 
 
 def cmd_lint(args: argparse.Namespace) -> int:
-    from archguard.lint import (  # noqa: PLC0415
+    from archguard.lint.guards import (  # noqa: PLC0415
         include_dirs_of,
         lint_paths,
         parse_defines,
@@ -410,7 +410,7 @@ def cmd_lint(args: argparse.Namespace) -> int:
 
 
 def cmd_check_policy(args: argparse.Namespace) -> int:
-    from archguard.inputs import choose_policy  # noqa: PLC0415
+    from archguard.settings.inputs import choose_policy  # noqa: PLC0415
 
     if args.policy and args.file and args.policy != args.file:
         from archguard.errors import ConfigError  # noqa: PLC0415
@@ -430,8 +430,8 @@ def cmd_check_policy(args: argparse.Namespace) -> int:
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
-    from archguard.inputs import gather_settings  # noqa: PLC0415
-    from archguard.matrix import compute, render  # noqa: PLC0415
+    from archguard.reports.matrix import compute, render  # noqa: PLC0415
+    from archguard.settings.inputs import gather_settings  # noqa: PLC0415
 
     settings = gather_settings(Query(project_dir=args.project, policy=args.policy))
     cells = compute(settings)
@@ -440,8 +440,8 @@ def cmd_matrix(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    from archguard.binaries.verify import check, given_expectation, render, verdict  # noqa: PLC0415
     from archguard.detect.cuobjdump import find_cuobjdump  # noqa: PLC0415
-    from archguard.verify import check, given_expectation, render, verdict  # noqa: PLC0415
 
     cuobjdump = find_cuobjdump(args.cuobjdump)
     asked = args.cuda or args.torch or args.torch_arches or args.project or args.policy
@@ -480,7 +480,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def cmd_wheel(args: argparse.Namespace) -> int:
     from archguard._integration.farm import run_wheel  # noqa: PLC0415
     from archguard.errors import ConfigError  # noqa: PLC0415
-    from archguard.report import render_error  # noqa: PLC0415
+    from archguard.reports.text import render_error  # noqa: PLC0415
 
     try:
         status, text = run_wheel(
@@ -496,17 +496,17 @@ def cmd_wheel(args: argparse.Namespace) -> int:
 def cmd_watch(args: argparse.Namespace) -> int:
     import json  # noqa: PLC0415
 
-    from archguard import watch  # noqa: PLC0415
+    from archguard.core.torchbuild import parse_torch_version  # noqa: PLC0415
     from archguard.errors import IndexUnreachable  # noqa: PLC0415
-    from archguard.inputs import torch_facts  # noqa: PLC0415
-    from archguard.torchbuild import parse_torch_version  # noqa: PLC0415
+    from archguard.settings.inputs import torch_facts  # noqa: PLC0415
+    from archguard.user import watch  # noqa: PLC0415
 
     builds = torch_facts(args.torch_builds)
     since = parse_torch_version(args.since, "--since") if args.since else None
     try:
         versions = watch.available(args.pip_args)
     except IndexUnreachable as exc:
-        from archguard.report import render_error  # noqa: PLC0415
+        from archguard.reports.text import render_error  # noqa: PLC0415
 
         print(render_error(exc), file=sys.stderr)
         return EXIT_USAGE
@@ -514,9 +514,9 @@ def cmd_watch(args: argparse.Namespace) -> int:
     table = args.torch_builds or "the bundled torch_builds.yml"
     watched = watch.Watched(table, [v for v in versions if v >= floor], missing, floor)
     if args.probe and missing:
+        from archguard.core.snapshot import row_text  # noqa: PLC0415
         from archguard.detect.cuobjdump import find_cuobjdump  # noqa: PLC0415
         from archguard.detect.torchlibs import probe  # noqa: PLC0415
-        from archguard.snapshot import row_text  # noqa: PLC0415
 
         cuobjdump = find_cuobjdump(args.cuobjdump)
         for version in missing:
@@ -542,7 +542,7 @@ def _recorded_cuda(wheel: Path) -> str | None:
     import json  # noqa: PLC0415
     import zipfile  # noqa: PLC0415
 
-    from archguard.record import is_record_name  # noqa: PLC0415
+    from archguard.binaries.record import is_record_name  # noqa: PLC0415
 
     try:
         with zipfile.ZipFile(wheel) as zf:
@@ -557,9 +557,9 @@ def _recorded_cuda(wheel: Path) -> str | None:
 def cmd_variant(args: argparse.Namespace) -> int:
     import json  # noqa: PLC0415
 
-    from archguard import variant  # noqa: PLC0415
+    from archguard.binaries.verify import check  # noqa: PLC0415
     from archguard.detect.cuobjdump import find_cuobjdump  # noqa: PLC0415
-    from archguard.verify import check  # noqa: PLC0415
+    from archguard.user import variant  # noqa: PLC0415
 
     variant.ensure_variantlib()
     cuobjdump = find_cuobjdump(args.cuobjdump)
@@ -619,7 +619,7 @@ def _installed_torch(paths: list[str]) -> tuple[str, object] | None:
 
     from packaging.version import InvalidVersion, Version  # noqa: PLC0415
 
-    from archguard.torchbuild import bundled_torch  # noqa: PLC0415
+    from archguard.core.torchbuild import bundled_torch  # noqa: PLC0415
 
     found = (
         metadata.distributions(name="torch", path=paths)
@@ -647,11 +647,11 @@ def _installed_torch(paths: list[str]) -> tuple[str, object] | None:
 def cmd_doctor(args: argparse.Namespace) -> int:
     import json  # noqa: PLC0415
 
-    from archguard import doctor  # noqa: PLC0415
-    from archguard.arch import parse_arch  # noqa: PLC0415
-    from archguard.coverage import Device, known_devices  # noqa: PLC0415
+    from archguard.core.arch import parse_arch  # noqa: PLC0415
+    from archguard.core.coverage import Device, known_devices  # noqa: PLC0415
     from archguard.detect.cuobjdump import find_cuobjdump  # noqa: PLC0415
     from archguard.detect.gpus import detect_gpus  # noqa: PLC0415
+    from archguard.user import doctor  # noqa: PLC0415
 
     names = {d.cc: d.name for d in known_devices()}
     notes: list[str] = []
@@ -715,7 +715,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return COMMANDS[args.command](args)
     except ArchguardError as exc:
-        from archguard.report import render_error  # noqa: PLC0415
+        from archguard.reports.text import render_error  # noqa: PLC0415
 
         sys.stdout.flush()
         print(render_error(exc), file=sys.stderr)

@@ -58,9 +58,9 @@ class NoPolicyRow(ArchguardError):
 class EmptyArchList(ArchguardError):
     """Resolution left no cubin: there is nothing to build.
 
-    ``resolution`` is the :class:`~archguard.resolve.Resolution` that came out empty; the
+    ``resolution`` is the :class:`~archguard.core.resolve.Resolution` that came out empty; the
     code that prints the error attaches its decision table as the detail
-    (:func:`archguard.report.render_error`).
+    (:func:`archguard.reports.text.render_error`).
     """
 
     code = "empty-arch-list"

@@ -1,5 +1,5 @@
 """What archguard changes inside a build, and puts back: the environment and each CUDA
-extension's nvcc arguments (planned by :func:`archguard.plan.plan_extension`); then what it
+extension's nvcc arguments (planned by :func:`archguard.nvcc.plan.plan_extension`); then what it
 checks after the build (the binaries read back) and records in the wheel.
 
 Torch ignores ``TORCH_CUDA_ARCH_LIST`` as soon as any nvcc flag contains the text "arch"
@@ -28,14 +28,8 @@ from archguard._integration.common import announce_once, project_root, say
 from archguard._integration.postbuild import verify_build
 from archguard._integration.prebuild import lint_build
 from archguard._integration.session import Session, session_for, setup_error
-from archguard.arch import Targets
-from archguard.config import (
-    ENV_COMPILER_CACHE,
-    ENV_ENABLE,
-    env_choice,
-    env_disabled,
-    env_enabled,
-)
+from archguard.binaries.record import resolution_record, write_record
+from archguard.core.arch import Targets
 from archguard.detect.compcache import TOOLS, find_cache, read_stats
 from archguard.detect.cudalibs import (
     completion,
@@ -44,8 +38,8 @@ from archguard.detect.cudalibs import (
     make_links,
 )
 from archguard.errors import ArchguardError, CompileFailed, CompilerCacheMissing
-from archguard.flags import threads_flag
-from archguard.parallel import (
+from archguard.nvcc.flags import threads_flag
+from archguard.nvcc.parallel import (
     BuildMode,
     Choice,
     Decided,
@@ -54,9 +48,15 @@ from archguard.parallel import (
     decided_parallelism,
     device_compiles,
 )
-from archguard.plan import ExtensionPlan, Rule, list_text, plan_extension
-from archguard.record import resolution_record, write_record
-from archguard.report import cache_variables, extension_lines
+from archguard.nvcc.plan import ExtensionPlan, Rule, list_text, plan_extension
+from archguard.reports.text import cache_variables, extension_lines
+from archguard.settings.config import (
+    ENV_COMPILER_CACHE,
+    ENV_ENABLE,
+    env_choice,
+    env_disabled,
+    env_enabled,
+)
 
 CUDA_SUFFIXES = (".cu", ".cuh")
 NVCC_KEYS = ("nvcc", "nvcc_dlink")
@@ -142,7 +142,7 @@ def choose_parallelism(
 ) -> dict[str, Choice]:
     """nvcc --threads and the parallel jobs, per extension and for the mode it really builds
     in, unless the user, the package or its [tool.archguard] decided (MAX_JOBS,
-    NVCC_THREADS, --threads on its nvcc line): :func:`archguard.parallel.decided_parallelism`,
+    NVCC_THREADS, --threads on its nvcc line): :func:`archguard.nvcc.parallel.decided_parallelism`,
     which ``explain`` calls too."""
     from archguard.detect.machine import detect_machine  # noqa: PLC0415
 

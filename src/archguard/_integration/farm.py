@@ -22,11 +22,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from archguard.arch import Targets
-from archguard.config import ENV_CONFIG, ENV_ENABLE
+from archguard.core.arch import Targets
 from archguard.errors import ArchguardError, ConfigError
-from archguard.inputs import Query, gather
-from archguard.report import build_variables
+from archguard.reports.text import build_variables
+from archguard.settings.config import ENV_CONFIG, ENV_ENABLE
+from archguard.settings.inputs import Query, gather
 
 WHEEL_SCHEMA = "archguard.wheel/1"
 _READS = re.compile(
@@ -93,8 +93,8 @@ def _wheels_in(out: Path) -> dict[Path, float]:
 
 
 def _verify(wheels: list[Path]) -> list[dict[str, object]]:
+    from archguard.binaries.verify import check  # noqa: PLC0415
     from archguard.detect.cuobjdump import find_cuobjdump  # noqa: PLC0415
-    from archguard.verify import check  # noqa: PLC0415
 
     cuobjdump = find_cuobjdump(None)
     out = []
@@ -206,7 +206,7 @@ def run_wheel(
         try:
             results.append(build_one(source.resolve(), out, config, pip_args))
         except ArchguardError as exc:
-            from archguard.report import render_error  # noqa: PLC0415
+            from archguard.reports.text import render_error  # noqa: PLC0415
 
             failed = Built(str(source), -1, {}, variables_read(source / "setup.py"))
             failed.problems.append(render_error(exc))

@@ -17,12 +17,12 @@ from typing import Any
 from archguard._integration.common import say
 from archguard._integration.prebuild import lint_mode
 from archguard._integration.session import Session, setup_error
+from archguard.binaries.record import targets_from_record
+from archguard.binaries.stubs import lines as stub_lines
+from archguard.binaries.verify import Checked, Expectation, check_binaries, render, verdict
 from archguard.detect.cuobjdump import find_cuobjdump
 from archguard.detect.sass import find_nvdisasm
 from archguard.errors import ArchguardError, BuildVerifyFailed, CuobjdumpNotFound, StubHazard
-from archguard.record import targets_from_record
-from archguard.stubs import lines as stub_lines
-from archguard.verify import Checked, Expectation, check_binaries, render, verdict
 
 ELF_MAGIC = b"\x7fELF"
 

@@ -1,5 +1,5 @@
 """Before compiling: the stub lint over each CUDA extension's sources, with that
-extension's own targets (:mod:`archguard.lint`).
+extension's own targets (:mod:`archguard.lint.guards`).
 
 ``[tool.archguard] lint = "warn" | "error" | "off"`` (default ``warn``) chooses whether
 findings stop the build; ``ARCHGUARD_LINT`` overrides it. Headers are followed through the
@@ -14,9 +14,8 @@ from typing import Any
 
 from archguard._integration.common import project_root, say
 from archguard._integration.session import Session, setup_error
-from archguard.config import ENV_LINT, ENV_LINT_BUDGET, env_choice
 from archguard.errors import ArchguardError, ConfigError, StubHazard
-from archguard.lint import (
+from archguard.lint.guards import (
     include_dirs_of,
     include_flags,
     lint_paths,
@@ -24,7 +23,8 @@ from archguard.lint import (
     relative,
     text_lines,
 )
-from archguard.plan import ExtensionPlan
+from archguard.nvcc.plan import ExtensionPlan
+from archguard.settings.config import ENV_LINT, ENV_LINT_BUDGET, env_choice
 
 
 def lint_mode(session: Session) -> str:
@@ -64,7 +64,7 @@ def lint_build(
 ) -> dict[str, dict[str, str]]:
     """Lint each extension for its planned targets; returns, per extension, the targets for
     which an ``#error`` is proved reached (target -> the ``#error`` and where): the build
-    drops them before compiling (:func:`archguard.plan.plan_extension`)."""
+    drops them before compiling (:func:`archguard.nvcc.plan.plan_extension`)."""
     proofs: dict[str, dict[str, str]] = {}
     mode = lint_mode(session)
     if mode == "off" or not planned:

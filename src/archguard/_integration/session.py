@@ -1,4 +1,4 @@
-"""One resolution per build: gathered the one way in (:mod:`archguard.inputs`), logged,
+"""One resolution per build: gathered the one way in (:mod:`archguard.settings.inputs`), logged,
 checked for emptiness, and kept on the Distribution for every command of the build, with
 what the build did per extension (for the record and the check after the build)."""
 
@@ -10,14 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from archguard._integration.common import announce_once, project_root, say
-from archguard.config import ENV_VERIFY, PackageConfig, env_choice, env_disabled
+from archguard.binaries.record import targets_record
+from archguard.core.resolve import Resolution
 from archguard.errors import ArchguardError, NotRepresentable
-from archguard.flags import cmake_architectures, torch_arch_list
-from archguard.inputs import Query, gather
-from archguard.plan import ExtensionPlan
-from archguard.record import targets_record
-from archguard.report import build_log_lines, render_error
-from archguard.resolve import Resolution
+from archguard.nvcc.flags import cmake_architectures, torch_arch_list
+from archguard.nvcc.plan import ExtensionPlan
+from archguard.reports.text import build_log_lines, render_error
+from archguard.settings.config import ENV_VERIFY, PackageConfig, env_choice, env_disabled
+from archguard.settings.inputs import Query, gather
 
 
 @dataclass

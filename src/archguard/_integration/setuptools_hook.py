@@ -20,7 +20,7 @@ import os
 from typing import Any
 
 from archguard._integration.common import announce_once, project_root
-from archguard._optin import opted_in
+from archguard.settings.optin import opted_in
 
 
 def _disabled() -> bool:

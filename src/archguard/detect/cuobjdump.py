@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from archguard.arch import Arch, Targets
+from archguard.core.arch import Arch, Targets
 from archguard.errors import BinaryReadError, CuobjdumpNotFound
 
 TIMEOUT_S = 300

@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from archguard.parallel import Machine
+from archguard.nvcc.parallel import Machine
 
 
 def parse_cpu_max(text: str) -> float | None:

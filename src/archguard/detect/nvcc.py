@@ -13,10 +13,10 @@ import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from archguard.arch import split_target
-from archguard.cuda import CudaVersion
+from archguard.core.arch import split_target
+from archguard.core.cuda import CudaVersion
+from archguard.core.toolkit import Toolkit
 from archguard.errors import NvccNotFound, NvccUnusable
-from archguard.toolkit import Toolkit
 
 DEFAULT_CUDA_HOME = "/usr/local/cuda"
 TIMEOUT_S = 60

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from archguard.arch import Arch
+from archguard.core.arch import Arch
 from archguard.errors import BinaryReadError
 
 TIMEOUT_S = 600

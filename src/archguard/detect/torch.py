@@ -15,11 +15,11 @@ from types import ModuleType
 
 from packaging.version import Version
 
-from archguard.arch import parse_targets
-from archguard.cuda import CudaVersion
+from archguard.core.arch import parse_targets
+from archguard.core.cuda import CudaVersion
+from archguard.core.toolkit import known_arches
+from archguard.core.torchbuild import TorchBuild
 from archguard.errors import InvalidArch, TorchNotCuda, TorchNotFound
-from archguard.toolkit import known_arches
-from archguard.torchbuild import TorchBuild
 
 CUDA_BUILD_HINT = (
     "Install a CUDA build of torch (e.g. torch==2.13.0, which is +cu130 on the default "

@@ -21,11 +21,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from archguard.arch import Arch, Targets
-from archguard.cuda import CudaVersion
+from archguard.core.arch import Arch, Targets
+from archguard.core.cuda import CudaVersion
+from archguard.core.snapshot import Probed
 from archguard.detect.cuobjdump import read_entries
 from archguard.errors import BinaryReadError, TorchNotCuda
-from archguard.snapshot import Probed
 
 _VERSION = re.compile(r"""^__version__\s*=\s*['"]([^'"]+)['"]""", re.M)
 _CUDA = re.compile(r"""^cuda\s*(?::[^=]*)?=\s*['"]([0-9.]+)['"]""", re.M)
@@ -103,7 +103,7 @@ class TorchProbe:
         return out
 
     def probed(self) -> Probed:
-        """The facts for the pure core (:mod:`archguard.snapshot`)."""
+        """The facts for the pure core (:mod:`archguard.core.snapshot`)."""
         if self.cuda is None or not any(lib.kernel_files for lib in self.libraries):
             raise TorchNotCuda(
                 f"{self.provenance}: torch {self.version} is not a CUDA build (torch/version.py "

@@ -14,12 +14,12 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from archguard._optin import DISTRIBUTION, OptIn, opt_in
-from archguard._problems import Problems, closest
-from archguard.arch import Arch, ArchEntry, parse_arch_list
-from archguard.cuda import CudaVersion
+from archguard.core.arch import Arch, ArchEntry, parse_arch_list
+from archguard.core.cuda import CudaVersion
+from archguard.core.problems import Problems, closest
+from archguard.core.toolkit import known_arches
 from archguard.errors import ConfigError, InvalidArch
-from archguard.toolkit import known_arches
+from archguard.settings.optin import DISTRIBUTION, OptIn, opt_in
 
 CONFIG_KEYS: dict[str, str] = {
     "arch_list": "arch list for every CUDA version (overrides the policy row)",

@@ -2,7 +2,7 @@
 
 Pure text work: ``-gencode`` flags for nvcc, ``TORCH_CUDA_ARCH_LIST`` for torch,
 ``CMAKE_CUDA_ARCHITECTURES`` for CMake, the parser that finds the arch flags a package
-hard-codes in its nvcc arguments (:mod:`archguard.plan` decides what each becomes).
+hard-codes in its nvcc arguments (:mod:`archguard.nvcc.plan` decides what each becomes).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from archguard.arch import Arch, ArchEntry, Targets, format_list, split_target
+from archguard.core.arch import Arch, ArchEntry, Targets, format_list, split_target
 from archguard.errors import NotRepresentable, NvccFlagError
 
 # torch.utils.cpp_extension._get_cuda_arch_flags (torch 2.13.0): supported_arches. An entry

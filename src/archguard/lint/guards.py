@@ -6,7 +6,8 @@ the JIT of the highest PTX at or below it, compiled with *that* image's ``__CUDA
 (11.0 running ``compute_90`` sees 900). Source gated on ``__CUDA_ARCH__ >= 890`` compiles,
 for the ``sm_86`` cubin an 8.9 GPU loads, to its fallback; code gated on
 ``__CUDA_ARCH_FEAT_SM90_ALL`` (CUTLASS's Hopper paths) compiles to its fallback for a plain
-``sm_90`` cubin. The lint reads the sources once per configuration (:mod:`archguard.cpp`)
+``sm_90`` cubin. The lint reads the sources once per configuration
+(:mod:`archguard.lint.preprocessor`)
 and reports every guarded region that is active for a device's own native target but
 compiled out (or compiled in differently) for the image it loads, with the fix: the arch,
 or ``a``/``f`` target, to add. It also reports regions no target in the list compiles
@@ -23,11 +24,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from archguard.arch import Arch, Targets
-from archguard.coverage import Device, chosen_cubin, chosen_ptx, known_devices, runs_on
-from archguard.cpp import Macro, Preprocessor, Region, Walk, file_resolver, tokenize
-from archguard.cuda import CudaVersion
-from archguard.toolkit import Toolkit
+from archguard.core.arch import Arch, Targets
+from archguard.core.coverage import Device, chosen_cubin, chosen_ptx, known_devices, runs_on
+from archguard.core.cuda import CudaVersion
+from archguard.core.toolkit import Toolkit
+from archguard.lint.preprocessor import Macro, Preprocessor, Region, Walk, file_resolver, tokenize
 
 LINT_SCHEMA = "archguard.lint/1"
 CUDA_ROOTS = (".cu",)

@@ -22,7 +22,7 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from archguard.arch import Arch, Targets
+from archguard.core.arch import Arch, Targets
 from archguard.errors import BinaryReadError, VariantsUnavailable
 
 NAMESPACE = "nvidia"

@@ -12,12 +12,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from archguard import __version__
-from archguard.arch import Arch, Targets, parse_targets
-from archguard.coverage import runs_on
+from archguard.core.arch import Arch, Targets, parse_targets
+from archguard.core.coverage import runs_on
+from archguard.core.resolve import Resolution
+from archguard.core.toolkit import known_arches
 from archguard.errors import BinaryReadError
-from archguard.flags import gencode_flags
-from archguard.resolve import Resolution
-from archguard.toolkit import known_arches
+from archguard.nvcc.flags import gencode_flags
 
 RECORD_NAME = "archguard.json"
 # /2: each extension of a built wheel records its kernels' stub classification per image

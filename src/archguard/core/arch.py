@@ -171,7 +171,7 @@ def parse_arch(text: str, source: str, *, known: Collection[Arch]) -> Arch:
     """Parse one arch (``8.6``, ``9.0a``, ``10.0f``, ``sm_90a``) with no ``+PTX``.
 
     ``known`` is the set of arches that exist (the readers pass the bundled toolkit table's,
-    :func:`archguard.toolkit.known_arches`); anything outside it is an error.
+    :func:`archguard.core.toolkit.known_arches`); anything outside it is an error.
     """
     entry = text.strip()
     match = _DOTTED.fullmatch(entry)

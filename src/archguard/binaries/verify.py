@@ -17,17 +17,17 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from archguard.arch import Targets, parse_arch_list
-from archguard.coverage import Device, Tier, coverage
+from archguard.binaries.record import RECORD_NAME, RecordedTargets, is_record_name, read_record
+from archguard.binaries.stubs import StubReport
+from archguard.binaries.stubs import analyse as analyse_stubs
+from archguard.binaries.stubs import lines as stub_lines
+from archguard.core.arch import Targets, parse_arch_list
+from archguard.core.coverage import Device, Tier, coverage
+from archguard.core.toolkit import known_arches
 from archguard.detect.cuobjdump import read_binary
 from archguard.detect.sass import demangle, read_kernels
 from archguard.errors import BinaryReadError
-from archguard.inputs import Query, gather
-from archguard.record import RECORD_NAME, RecordedTargets, is_record_name, read_record
-from archguard.stubs import StubReport
-from archguard.stubs import analyse as analyse_stubs
-from archguard.stubs import lines as stub_lines
-from archguard.toolkit import known_arches
+from archguard.settings.inputs import Query, gather
 
 VERIFY_SCHEMA = "archguard.verify/1"
 ELF_MAGIC = b"\x7fELF"

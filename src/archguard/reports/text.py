@@ -1,8 +1,8 @@
 """Presenting a resolution to people: the decision table, ``explain``, ``list``, the build
 log, and errors with the table attached.
 
-The same :class:`~archguard.resolve.Resolution` feeds ``explain``, ``list``, the build log
-and the record stored in the wheel (:mod:`archguard.record`), so they cannot disagree.
+The same :class:`~archguard.core.resolve.Resolution` feeds ``explain``, ``list``, the build log
+and the record stored in the wheel (:mod:`archguard.binaries.record`), so they cannot disagree.
 """
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ import textwrap
 from collections.abc import Iterable, Sequence
 
 from archguard import __version__
-from archguard.arch import Arch
-from archguard.coverage import DeviceCoverage, Tier, coverage
+from archguard.binaries.record import targets_record
+from archguard.core.arch import Arch
+from archguard.core.coverage import DeviceCoverage, Tier, coverage
+from archguard.core.resolve import Decision, Outcome, Resolution, Step
 from archguard.errors import ArchguardError, EmptyArchList, NotRepresentable
-from archguard.flags import cmake_architectures, gencode_flags, torch_arch_list
-from archguard.plan import ExtensionPlan, Rule
-from archguard.record import targets_record
-from archguard.resolve import Decision, Outcome, Resolution, Step
+from archguard.nvcc.flags import cmake_architectures, gencode_flags, torch_arch_list
+from archguard.nvcc.plan import ExtensionPlan, Rule
 
 LIST_SCHEMA = "archguard.list/1"
 WIDTH = 100

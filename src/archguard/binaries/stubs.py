@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from archguard.arch import Arch
-from archguard.coverage import Device, chosen_cubin, chosen_ptx, known_devices
+from archguard.core.arch import Arch
+from archguard.core.coverage import Device, chosen_cubin, chosen_ptx, known_devices
 
 REAL = "real"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import cache
 from importlib import resources
 
-from archguard._yaml import load_plain_yaml
+from archguard.core.plain_yaml import load_plain_yaml
 from archguard.errors import PolicyError
 
 

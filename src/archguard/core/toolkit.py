@@ -13,8 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 
-from archguard.arch import Arch
-from archguard.cuda import CudaVersion
+from archguard.core.arch import Arch
+from archguard.core.cuda import CudaVersion
 from archguard.errors import UnknownToolkit
 
 
@@ -126,7 +126,7 @@ def parse_rows(data: object, source: str) -> dict[CudaVersion, ToolkitRow]:
 
 @cache
 def bundled_rows() -> dict[CudaVersion, ToolkitRow]:
-    from archguard._data import bundled_yaml  # noqa: PLC0415
+    from archguard.core.bundled import bundled_yaml  # noqa: PLC0415
 
     return parse_rows(bundled_yaml("toolkits.yml"), "bundled table (toolkits.yml)")
 
@@ -149,7 +149,7 @@ def known_arches() -> frozenset[Arch]:
     """Every arch some bundled toolkit emits as a cubin or PTX: the arches that exist.
 
     The readers of arch lists (policy, package config, environment, command line, torch
-    detection) pass this to :mod:`archguard.arch`'s parsers.
+    detection) pass this to :mod:`archguard.core.arch`'s parsers.
     """
     out: set[Arch] = set()
     for row in bundled_rows().values():

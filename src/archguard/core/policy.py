@@ -16,12 +16,12 @@ from pathlib import Path
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
-from archguard._problems import Problems, closest
-from archguard._yaml import load_plain_yaml, read_yaml_text
-from archguard.arch import Arch, ArchEntry, parse_arch, parse_arch_list, split_list
-from archguard.cuda import CudaVersion
+from archguard.core.arch import Arch, ArchEntry, parse_arch, parse_arch_list, split_list
+from archguard.core.cuda import CudaVersion
+from archguard.core.plain_yaml import load_plain_yaml, read_yaml_text
+from archguard.core.problems import Problems, closest
+from archguard.core.toolkit import known_arches
 from archguard.errors import InvalidArch, PolicyError
-from archguard.toolkit import known_arches
 
 SCHEMA = 1
 TOP_KEYS = ("schema", "rows", "arch_exceptions", "derivation")
@@ -143,7 +143,7 @@ def _reason(problems: _Problems, where: str, value: object) -> str:
 def parse_policy(data: object, source: str, known: Collection[Arch]) -> Policy:
     """Validate parsed policy data; raise one PolicyError listing every problem.
 
-    ``known`` is the set of arches that exist (:func:`archguard.toolkit.known_arches`).
+    ``known`` is the set of arches that exist (:func:`archguard.core.toolkit.known_arches`).
     """
     problems = _Problems(source)
     if not isinstance(data, dict):
@@ -300,7 +300,7 @@ def load_policy(
         known = known_arches()
     if path is None:
         from archguard import __version__  # noqa: PLC0415
-        from archguard._data import bundled_text  # noqa: PLC0415
+        from archguard.core.bundled import bundled_text  # noqa: PLC0415
 
         source = f"bundled arch_policy.yml (torch-archguard {__version__})"
         text = bundled_text("arch_policy.yml")

@@ -12,10 +12,10 @@ from functools import cache
 
 from packaging.version import InvalidVersion, Version
 
-from archguard.arch import Targets, parse_targets
-from archguard.cuda import CudaVersion
+from archguard.core.arch import Targets, parse_targets
+from archguard.core.cuda import CudaVersion
+from archguard.core.toolkit import known_arches
 from archguard.errors import ConfigError, UnknownTorchBuild
-from archguard.toolkit import known_arches
 
 
 def parse_torch_version(text: str, source: str = "--torch") -> Version:
@@ -106,7 +106,7 @@ def parse_builds(
 
 @cache
 def bundled_builds() -> tuple[BundledBuild, ...]:
-    from archguard._data import bundled_yaml  # noqa: PLC0415
+    from archguard.core.bundled import bundled_yaml  # noqa: PLC0415
 
     return parse_builds(bundled_yaml("torch_builds.yml"), "bundled torch_builds.yml")
 

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
-from archguard.arch import Targets
-from archguard.coverage import Device, Tier, device_coverage
-from archguard.record import READABLE_SCHEMAS, targets_from_record
+from archguard.binaries.record import READABLE_SCHEMAS, targets_from_record
+from archguard.core.arch import Targets
+from archguard.core.coverage import Device, Tier, device_coverage
 
 DOCTOR_SCHEMA = "archguard.doctor/1"
 _RUNTIME = ("torch", "triton", "pytorch-triton")

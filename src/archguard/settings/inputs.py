@@ -17,9 +17,30 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from archguard._yaml import load_plain_yaml, read_yaml_text
-from archguard.arch import ArchEntry, parse_targets
-from archguard.config import (
+from archguard.core.arch import ArchEntry, parse_targets
+from archguard.core.cuda import CudaVersion
+from archguard.core.plain_yaml import load_plain_yaml, read_yaml_text
+from archguard.core.policy import Policy, load_policy
+from archguard.core.resolve import Resolution, resolve
+from archguard.core.toolkit import (
+    Toolkit,
+    bundled_toolkit,
+    compare_with_bundled,
+    known_arches,
+    parse_rows,
+)
+from archguard.core.torchbuild import (
+    BundledBuild,
+    TorchBuild,
+    bundled_builds,
+    bundled_torch,
+    parse_builds,
+    parse_torch_version,
+)
+from archguard.errors import ConfigError, CudaMismatch, UnknownToolkit
+from archguard.nvcc.flags import arch_specific_mentions, target_mentions
+from archguard.nvcc.parallel import BuildMode
+from archguard.settings.config import (
     ENV_CONFIG,
     ENV_POLICY,
     PackageConfig,
@@ -28,27 +49,6 @@ from archguard.config import (
     load_config_file,
     load_project,
     unknown_env_warnings,
-)
-from archguard.cuda import CudaVersion
-from archguard.errors import ConfigError, CudaMismatch, UnknownToolkit
-from archguard.flags import arch_specific_mentions, target_mentions
-from archguard.parallel import BuildMode
-from archguard.policy import Policy, load_policy
-from archguard.resolve import Resolution, resolve
-from archguard.toolkit import (
-    Toolkit,
-    bundled_toolkit,
-    compare_with_bundled,
-    known_arches,
-    parse_rows,
-)
-from archguard.torchbuild import (
-    BundledBuild,
-    TorchBuild,
-    bundled_builds,
-    bundled_torch,
-    parse_builds,
-    parse_torch_version,
 )
 
 Override = tuple[tuple[ArchEntry, ...], str]  # (entries, the variable that gave them)
@@ -349,10 +349,10 @@ def _preview_mode(root: Path) -> tuple[BuildMode, str]:
 def parallel_preview(settings: Settings, res: Resolution, environ: Mapping[str, str]) -> str:
     """What a build here would choose for nvcc --threads and parallel jobs (explain): the
     same reading of the settings and the same rule as the build
-    (:func:`archguard.parallel.decided_parallelism`)."""
+    (:func:`archguard.nvcc.parallel.decided_parallelism`)."""
     from archguard.detect.machine import detect_machine  # noqa: PLC0415
-    from archguard.flags import gencode_flags  # noqa: PLC0415
-    from archguard.parallel import (  # noqa: PLC0415
+    from archguard.nvcc.flags import gencode_flags  # noqa: PLC0415
+    from archguard.nvcc.parallel import (  # noqa: PLC0415
         Decided,
         Workload,
         asked,

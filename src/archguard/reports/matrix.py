@@ -13,16 +13,16 @@ import json
 from dataclasses import dataclass
 
 from archguard import __version__
-from archguard.arch import format_list
-from archguard.coverage import Tier, known_devices, runs_on
-from archguard.cuda import CudaVersion
+from archguard.core.arch import format_list
+from archguard.core.coverage import Tier, known_devices, runs_on
+from archguard.core.cuda import CudaVersion
+from archguard.core.policy import Policy
+from archguard.core.resolve import Resolution
+from archguard.core.toolkit import bundled_toolkit
+from archguard.core.torchbuild import bundled_builds
 from archguard.errors import ArchguardError, NotRepresentable
-from archguard.flags import cmake_architectures, gencode_flags, torch_arch_list
-from archguard.inputs import Settings
-from archguard.policy import Policy
-from archguard.resolve import Resolution
-from archguard.toolkit import bundled_toolkit
-from archguard.torchbuild import bundled_builds
+from archguard.nvcc.flags import cmake_architectures, gencode_flags, torch_arch_list
+from archguard.settings.inputs import Settings
 
 MATRIX_SCHEMA = "archguard.matrix/1"
 GITHUB_SCHEMA = "archguard.github-matrix/1"

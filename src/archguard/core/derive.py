@@ -19,14 +19,14 @@ from dataclasses import dataclass, field
 
 from packaging.version import Version
 
-from archguard.arch import Arch, ArchEntry, format_list
-from archguard.coverage import Device, describe_devices, known_devices, runs_on, served_devices
-from archguard.cuda import CudaVersion
+from archguard.core.arch import Arch, ArchEntry, format_list
+from archguard.core.coverage import Device, describe_devices, known_devices, runs_on, served_devices
+from archguard.core.cuda import CudaVersion
+from archguard.core.policy import Policy
+from archguard.core.resolve import torch_gap
+from archguard.core.toolkit import Toolkit
+from archguard.core.torchbuild import BundledBuild
 from archguard.errors import UnknownTorchBuild
-from archguard.policy import Policy
-from archguard.resolve import torch_gap
-from archguard.toolkit import Toolkit
-from archguard.torchbuild import BundledBuild
 
 
 @dataclass(frozen=True)

@@ -13,12 +13,12 @@ from dataclasses import dataclass
 
 from packaging.version import Version
 
-from archguard.arch import Targets
-from archguard.coverage import Device, known_devices
-from archguard.cuda import CudaVersion
-from archguard.derive import ProposedException, implied_exceptions
-from archguard.policy import ArchException, Policy
-from archguard.torchbuild import BundledBuild, TorchBuild
+from archguard.core.arch import Targets
+from archguard.core.coverage import Device, known_devices
+from archguard.core.cuda import CudaVersion
+from archguard.core.derive import ProposedException, implied_exceptions
+from archguard.core.policy import ArchException, Policy
+from archguard.core.torchbuild import BundledBuild, TorchBuild
 
 
 @dataclass(frozen=True)

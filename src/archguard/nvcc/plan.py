@@ -28,10 +28,10 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from archguard.arch import Arch, ArchEntry, Targets, format_list, split_target
+from archguard.core.arch import Arch, ArchEntry, Targets, format_list, split_target
+from archguard.core.resolve import Outcome, Resolution
 from archguard.errors import ArchSpecificFlag, EmptyExtension
-from archguard.flags import ArchFlag, find_arch_flags, gencode_flags
-from archguard.resolve import Outcome, Resolution
+from archguard.nvcc.flags import ArchFlag, find_arch_flags, gencode_flags
 
 
 class ArchSpecificMode(str, enum.Enum):

@@ -19,8 +19,8 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
+from archguard.core.torchbuild import BundledBuild, release_minor
 from archguard.errors import ConfigError, IndexUnreachable
-from archguard.torchbuild import BundledBuild, release_minor
 
 WATCH_SCHEMA = "archguard.watch/1"
 PIP_TIMEOUT = 120  # seconds for one pip call (a wheel download gets ten times that)

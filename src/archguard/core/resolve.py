@@ -19,10 +19,10 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from archguard.arch import Arch, ArchEntry, Targets, format_list
-from archguard.config import PackageConfig
-from archguard.coverage import (
+from archguard.core.arch import Arch, ArchEntry, Targets, format_list
+from archguard.core.coverage import (
     Device,
     DeviceCoverage,
     chosen_cubin,
@@ -32,11 +32,14 @@ from archguard.coverage import (
     runs_on,
     served_devices,
 )
-from archguard.cuda import CudaVersion
+from archguard.core.cuda import CudaVersion
+from archguard.core.policy import ArchException, Policy
+from archguard.core.toolkit import Toolkit
+from archguard.core.torchbuild import TorchBuild
 from archguard.errors import EmptyArchList, NoPolicyRow
-from archguard.policy import ArchException, Policy
-from archguard.toolkit import Toolkit
-from archguard.torchbuild import TorchBuild
+
+if TYPE_CHECKING:  # the core never imports settings: a package's table is passed in
+    from archguard.settings.config import PackageConfig
 
 
 class Step(str, enum.Enum):
@@ -258,7 +261,7 @@ class Resolution:
         """Step 6: raise :class:`EmptyArchList` when nothing is left.
 
         The error carries this resolution; the code that prints it attaches the decision
-        table (:func:`archguard.report.render_error`).
+        table (:func:`archguard.reports.text.render_error`).
         """
         if self.ok:
             return self

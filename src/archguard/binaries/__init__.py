@@ -1,0 +1,1 @@
+"""Built binaries: verification against the record, the record itself, stub classification."""

@@ -1,0 +1,1 @@
+"""The __CUDA_ARCH__ stub lint: the C preprocessor walk and the guard analysis."""

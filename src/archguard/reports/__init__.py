@@ -1,0 +1,1 @@
+"""What archguard prints: explain/list/env text and the P.A.M matrix page."""
