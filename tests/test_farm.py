@@ -401,8 +401,17 @@ def test_archguard_wheel_fails_a_cpu_fallback_and_names_the_switch(tmp_path: Pat
     assert cpu.returncode == 1, cpu.stdout + cpu.stderr
     assert "holds no CUDA device code" in cpu.stdout
     assert "Its setup.py reads FORCE_CUDA" in cpu.stdout
-    cuda = cli("wheel", str(root), "-w", str(tmp_path / "cuda"), env={**env, "FORCE_CUDA": "1"})
+    cuda = cli(
+        "wheel",
+        str(root),
+        "-w",
+        str(tmp_path / "cuda"),
+        env={**env, "FORCE_CUDA": "1", "ARCHGUARD_WHEEL_VARIANT": "1"},
+    )
     assert cuda.returncode == 0, cuda.stdout + cuda.stderr[-3000:]
     assert re.search(r"^ok  fallback-1\.0-.*\.whl  sm_80 compute_80$", cuda.stdout, re.M)
+    # ARCHGUARD_WHEEL_VARIANT: a wheel-variant copy of the verified wheel beside it
+    (variant,) = (tmp_path / "cuda" / "variants").glob("fallback-1.0-*.whl")
+    assert f"  variant: {variant}" in cuda.stdout
     bad = cli("wheel", str(tmp_path / "nowhere"), env=env)
     assert bad.returncode == 2 and "is not a directory" in bad.stderr

@@ -538,22 +538,6 @@ def cmd_watch(args: argparse.Namespace) -> int:
     return EXIT_FAIL if missing else EXIT_OK
 
 
-def _recorded_cuda(wheel: Path) -> str | None:
-    import json  # noqa: PLC0415
-    import zipfile  # noqa: PLC0415
-
-    from archguard.binaries.record import is_record_name  # noqa: PLC0415
-
-    try:
-        with zipfile.ZipFile(wheel) as zf:
-            names = [n for n in zf.namelist() if is_record_name(n)]
-            data = json.loads(zf.read(names[0])) if names else {}
-    except (OSError, zipfile.BadZipFile, ValueError):
-        return None
-    cuda = data.get("cuda") if isinstance(data, dict) else None
-    return str(cuda["version"]) if isinstance(cuda, dict) and cuda.get("version") else None
-
-
 def cmd_variant(args: argparse.Namespace) -> int:
     import json  # noqa: PLC0415
 
@@ -576,7 +560,7 @@ def cmd_variant(args: argparse.Namespace) -> int:
         ]
         if not cuda_bins:
             problems.append("no binary with CUDA device code")
-        cuda = args.cuda_lower_bound or _recorded_cuda(wheel)
+        cuda = args.cuda_lower_bound or variant.recorded_cuda(wheel)
         if cuda is None:
             problems.append(
                 "no archguard record says which CUDA compiled it: pass --cuda-lower-bound X.Y"

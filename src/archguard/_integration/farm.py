@@ -25,7 +25,7 @@ from pathlib import Path
 from archguard.core.arch import Targets
 from archguard.errors import ArchguardError, ConfigError
 from archguard.reports.text import build_variables
-from archguard.settings.config import ENV_CONFIG, ENV_ENABLE
+from archguard.settings.config import ENV_CONFIG, ENV_ENABLE, env_wheel_variant
 from archguard.settings.inputs import Query, gather
 
 WHEEL_SCHEMA = "archguard.wheel/1"
@@ -73,19 +73,26 @@ class Built:
         }
 
 
-def cell_environment(source: Path, config: Path | None) -> dict[str, str]:
-    """What the build of ``source`` gets in its environment before ``setup.py`` runs."""
+def cell_environment(source: Path, config: Path | None) -> tuple[dict[str, str], bool]:
+    """What the build of ``source`` gets in its environment before ``setup.py`` runs, and
+    whether its wheels get a wheel-variant copy (``ARCHGUARD_WHEEL_VARIANT``, else the
+    package's or ARCHGUARD_CONFIG's ``wheel_variant``)."""
     environ = dict(os.environ)
     if config is not None:
         environ[ENV_CONFIG] = str(config)
-    res = gather(Query(project_dir=source), environ).resolve().require_cubins()
+    gathered = gather(Query(project_dir=source), environ)
+    res = gathered.resolve().require_cubins()
+    package = gathered.settings.package
+    wanted = env_wheel_variant(environ)
+    if wanted is None:
+        wanted = bool(package and package.wheel_variant)
     values, _, _ = build_variables(res)
     out = {ENV_ENABLE: "1", **values}
     if res.toolkit.nvcc:
         out["CUDA_HOME"] = str(Path(res.toolkit.nvcc).parent.parent)
     if config is not None:
         out[ENV_CONFIG] = str(config)
-    return out
+    return out, wanted
 
 
 def _wheels_in(out: Path) -> dict[Path, float]:
@@ -123,7 +130,7 @@ def _verify(wheels: list[Path]) -> list[dict[str, object]]:
 
 
 def build_one(source: Path, out: Path, config: Path | None, pip_args: Sequence[str]) -> Built:
-    env_vars = cell_environment(source, config)
+    env_vars, variants = cell_environment(source, config)
     reads = variables_read(source / "setup.py")
     before = _wheels_in(out)
     argv = [
@@ -181,7 +188,28 @@ def build_one(source: Path, out: Path, config: Path | None, pip_args: Sequence[s
             )
     if not made:
         built.problems.append("pip reported success but wrote no wheel")
+    if variants and not built.problems:
+        _variants(built, out)
     return built
+
+
+def _variants(built: Built, out: Path) -> None:
+    """A wheel-variant copy of each verified wheel, in ``out/variants``."""
+    from archguard.binaries.verify import check  # noqa: PLC0415
+    from archguard.detect.cuobjdump import find_cuobjdump  # noqa: PLC0415
+    from archguard.user import variant  # noqa: PLC0415
+
+    cuobjdump = find_cuobjdump(None)
+    for w in built.wheels:
+        wheel = Path(str(w["wheel"]))
+        cuda = variant.recorded_cuda(wheel)
+        binaries = [(r.label, r.found) for r in check([wheel], cuobjdump) if r.found]
+        if cuda is None or not binaries:
+            built.problems.append(f"{wheel.name}: no record or no CUDA binary for its variant")
+            continue
+        planned = variant.plan(wheel, binaries, cuda)
+        w["variant"] = str(variant.write(planned, out / "variants"))
+        w["variant_notes"] = planned.notes
 
 
 def run_wheel(
@@ -223,6 +251,8 @@ def run_wheel(
             mark = "ok" if w["ok"] else "FAILED"
             targets = " ".join(w["targets"]) or "no CUDA code"  # type: ignore[arg-type]
             lines.append(f"{mark}  {Path(str(w['wheel'])).name}  {targets}")
+            if w.get("variant"):
+                lines.append(f"  variant: {w['variant']}")
         if not r.wheels:
             lines.append(f"FAILED  {r.source}  no wheel")
         lines += [f"  {p}" for p in r.problems]

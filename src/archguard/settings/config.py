@@ -34,6 +34,8 @@ CONFIG_KEYS: dict[str, str] = {
     "max_jobs": "parallel compile jobs (default: chosen from the machine; MAX_JOBS wins)",
     "compiler_cache": "route nvcc and the host compiler through a compile cache: off, "
     "sccache or ccache (ARCHGUARD_COMPILER_CACHE wins)",
+    "wheel_variant": "archguard wheel also writes a wheel-variant copy of each verified wheel "
+    "(true or false; ARCHGUARD_WHEEL_VARIANT wins)",
 }
 # Keys whose value is one of a few words; the first is the default.
 CHOICES: dict[str, tuple[str, ...]] = {
@@ -53,6 +55,7 @@ ENV_VERIFY = "ARCHGUARD_VERIFY"
 ENV_LINT = "ARCHGUARD_LINT"
 ENV_LINT_BUDGET = "ARCHGUARD_LINT_BUDGET"
 ENV_COMPILER_CACHE = "ARCHGUARD_COMPILER_CACHE"
+ENV_WHEEL_VARIANT = "ARCHGUARD_WHEEL_VARIANT"
 ENV_KNOWN = (
     ENV_ARCH_LIST,
     ENV_POLICY,
@@ -63,6 +66,7 @@ ENV_KNOWN = (
     ENV_LINT,
     ENV_LINT_BUDGET,
     ENV_COMPILER_CACHE,
+    ENV_WHEEL_VARIANT,
 )
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"", "0", "false", "no", "off"}
@@ -87,6 +91,7 @@ class PackageConfig:
     nvcc_threads: int | None = None
     max_jobs: int | None = None
     compiler_cache: str | None = None  # None: the default (off)
+    wheel_variant: bool = False
 
     def requested_for(self, tag: str) -> tuple[tuple[ArchEntry, ...], str] | None:
         if tag in self.arch_list_by_cuda:
@@ -167,6 +172,10 @@ def parse_config(
                 counts[key] = value
             else:
                 problems.add(f"{key} = {value!r} must be a whole number from 1 to 1024")
+    wheel_variant = table.get("wheel_variant", False)
+    if not isinstance(wheel_variant, bool):
+        problems.add(f"wheel_variant = {wheel_variant!r} must be true or false")
+        wheel_variant = False
     problems.raise_if_any(
         lambda _, lines: ConfigError(f"{source} is invalid; fix each of these:\n{lines}")
     )
@@ -181,6 +190,7 @@ def parse_config(
         nvcc_threads=counts.get("nvcc_threads"),
         max_jobs=counts.get("max_jobs"),
         compiler_cache=choices.get("compiler_cache"),
+        wheel_variant=wheel_variant,
     )
 
 
@@ -278,6 +288,17 @@ def env_enabled(environ: Mapping[str, str]) -> bool:
         environ,
         ENV_ENABLE,
         "set it to 1 to turn archguard on for every build with a CUDA extension",
+    )
+
+
+def env_wheel_variant(environ: Mapping[str, str]) -> bool | None:
+    """``ARCHGUARD_WHEEL_VARIANT``: None when unset."""
+    if not (environ.get(ENV_WHEEL_VARIANT) or "").strip():
+        return None
+    return _env_switch(
+        environ,
+        ENV_WHEEL_VARIANT,
+        "set it to 1 to have archguard wheel write a wheel-variant copy of each wheel",
     )
 
 
