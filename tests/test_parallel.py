@@ -162,16 +162,22 @@ def test_one_reading_of_the_parallel_settings(
 
 def test_the_package_own_threads_win_over_nvcc_threads_and_the_table() -> None:
     from archguard.nvcc.parallel import asked
+    from archguard.settings.config import PackageConfig
 
+    table = PackageConfig("pyproject", max_jobs=5, nvcc_threads=6)
     got = asked(
         {"NVCC_THREADS": "3", "MAX_JOBS": "2"},
-        Decided(5, "pyproject max_jobs"),
-        Decided(6, "pyproject nvcc_threads"),
+        table,
         Decided(4, "extension e's nvcc flags ('--threads 4')"),
     )
     assert (got.jobs, got.threads) == (
         Decided(2, "MAX_JOBS"),
         Decided(4, "extension e's nvcc flags ('--threads 4')"),
+    )
+    alone = asked({}, table)
+    assert (alone.jobs, alone.threads) == (
+        Decided(5, "pyproject max_jobs"),
+        Decided(6, "pyproject nvcc_threads"),
     )
 
 

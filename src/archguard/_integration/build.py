@@ -146,12 +146,6 @@ def choose_parallelism(
     which ``explain`` calls too."""
     from archguard.detect.machine import detect_machine  # noqa: PLC0415
 
-    package = session.package
-    package_jobs = package_threads = None
-    if package is not None and package.max_jobs:
-        package_jobs = Decided(package.max_jobs, f"{package.source} max_jobs")
-    if package is not None and package.nvcc_threads:
-        package_threads = Decided(package.nvcc_threads, f"{package.source} nvcc_threads")
     mode, mode_from = _build_mode(cmd)
     parallel = getattr(cmd, "parallel", None)
     sharing = 1
@@ -168,7 +162,7 @@ def choose_parallelism(
             if found is not None
             else None
         )
-        settings = asked(os.environ, package_jobs, package_threads, flag)
+        settings = asked(os.environ, session.package, flag)
         for warning in settings.warnings:
             if warning not in warned:
                 warned.add(warning)

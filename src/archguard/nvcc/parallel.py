@@ -25,6 +25,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 GIB = 1 << 30
 # Peak resident memory of one nvcc compile thread of a .cu that includes torch headers:
@@ -120,10 +121,20 @@ def _count(name: str, value: str | None, origin: str, warnings: list[str]) -> De
     return Decided(int(text), origin)
 
 
+class PackageSettings(Protocol):
+    """What ``asked`` reads of a ``[tool.archguard]`` table (a PackageConfig)."""
+
+    @property
+    def source(self) -> str: ...
+    @property
+    def max_jobs(self) -> int | None: ...
+    @property
+    def nvcc_threads(self) -> int | None: ...
+
+
 def asked(
     environ: Mapping[str, str],
-    package_jobs: Decided | None = None,
-    package_threads: Decided | None = None,
+    package: PackageSettings | None = None,
     flag_threads: Decided | None = None,
 ) -> Asked:
     """The one reading of the parallel settings, for ``explain`` and the build alike:
@@ -131,6 +142,11 @@ def asked(
     ``NVCC_THREADS``, then ``nvcc_threads``. A value that is not a positive whole number
     (``MAX_JOBS=0``) is ignored with a warning, the same everywhere."""
     warnings: list[str] = []
+    package_jobs = package_threads = None
+    if package is not None and package.max_jobs:
+        package_jobs = Decided(package.max_jobs, f"{package.source} max_jobs")
+    if package is not None and package.nvcc_threads:
+        package_threads = Decided(package.nvcc_threads, f"{package.source} nvcc_threads")
     jobs = _count("MAX_JOBS", environ.get("MAX_JOBS"), "MAX_JOBS", warnings) or package_jobs
     env_threads = _count("NVCC_THREADS", environ.get("NVCC_THREADS"), "NVCC_THREADS", warnings)
     threads = flag_threads or env_threads or package_threads

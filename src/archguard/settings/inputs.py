@@ -353,7 +353,6 @@ def parallel_preview(settings: Settings, res: Resolution, environ: Mapping[str, 
     from archguard.detect.machine import detect_machine  # noqa: PLC0415
     from archguard.nvcc.flags import gencode_flags  # noqa: PLC0415
     from archguard.nvcc.parallel import (  # noqa: PLC0415
-        Decided,
         Workload,
         asked,
         decided_parallelism,
@@ -361,13 +360,7 @@ def parallel_preview(settings: Settings, res: Resolution, environ: Mapping[str, 
     )
 
     cu, cxx = count_sources(settings.project.root)
-    package = settings.package
-    package_jobs = package_threads = None
-    if package is not None and package.max_jobs:
-        package_jobs = Decided(package.max_jobs, f"{package.source} max_jobs")
-    if package is not None and package.nvcc_threads:
-        package_threads = Decided(package.nvcc_threads, f"{package.source} nvcc_threads")
-    chosen = asked(environ, package_jobs, package_threads)
+    chosen = asked(environ, settings.package)
     mode, mode_from = _preview_mode(settings.project.root)
     choice = decided_parallelism(
         detect_machine(),

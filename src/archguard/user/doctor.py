@@ -218,15 +218,21 @@ class Diagnosis:
         return text(self)
 
 
+def _parts(
+    d: Diagnosis,
+) -> tuple[
+    Sequence[tuple[Device, str]],
+    tuple[int, int] | None,
+    Sequence[Package],
+    Sequence[Finding],
+    tuple[str, Targets | None] | None,
+    Sequence[str],
+]:
+    return d.gpus, d.driver_cuda, d.packages, d.findings, d.torch, d.notes
+
+
 def record(d: Diagnosis) -> dict[str, object]:
-    gpus, driver_cuda, packages, findings, torch, notes = (
-        d.gpus,
-        d.driver_cuda,
-        d.packages,
-        d.findings,
-        d.torch,
-        d.notes,
-    )
+    gpus, driver_cuda, packages, findings, torch, notes = _parts(d)
     return {
         "schema": DOCTOR_SCHEMA,
         "gpus": [{"cc": g.cc_text, "name": g.name, "from": origin} for g, origin in gpus],
@@ -271,14 +277,7 @@ def failed(findings: Iterable[Finding]) -> list[Finding]:
 
 
 def text(d: Diagnosis) -> str:
-    gpus, driver_cuda, packages, findings, torch, notes = (
-        d.gpus,
-        d.driver_cuda,
-        d.packages,
-        d.findings,
-        d.torch,
-        d.notes,
-    )
+    gpus, driver_cuda, packages, findings, torch, notes = _parts(d)
     lines = ["archguard doctor", ""]
     shown = ", ".join(f"{g} (from {origin})" for g, origin in gpus) or "none found"
     lines.append(f"GPUs: {shown}")
