@@ -550,28 +550,14 @@ def cmd_variant(args: argparse.Namespace) -> int:
     reports: list[dict[str, object]] = []
     status = EXIT_OK
     for wheel in args.wheels:
-        results = check([wheel], cuobjdump)
-        cuda_bins = [r for r in results if r.found is not None]
-        problems = [
-            f"{r.label}: holds {' '.join(r.found.names())}, its record says "
-            f"{' '.join(r.expected.targets.names())}"
-            for r in cuda_bins
-            if r.found is not None and r.expected is not None and not r.ok
-        ]
-        if not cuda_bins:
-            problems.append("no binary with CUDA device code")
-        cuda = args.cuda_lower_bound or variant.recorded_cuda(wheel)
-        if cuda is None:
-            problems.append(
-                "no archguard record says which CUDA compiled it: pass --cuda-lower-bound X.Y"
-            )
+        planned, problems = variant.from_checked(
+            wheel, check([wheel], cuobjdump), args.cuda_lower_bound
+        )
         entry: dict[str, object] = {"wheel": str(wheel), "problems": problems}
-        if problems:
+        if planned is None:
             status = EXIT_FAIL
             reports.append(entry)
             continue
-        assert cuda is not None
-        planned = variant.plan(wheel, [(r.label, r.found) for r in cuda_bins if r.found], cuda)
         written = variant.write(planned, args.output_dir, args.label)
         entry |= {
             "variant": str(written),
@@ -593,39 +579,6 @@ def cmd_variant(args: argparse.Namespace) -> int:
             lines += [f"  note: {n}" for n in entry["notes"]]  # type: ignore[attr-defined]
         _write("\n".join(lines) + "\n")
     return status
-
-
-def _installed_torch(paths: list[str]) -> tuple[str, object] | None:
-    """The installed torch's version and, from the bundled table, its targets (its CUDA
-    version read from torch/version.py as text: torch is not imported)."""
-    import re  # noqa: PLC0415
-    from importlib import metadata  # noqa: PLC0415
-
-    from packaging.version import InvalidVersion, Version  # noqa: PLC0415
-
-    from archguard.core.torchbuild import bundled_torch  # noqa: PLC0415
-
-    found = (
-        metadata.distributions(name="torch", path=paths)
-        if paths
-        else metadata.distributions(name="torch")
-    )
-    dist = next(iter(found), None)
-    if dist is None:
-        return None
-    try:
-        text = Path(str(dist.locate_file("torch/version.py"))).read_text(encoding="utf-8")
-    except OSError:
-        text = ""
-    cuda = re.search(r"^cuda\s*(?::\s*\S+\s*)?=\s*['\"]([0-9]+)\.([0-9]+)", text, re.M)
-    label = f"{dist.version} (CUDA {cuda[1]}.{cuda[2]})" if cuda else f"{dist.version} (no CUDA)"
-    if cuda is None:
-        return label, None
-    try:
-        base = Version(Version(dist.version).base_version)
-        return label, bundled_torch((int(cuda[1]), int(cuda[2])), base).targets
-    except (InvalidVersion, ArchguardError):
-        return label, None
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
@@ -658,8 +611,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         notes.append(f"no cuobjdump: wheels without an archguard record are not read ({exc})")
     packages = doctor.installed(args.path or None, cuobjdump)
     findings = doctor.diagnose([g for g, _ in gpus], packages, driver)
-    torch = _installed_torch(args.path)
-    diagnosis = doctor.Diagnosis(gpus, driver, packages, findings, torch, notes)  # type: ignore[arg-type]
+    torch = doctor.installed_torch(args.path)
+    diagnosis = doctor.Diagnosis(gpus, driver, packages, findings, torch, notes)
     _write(
         json.dumps(diagnosis.record(), indent=2) + "\n"
         if args.format == "json"

@@ -21,12 +21,16 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from archguard.core.arch import Targets
 from archguard.errors import ArchguardError, ConfigError
 from archguard.reports.text import build_variables
 from archguard.settings.config import ENV_CONFIG, ENV_ENABLE, env_wheel_variant
 from archguard.settings.inputs import Query, gather
+
+if TYPE_CHECKING:
+    from archguard.binaries.verify import Checked
 
 WHEEL_SCHEMA = "archguard.wheel/1"
 _READS = re.compile(
@@ -56,6 +60,7 @@ class Built:
     reads: list[str]
     wheels: list[dict[str, object]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    checked: dict[str, list[Checked]] = field(default_factory=dict)  # wheel -> read back
 
     @property
     def ok(self) -> bool:
@@ -99,7 +104,9 @@ def _wheels_in(out: Path) -> dict[Path, float]:
     return {p: p.stat().st_mtime for p in out.glob("*.whl")} if out.is_dir() else {}
 
 
-def _verify(wheels: list[Path]) -> list[dict[str, object]]:
+def _verify(wheels: list[Path], checked: dict[str, list[Checked]]) -> list[dict[str, object]]:
+    """Each wheel's binaries read back and compared with its record; the results are kept
+    in ``checked`` (by wheel path) for the variant copy."""
     from archguard.binaries.verify import check  # noqa: PLC0415
     from archguard.detect.cuobjdump import find_cuobjdump  # noqa: PLC0415
 
@@ -107,6 +114,7 @@ def _verify(wheels: list[Path]) -> list[dict[str, object]]:
     out = []
     for wheel in wheels:
         results = check([wheel], cuobjdump)
+        checked[str(wheel)] = results
         cuda = [r for r in results if r.found is not None]
         out.append(
             {
@@ -167,7 +175,7 @@ def build_one(source: Path, out: Path, config: Path | None, pip_args: Sequence[s
     if proc.returncode != 0:
         built.problems.append(f"pip wheel failed (exit {proc.returncode}); the log is above")
         return built
-    built.wheels = _verify(made)
+    built.wheels = _verify(made, built.checked)
     for w in built.wheels:
         if not w["cuda_binaries"]:
             switches = [r for r in reads if r not in env_vars]
@@ -194,20 +202,16 @@ def build_one(source: Path, out: Path, config: Path | None, pip_args: Sequence[s
 
 
 def _variants(built: Built, out: Path) -> None:
-    """A wheel-variant copy of each verified wheel, in ``out/variants``."""
-    from archguard.binaries.verify import check  # noqa: PLC0415
-    from archguard.detect.cuobjdump import find_cuobjdump  # noqa: PLC0415
+    """A wheel-variant copy of each verified wheel, in ``out/variants``, from the binaries
+    already read back."""
     from archguard.user import variant  # noqa: PLC0415
 
-    cuobjdump = find_cuobjdump(None)
     for w in built.wheels:
         wheel = Path(str(w["wheel"]))
-        cuda = variant.recorded_cuda(wheel)
-        binaries = [(r.label, r.found) for r in check([wheel], cuobjdump) if r.found]
-        if cuda is None or not binaries:
-            built.problems.append(f"{wheel.name}: no record or no CUDA binary for its variant")
+        planned, problems = variant.from_checked(wheel, built.checked.get(str(wheel), []))
+        if planned is None:
+            built.problems += [f"{wheel.name}: no variant: {p}" for p in problems]
             continue
-        planned = variant.plan(wheel, binaries, cuda)
         w["variant"] = str(variant.write(planned, out / "variants"))
         w["variant_notes"] = planned.notes
 

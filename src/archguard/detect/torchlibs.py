@@ -120,7 +120,8 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _version(text: str, where: str) -> tuple[str, CudaVersion | None]:
+def parse_version_py(text: str, where: str) -> tuple[str, CudaVersion | None]:
+    """torch/version.py's ``__version__`` and ``cuda`` (None for a CPU build)."""
     version = _VERSION.search(text)
     if not version:
         raise BinaryReadError(f"{where} names no torch __version__; is this torch?")
@@ -146,7 +147,7 @@ def probe_wheel(wheel: Path, cuobjdump: str) -> TorchProbe:
         names = zf.namelist()
         if "torch/version.py" not in names:
             raise BinaryReadError(f"{wheel.name} holds no torch/version.py: not a torch wheel.")
-        version, cuda = _version(zf.read("torch/version.py").decode(), wheel.name)
+        version, cuda = parse_version_py(zf.read("torch/version.py").decode(), wheel.name)
 
         def extracted() -> Iterator[tuple[str, Path]]:
             for name in sorted(n for n in names if _LIB.match(n)):
@@ -170,7 +171,7 @@ def probe_directory(path: Path, cuobjdump: str) -> TorchProbe:
             f"{path} is not a torch package directory (no version.py and lib/); give the "
             "torch directory in site-packages, or a torch wheel."
         )
-    version, cuda = _version((root / "version.py").read_text(), str(root / "version.py"))
+    version, cuda = parse_version_py((root / "version.py").read_text(), str(root / "version.py"))
     libs = sorted(p for p in (root / "lib").iterdir() if _LIB.match(f"torch/lib/{p.name}"))
     libraries = _libraries(((p.name, p) for p in libs), cuobjdump)
     main = root / "lib" / "libtorch_cuda.so"

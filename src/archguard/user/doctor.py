@@ -147,6 +147,39 @@ def installed(paths: Sequence[str] | None, cuobjdump: str | None) -> list[Packag
     return sorted(out.values(), key=lambda p: p.name.lower())
 
 
+def installed_torch(paths: Sequence[str]) -> tuple[str, Targets | None] | None:
+    """The installed torch's version and, from the bundled table, its targets. Its
+    torch/version.py is read as text by the one parser of it
+    (:func:`archguard.detect.torchlibs.parse_version_py`): torch is not imported."""
+    from packaging.version import InvalidVersion, Version  # noqa: PLC0415
+
+    from archguard.core.torchbuild import bundled_torch  # noqa: PLC0415
+    from archguard.detect.torchlibs import parse_version_py  # noqa: PLC0415
+    from archguard.errors import ArchguardError  # noqa: PLC0415
+
+    found = (
+        metadata.distributions(name="torch", path=list(paths))
+        if paths
+        else metadata.distributions(name="torch")
+    )
+    dist = next(iter(found), None)
+    if dist is None:
+        return None
+    where = Path(str(dist.locate_file("torch/version.py")))
+    try:
+        version, cuda = parse_version_py(where.read_text(encoding="utf-8"), str(where))
+    except (OSError, ArchguardError):
+        return f"{dist.version} (no torch/version.py)", None
+    if cuda is None:
+        return f"{version} (no CUDA)", None
+    label = f"{version} (CUDA {cuda.text})"
+    try:
+        base = Version(Version(version).base_version)
+        return label, bundled_torch((cuda.major, cuda.minor), base).targets
+    except (InvalidVersion, ArchguardError):
+        return label, None
+
+
 def diagnose(
     gpus: Iterable[Device], packages: Iterable[Package], driver_cuda: tuple[int, int] | None
 ) -> list[Finding]:

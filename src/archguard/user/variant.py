@@ -19,11 +19,16 @@ import hashlib
 import json
 import shutil
 import zipfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from archguard.core.arch import Arch, Targets
 from archguard.errors import BinaryReadError, VariantsUnavailable
+
+if TYPE_CHECKING:
+    from archguard.binaries.verify import Checked
 
 NAMESPACE = "nvidia"
 PROVIDER_REQUIRES = ["nvidia-variant-provider>=0.0.1,<1.0.0"]
@@ -93,6 +98,31 @@ def plan(wheel: Path, binaries: list[tuple[str, Targets]], cuda: str) -> Plan:
             f"driver runs CUDA {cuda} or newer, including GPUs it holds no image for"
         )
     return out
+
+
+def from_checked(
+    wheel: Path, results: Sequence[Checked], cuda: str | None = None
+) -> tuple[Plan | None, list[str]]:
+    """The plan for a wheel whose binaries ``results`` were read back (``verify.check``),
+    or the problems that refuse it: a binary that disagrees with its record, no CUDA
+    binary, no CUDA version (``cuda``, else the record's)."""
+    binaries = [(r.label, r.found) for r in results if r.found is not None]
+    problems = [
+        f"{r.label}: holds {' '.join(r.found.names())}, its record says "
+        f"{' '.join(r.expected.targets.names())}"
+        for r in results
+        if r.found is not None and r.expected is not None and not r.ok
+    ]
+    if not binaries:
+        problems.append("no binary with CUDA device code")
+    cuda = cuda or recorded_cuda(wheel)
+    if cuda is None:
+        problems.append(
+            "no archguard record says which CUDA compiled it: pass --cuda-lower-bound X.Y"
+        )
+    if problems or cuda is None:
+        return None, problems
+    return plan(wheel, binaries, cuda), []
 
 
 def ensure_variantlib() -> object:
