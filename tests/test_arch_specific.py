@@ -104,6 +104,15 @@ def so_targets(wheel: Path, tmp: Path) -> dict[str, list[str]]:
     return out
 
 
+def assert_last_words(log: str, ext: str, targets: str, added: str, own: str) -> None:
+    """archguard's one compile-failed line: the extension, its targets, what archguard
+    added beyond the package's own, and the ARCHGUARD_ARCH_LIST that leaves them out."""
+    (last,) = [x for x in log.splitlines() if "archguard: error: compile-failed:" in x]
+    assert f"extension {ext} failed to build with {targets}" in last
+    assert f"archguard added {added} beyond what the package hard-codes" in last
+    assert f'ARCHGUARD_ARCH_LIST="{own}"' in last
+
+
 def build(root: Path, tmp: Path, **env: str) -> tuple[subprocess.CompletedProcess[str], str]:
     proc = pip_wheel(root, tmp / "out", env=build_env(**env))
     return proc, proc.stdout + proc.stderr
@@ -210,10 +219,7 @@ def test_a_kernel_that_only_assembles_for_sm_90a_builds_in_farm_mode_with_the_fu
     dropped, log = build(drop_root, tmp_path / "drop", ARCHGUARD_ARCH_LIST="8.0;9.0")
     assert dropped.returncode != 0
     assert "Instruction 'setmaxnreg.inc' not supported on .target 'sm_90'" in log
-    (last,) = [x for x in log.splitlines() if "archguard: error: compile-failed:" in x]
-    assert "extension _strict failed to build with sm_80 sm_90 compute_90" in last
-    assert "archguard added sm_90 compute_90 beyond what the package hard-codes" in last
-    assert 'ARCHGUARD_ARCH_LIST="8.0"' in last
+    assert_last_words(log, "_strict", "sm_80 sm_90 compute_90", "sm_90 compute_90", "8.0")
 
 
 def test_a_cp_async_package_hard_coding_sm_80_up_keeps_its_floor_in_farm_mode(
@@ -249,10 +255,7 @@ def test_a_cp_async_package_hard_coding_sm_80_up_keeps_its_floor_in_farm_mode(
     )
     assert failed.returncode != 0
     assert "requires .target sm_80 or higher" in log
-    (last,) = [x for x in log.splitlines() if "archguard: error: compile-failed:" in x]
-    assert "extension _cp failed to build with sm_75 sm_80 compute_80" in last
-    assert "archguard added sm_75 compute_80 beyond what the package hard-codes" in last
-    assert 'ARCHGUARD_ARCH_LIST="8.0"' in last
+    assert_last_words(log, "_cp", "sm_75 sm_80 compute_80", "sm_75 compute_80", "8.0")
 
 
 def test_sm_100a_leaves_b300_without_a_native_cubin_and_says_how_to_fix_it(
