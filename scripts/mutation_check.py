@@ -40,7 +40,7 @@ class Mutation:
 MUTATIONS = [
     Mutation(
         "lint-own-macros-stay-unknown",
-        "src/archguard/lint/preprocessor.py",
+        "src/archguard/lint/expressions.py",
         "        self.absent: set[str] = set(absent) | (set(owned) - set(self.table))",
         "        self.absent: set[str] = set(absent)",
         ("tests/test_lint_corpus.py::test_cutlass_sm90a_wrappers_trap_on_a_plain_sm_90_cubin",),

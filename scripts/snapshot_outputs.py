@@ -7,7 +7,8 @@ For a refactor that must not change behaviour: run it before and after, then
 ``diff -r before/ after/``. It covers, for each (CUDA, torch) cell of the bundled tables,
 ``list`` in every format and ``explain`` (text and JSON, which is the wheel's resolution
 record plus warnings), with the bundled policy, with a package override holding ``a``/``f``
-entries and with ``ARCHGUARD_ARCH_LIST``; ``matrix`` in every format; and ``check-policy``.
+entries and with ``ARCHGUARD_ARCH_LIST``; ``matrix`` in every format; ``check-policy``; and
+``lint`` on every corpus excerpt and on the example package.
 Each output file holds the exit status, stdout and stderr of one command, run in-process
 through ``archguard._cli.main`` (so the whole run takes seconds).
 """
@@ -45,6 +46,28 @@ def run(argv: list[str], env: dict[str, str]) -> str:
         f"$ archguard {' '.join(argv)}\nexit {code}\n"
         f"--- stdout\n{out.getvalue()}--- stderr\n{err.getvalue()}"
     )
+
+
+REPO = Path(__file__).resolve().parent.parent
+LINT_LISTS = (
+    "sm_75 sm_80 sm_86 sm_90 sm_100 sm_120 compute_90 compute_120",
+    "sm_80 sm_86 compute_86",
+)
+
+
+def lint_outputs(out: Path) -> int:
+    """``lint`` on every corpus excerpt and on the example package, for two target lists."""
+    sources = [*sorted(REPO.glob("tests/lint_corpus/*/*.cu")), REPO / "example_package"]
+    count = 0
+    for source in sources:
+        for number, arches in enumerate(LINT_LISTS):
+            for fmt in ("text", "json"):
+                where = ["--project", str(source)] if source.is_dir() else [str(source)]
+                argv = ["lint", *where, "--cuda", "13.0", "--torch-arches", arches, "--format", fmt]
+                name = f"lint-{source.parent.name}-{source.stem}-{number}-{fmt}.txt"
+                (out / name).write_text(run(argv, {}).replace(str(REPO), "<repo>"))
+                count += 1
+    return count
 
 
 def main(argv: list[str]) -> int:
@@ -87,6 +110,7 @@ def main(argv: list[str]) -> int:
                 (out / f"matrix-{variant}-{fmt}.txt").write_text(text.replace(tmp, "<tmp>"))
                 count += 1
         (out / "check-policy.txt").write_text(run(["check-policy"], {}))
+        count += lint_outputs(out)
     print(f"{count + 1} outputs written to {out}")
     return 0
 

@@ -309,14 +309,10 @@ CPP_TOKENS = [
 def fuzz_preprocessor(text: str, header: str) -> None:
     """The lint reads any text without a traceback: a result or archguard's own error."""
     from archguard.core.toolkit import bundled_toolkit
-    from archguard.lint.guards import Target, analyse
-    from archguard.lint.preprocessor import (
-        Macros,
-        Unparsable,
-        evaluate,
-        logical_lines,
-        parse_define,
-    )
+    from archguard.lint.expressions import Macros, Unparsable, evaluate, parse_define
+    from archguard.lint.guards import Target, Wheel, analyse
+    from archguard.lint.lines import logical_lines
+    from archguard.lint.sources import Sources
 
     for line in logical_lines(text):
         parse_define(line.text)
@@ -325,13 +321,9 @@ def fuzz_preprocessor(text: str, header: str) -> None:
     toolkit = bundled_toolkit((13, 0))
     files = {"a.cu": text, "h.h": header}
     targets = parse_targets("sm_80 sm_86 sm_90 compute_90", "fuzz", known=known_arches())
+    resolve = lambda n, q, i: n if n in files else None  # noqa: E731
     report = analyse(
-        ["a.cu"],
-        targets,
-        toolkit,
-        targets,
-        files.__getitem__,
-        lambda n, q, i: n if n in files else None,
+        ["a.cu"], Wheel(targets, toolkit, targets), Sources(files.__getitem__, resolve)
     )
     assert report.files >= 1
 

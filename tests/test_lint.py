@@ -16,7 +16,8 @@ from archguard.core.arch import Arch, parse_targets
 from archguard.core.cuda import CudaVersion
 from archguard.core.toolkit import bundled_toolkit, known_arches
 from archguard.core.torchbuild import bundled_torch
-from archguard.lint.guards import Target, analyse, classify
+from archguard.lint.guards import Target, Wheel, analyse, classify
+from archguard.lint.sources import Sources
 from realtools import REPO, cli, needs_nvcc, nvcc
 
 CU130 = parse_targets(
@@ -125,10 +126,14 @@ def test_what_each_target_defines_is_what_nvcc_defines(
     assert seen == expected
 
 
+def no_include(name: str, quoted: bool, including: str) -> None:
+    return None
+
+
 def lint_text(tmp_path: Path, source: str, targets: str, name: str = "k.cu"):  # type: ignore[no-untyped-def]
     files = {name: source}
     wanted = parse_targets(targets, "t", known=known_arches())
-    return analyse([name], wanted, TOOLKIT, TORCH, files.__getitem__, lambda n, q, i: None)
+    return analyse([name], Wheel(wanted, TOOLKIT, TORCH), Sources(files.__getitem__, no_include))
 
 
 FEAT = """\
@@ -208,14 +213,8 @@ def test_macros_defined_from_the_arch_in_an_included_header(tmp_path: Path) -> N
             "#if __CUDA_ARCH__ >= 890\n#define FP8_OK 1\n#endif\n#endif\n"
         ),
     }
-    report = analyse(
-        ["k.cu"],
-        CU130,
-        TOOLKIT,
-        CU130,
-        files.__getitem__,
-        lambda n, q, i: n if n in files else None,
-    )
+    resolve = lambda n, q, i: n if n in files else None  # noqa: E731
+    report = analyse(["k.cu"], Wheel(CU130, TOOLKIT, CU130), Sources(files.__getitem__, resolve))
     ((device, line, kind),) = {(f.device.cc_text, f.line, f.kind) for f in report.findings}
     assert (device, line, kind) == ("8.9", 3, "empty")
 
@@ -248,7 +247,7 @@ def test_dead_regions_errors_and_conditions_it_cannot_evaluate(tmp_path: Path) -
     ],
 )
 def test_what_the_loaded_image_gets_instead(body: list[str], kind: str) -> None:
-    from archguard.lint.preprocessor import logical_lines
+    from archguard.lint.lines import logical_lines
 
     lines = [line.text for line in logical_lines("\n".join(body))]
     assert classify(lines) == kind
@@ -366,27 +365,19 @@ def test_a_guarded_header_is_walked_once_per_state(once: str) -> None:
         return files[name]
 
     wanted = parse_targets("sm_80 sm_90", "t", known=known_arches())
-    report = analyse(
-        ["k.cu"],
-        wanted,
-        TOOLKIT,
-        TORCH,
-        read,
-        lambda n, q, i: n if n in files else None,
-        budget=60.0,
-    )
+    resolve = lambda n, q, i: n if n in files else None  # noqa: E731
+    report = analyse(["k.cu"], Wheel(wanted, TOOLKIT, TORCH), Sources(read, resolve, budget=60.0))
     assert report.unfinished == [] and report.files == 41
     assert sorted(reads) == sorted(files)  # each file read once
 
 
 def test_past_its_budget_the_lint_lists_what_it_did_not_scan() -> None:
-    from archguard.lint.guards import text_lines
+    from archguard.lint.render import text_lines
 
     files = lattice(3, "guard")
     wanted = parse_targets("sm_80", "t", known=known_arches())
-    report = analyse(
-        ["k.cu"], wanted, TOOLKIT, TORCH, files.__getitem__, lambda n, q, i: n, budget=0.0
-    )
+    sources = Sources(files.__getitem__, lambda n, q, i: n, budget=0.0)
+    report = analyse(["k.cu"], Wheel(wanted, TOOLKIT, TORCH), sources)
     assert report.unfinished == ["k.cu"]
     assert any("budget" in line and "k.cu" in line for line in text_lines(report, "cu130"))
 
@@ -418,9 +409,8 @@ def test_a_forced_include_is_read_before_the_source() -> None:
     wanted = parse_targets("sm_80 sm_90", "t", known=known_arches())
 
     def lint(forced: list[str]):  # type: ignore[no-untyped-def]
-        return analyse(
-            ["k.cu"], wanted, TOOLKIT, TORCH, files.__getitem__, lambda n, q, i: None, forced=forced
-        )
+        sources = Sources(files.__getitem__, no_include, forced=tuple(forced))
+        return analyse(["k.cu"], Wheel(wanted, TOOLKIT, TORCH), sources)
 
     assert lint([]).not_understood  # USE_FAST: undecided without the forced include
     forced = lint(["config.h"])
@@ -428,7 +418,7 @@ def test_a_forced_include_is_read_before_the_source() -> None:
 
 
 def test_include_flags_reads_dirs_and_forced_includes(tmp_path: Path) -> None:
-    from archguard.lint.guards import include_flags
+    from archguard.lint.sources import include_flags
 
     (tmp_path / "cfg.h").write_text("")
     dirs, forced = include_flags(

@@ -28,7 +28,8 @@ from packaging.version import Version
 from archguard.core.arch import Targets, parse_targets
 from archguard.core.toolkit import bundled_toolkit, known_arches
 from archguard.core.torchbuild import bundled_torch
-from archguard.lint.guards import Report, lint_paths, parse_defines
+from archguard.lint.guards import Report, Wheel, analyse
+from archguard.lint.sources import Sources, parse_defines
 from realtools import REPO, cli
 
 CORPUS = REPO / "tests" / "lint_corpus"
@@ -50,15 +51,8 @@ def targets(text: str) -> Targets:
 
 def lint(path: str, wheel: str = CU130, flags: list[str] | None = None) -> Report:
     file = CORPUS / path
-    return lint_paths(
-        [str(file)],
-        [file.parent],
-        [file.parent],
-        targets(wheel),
-        TOOLKIT,
-        TORCH,
-        defines=parse_defines(flags or []),
-    )
+    sources = Sources.on_disk([file.parent], [file.parent], parse_defines(flags or []))
+    return analyse([str(file)], Wheel(targets(wheel), TOOLKIT, TORCH), sources)
 
 
 def found(report: Report) -> set[tuple[str, int, str, str, str, str]]:

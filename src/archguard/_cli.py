@@ -378,13 +378,14 @@ def cmd_probe_torch(args: argparse.Namespace) -> int:
 
 
 def cmd_lint(args: argparse.Namespace) -> int:
-    from archguard.lint.guards import (  # noqa: PLC0415
+    from archguard.lint.guards import Wheel, analyse  # noqa: PLC0415
+    from archguard.lint.render import render  # noqa: PLC0415
+    from archguard.lint.sources import (  # noqa: PLC0415
+        Sources,
         include_dirs_of,
-        lint_paths,
         parse_defines,
         path_sources,
         project_sources,
-        render,
     )
 
     gathered = gather(_query(args))
@@ -395,16 +396,9 @@ def cmd_lint(args: argparse.Namespace) -> int:
     roots = path_sources(args.paths) if args.paths else project_sources(project)
     inside = [project, *args.include, *(p if p.is_dir() else p.parent for p in args.paths)]
     include_dirs = [*args.include, *include_dirs_of(project)]
-    report = lint_paths(
-        roots,
-        include_dirs,
-        inside,
-        res.targets,
-        res.toolkit,
-        res.torch.targets,
-        defines=parse_defines(args.macros),
-        forced=[str(f.resolve()) for f in args.forced],
-    )
+    forced = [str(f.resolve()) for f in args.forced]
+    sources = Sources.on_disk(include_dirs, inside, parse_defines(args.macros), forced)
+    report = analyse(roots, Wheel(res.targets, res.toolkit, res.torch.targets), sources)
     _write(render(report, res.tag, args.format, base=project))
     return EXIT_OK if report.ok else EXIT_FAIL
 

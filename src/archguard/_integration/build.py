@@ -37,6 +37,7 @@ from archguard.detect.cudalibs import (
     make_header_dir,
     make_links,
 )
+from archguard.detect.sources import tree_files
 from archguard.errors import ArchguardError, CompileFailed, CompilerCacheMissing
 from archguard.nvcc.flags import threads_flag
 from archguard.nvcc.parallel import (
@@ -60,9 +61,6 @@ from archguard.settings.config import (
 
 CUDA_SUFFIXES = (".cu", ".cuh")
 NVCC_KEYS = ("nvcc", "nvcc_dlink")
-# Directories never searched for CUDA sources when deciding whether a source-less
-# (CMake-built) extension is a CUDA one in farm mode.
-_SKIP_DIRS = {".git", "build", "dist", ".venv", "venv", "node_modules", "__pycache__"}
 
 
 def is_torch_build_extension(cls: type) -> bool:
@@ -77,18 +75,9 @@ def _has_cuda_sources(ext: Any) -> bool:
     return any(str(s).endswith(CUDA_SUFFIXES) for s in getattr(ext, "sources", ()))
 
 
-def _tree_has_cuda_sources(root: str, limit: int = 20000) -> bool:
-    """Does the source tree hold a .cu/.cuh file? (Bounded walk, build dirs skipped.)"""
-    seen = 0
-    for _, dirs, files in os.walk(root):
-        dirs[:] = [d for d in dirs if d not in _SKIP_DIRS and not d.startswith(".")]
-        for name in files:
-            if name.endswith(CUDA_SUFFIXES):
-                return True
-        seen += len(files)
-        if seen > limit:
-            return False
-    return False
+def _tree_has_cuda_sources(root: str) -> bool:
+    """Does the source tree hold a .cu/.cuh file? (The one bounded tree walk.)"""
+    return any(name.endswith(CUDA_SUFFIXES) for name in tree_files(root))
 
 
 def cuda_extensions(extensions: list[Any], root: str, farm: bool) -> list[Any]:

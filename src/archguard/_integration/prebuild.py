@@ -15,14 +15,9 @@ from typing import Any
 from archguard._integration.common import project_root, say
 from archguard._integration.session import Session, setup_error
 from archguard.errors import ArchguardError, ConfigError, StubHazard
-from archguard.lint.guards import (
-    include_dirs_of,
-    include_flags,
-    lint_paths,
-    parse_defines,
-    relative,
-    text_lines,
-)
+from archguard.lint.guards import Wheel, analyse
+from archguard.lint.render import relative, text_lines
+from archguard.lint.sources import Sources, include_dirs_of, include_flags, parse_defines
 from archguard.nvcc.plan import ExtensionPlan
 from archguard.settings.config import ENV_LINT, ENV_LINT_BUDGET, env_choice
 
@@ -83,21 +78,18 @@ def lint_build(
         flag_dirs, forced = include_flags(nvcc_flags, root)
         dirs = [root / d for d in getattr(ext, "include_dirs", []) or []] + flag_dirs
         inside_dirs = [d.resolve() for d in dirs if d.resolve().is_relative_to(root)]
-        report = lint_paths(
-            sources,
+        defines = parse_defines(
+            [*nvcc_flags, *(f"-U{name}" for name in getattr(ext, "undef_macros", None) or [])],
+            list(getattr(ext, "define_macros", None) or []),
+        )
+        reading = Sources.on_disk(
             [*inside_dirs, *include_dirs_of(root)],
             [root],
-            plan.targets,
-            res.toolkit,
-            res.torch.targets,
-            budget=budget,
-            forced=[f for f in forced if Path(f).is_relative_to(root)],
-            defines=parse_defines(
-                [str(f) for f in args.get("nvcc", [])]
-                + [f"-U{name}" for name in getattr(ext, "undef_macros", None) or []],
-                list(getattr(ext, "define_macros", None) or []),
-            ),
+            defines,
+            [f for f in forced if Path(f).is_relative_to(root)],
+            budget,
         )
+        report = analyse(sources, Wheel(plan.targets, res.toolkit, res.torch.targets), reading)
         session.linted[ext.name] = {
             "findings": len(report.findings),
             "dead": len(report.dead),

@@ -18,22 +18,21 @@ evaluate. What each target defines is what nvcc 13.0 defines (checked by
 
 from __future__ import annotations
 
-import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from archguard.core.arch import Arch, Targets
 from archguard.core.coverage import Device, chosen_cubin, chosen_ptx, known_devices, runs_on
 from archguard.core.cuda import CudaVersion
 from archguard.core.toolkit import Toolkit
-from archguard.lint.preprocessor import Macro, Preprocessor, Region, Walk, file_resolver, tokenize
+from archguard.lint.expressions import Macro, tokenize
+from archguard.lint.preprocessor import Preprocessor, Region, Scan, Walk
 
-LINT_SCHEMA = "archguard.lint/1"
-CUDA_ROOTS = (".cu",)
-HEADER_SUFFIXES = (".cuh", ".h", ".hpp", ".hh", ".inl", ".cuinl")
-_SKIP_DIRS = {".git", "build", "dist", ".venv", "venv", "node_modules", "__pycache__"}
+if TYPE_CHECKING:
+    from archguard.lint.sources import Sources
+
 
 _TRAP = re.compile(
     r"__trap\s*\(|\btrap\s*;|__brkpt\s*\(|\bassert\s*\(|__assertfail|\babort\s*\(|"
@@ -169,77 +168,90 @@ def _variants(device: Device, toolkit: Toolkit) -> list[Arch]:
     return out
 
 
-def analyse(
-    roots: Sequence[str],
-    targets: Targets,
-    toolkit: Toolkit,
-    torch_targets: Targets | None,
-    read: Callable[[str], str],
-    resolve: Callable[[str, bool, str], str | None],
-    devices: Sequence[Device] | None = None,
-    defines: Mapping[str, str | None] | None = None,
-    budget: float | None = None,
-    forced: Sequence[str] = (),
-) -> Report:
-    """Lint the translation units ``roots`` for a wheel holding ``targets``. ``defines``:
-    the command line's macros (``-DNAME=VALUE``: a string; ``-UNAME``: None). ``budget``:
-    seconds for the walk, after which the sources not reached are listed as unscanned."""
-    devices = tuple(devices or known_devices())
-    images: list[tuple[Target, bool]] = [
-        (Target(a.sm, a), False) for a in sorted(targets.cubins)
-    ] + [(Target(a.compute, a.plain), True) for a in sorted(targets.ptx)]
+@dataclass(frozen=True)
+class Wheel:
+    """What the lint answers for: the wheel's targets, the toolkit compiling them, the torch
+    the wheel is for (whether torch runs on a device) and the devices to judge."""
+
+    targets: Targets
+    toolkit: Toolkit
+    torch_targets: Targets | None = None
+    devices: tuple[Device, ...] | None = None
+
+
+@dataclass
+class _Configs:
+    """The walk's configurations: each image in the wheel, the host pass, then each served
+    device's own native targets; and which image each served device loads."""
+
+    targets: list[Target]
+    images: list[int]  # indexes of the wheel's images
+    host: int
     # device, image config index, image label, the image's arch when it is the device's own
-    served: list[tuple[Device, int, str, Arch | None]] = []
-    natives: dict[Arch, int] = {}
-    configs: list[Target] = [t for t, _ in images] + [Target("host", None)]
-    host = len(configs) - 1
-    for device in devices:
+    served: list[tuple[Device, int, str, Arch | None]] = field(default_factory=list)
+    natives: dict[Arch, int] = field(default_factory=dict)
+
+
+def _configs(wheel: Wheel) -> _Configs:
+    targets = wheel.targets
+    images = [Target(a.sm, a) for a in sorted(targets.cubins)] + [
+        Target(a.compute, a.plain) for a in sorted(targets.ptx)
+    ]
+    out = _Configs([*images, Target("host", None)], list(range(len(images))), len(images))
+    for device in wheel.devices or known_devices():
         cubin = chosen_cubin(targets.cubins, device.cc)
         own: Arch | None = None
         if cubin is not None:
-            index, label = configs.index(Target(cubin.sm, cubin)), cubin.sm
+            index, label = out.targets.index(Target(cubin.sm, cubin)), cubin.sm
             own = cubin if cubin.cc == device.cc else None
         else:
             ptx = chosen_ptx(targets.ptx, device.cc)
             if ptx is None:
                 continue  # dead: no image to compare
-            index, label = configs.index(Target(ptx.compute, ptx.plain)), f"{ptx.compute} (JIT)"
-        served.append((device, index, label, own))
-        for arch in _variants(device, toolkit):
-            if arch not in natives:
-                natives[arch] = len(configs)
-                configs.append(Target(f"native {arch.sm}", arch))
+            index = out.targets.index(Target(ptx.compute, ptx.plain))
+            label = f"{ptx.compute} (JIT)"
+        out.served.append((device, index, label, own))
+        for arch in _variants(device, wheel.toolkit):
+            if arch not in out.natives:
+                out.natives[arch] = len(out.targets)
+                out.targets.append(Target(f"native {arch.sm}", arch))
+    return out
+
+
+def _scan(wheel: Wheel, sources: Sources, configs: _Configs) -> tuple[list[dict[str, Macro]], Scan]:
+    """Each configuration's initial macro table, and how the walk reads the sources."""
+    targets = wheel.targets
     arch_list = ",".join(
         sorted({str(a.major * 100 + a.minor * 10) for a in targets.cubins | targets.ptx}, key=int)
     )
     given = {
         name: Macro(name, tuple(tokenize(value)))
-        for name, value in (defines or {}).items()
+        for name, value in sources.defines.items()
         if value is not None
     }
-    tables = [{**given, **c.macros(arch_list, toolkit.version)} for c in configs]
-    undefined = [name for name, value in (defines or {}).items() if value is None]
-    version = toolkit.version.major * 1000 + toolkit.version.minor * 10
+    tables = [{**given, **c.macros(arch_list, wheel.toolkit.version)} for c in configs.targets]
+    undefined = frozenset(name for name, value in sources.defines.items() if value is None)
+    version = wheel.toolkit.version.major * 1000 + wheel.toolkit.version.minor * 10
     headers = {  # the toolkit's headers are outside the scan; what they define is known
         name: [Macro("CUDA_VERSION", (str(version),))] for name in ("cuda.h", "cudaTypedefs.h")
     }
-    walk = Preprocessor(
-        tables,
-        read,
-        resolve,
-        undefined=undefined,
-        budget=budget,
-        forced=forced,
-        toolkit_headers=headers,
-    ).walk(roots)
-    report = Report(targets=str(targets), files=len(walk.files))
+    scan = Scan(sources.read, sources.resolve, undefined, sources.forced, sources.budget, headers)
+    return tables, scan
+
+
+def analyse(roots: Sequence[str], wheel: Wheel, sources: Sources) -> Report:
+    """Lint the translation units ``roots`` for ``wheel``, reading them through
+    ``sources``."""
+    configs = _configs(wheel)
+    tables, scan = _scan(wheel, sources, configs)
+    walk = Preprocessor(tables, scan).walk(roots)
+    report = Report(targets=str(wheel.targets), files=len(walk.files))
     report.unfinished = list(walk.unfinished)
     report.seconds = walk.seconds
     report.skipped = dict(walk.skipped)
     report.not_scanned = sorted(walk.missing)
-    image_indexes = [i for i, (t, _) in enumerate(images)]
-    _findings(walk, served, natives, image_indexes, host, torch_targets, report)
-    _errors(walk, configs, image_indexes, report)
+    _findings(walk, configs, wheel.torch_targets, report)
+    _errors(walk, configs, report)
     report.not_understood = [(f, n, t) for (f, n), t in sorted(walk.not_understood.items())]
     return report
 
@@ -262,55 +274,64 @@ def _image_branch(walk: Walk, region: Region, image: int) -> Region | None:
     return None
 
 
-def _findings(
-    walk: Walk,
-    served: list[tuple[Device, int, str, Arch | None]],
-    natives: dict[Arch, int],
-    image_indexes: list[int],
-    host: int,
-    torch_targets: Targets | None,
-    report: Report,
-) -> None:
+_RANK = {"": 0, "f": 1, "a": 2}
+
+
+def _findings(walk: Walk, configs: _Configs, torch_targets: Targets | None, report: Report) -> None:
     arch_regions = _arch_dependent(walk)
     ordered = sorted(arch_regions, key=lambda k: (k[0], k[1]))
-    rank = {"": 0, "f": 1, "a": 2}
-    for device, image, label, own in served:
-        # A device that loads its own compile is compared only with its more specific
-        # targets (plain sm_90 with sm_90a); one that loads a lower image, with all of them.
-        floor = rank[own.suffix] if own is not None else -1
-        variants = [a for a in natives if a.cc == device.cc and rank[a.suffix] > floor]
-        reported: set[tuple[str, int]] = set()
-        for key in ordered:
-            region = walk.regions[key]
-            states = walk.states[key]
-            if states[image] is not False:
-                continue
-            active = [a for a in variants if states[natives[a]] is True]
-            if not active:
-                continue
-            if _ancestor_reported(walk, region, reported):
-                continue
-            taken = _image_branch(walk, region, image)
-            if _configuration_only(region.body) and (taken is None or not _has_code(taken.body)):
-                # CUTLASS's `#if defined(__CUDA_ARCH_SPECIFIC__)` / `#define ...`: no code of
-                # its own; the hazard is where the macro is used, reported there
-                continue
-            reported.add(key)
+    for device, image, label, own in configs.served:
+        runs = runs_on(torch_targets, device.cc) if torch_targets is not None else None
+        for region, taken, fix in _device_hazards(walk, configs, ordered, (device, image, own)):
             kind = classify(taken.body) if taken is not None else "empty"
             report.findings.append(
-                Finding(
-                    region.file,
-                    region.line,
-                    region.guard,
-                    device,
-                    label,
-                    kind,
-                    runs_on(torch_targets, device.cc) if torch_targets is not None else None,
-                    active[0],
-                )
+                Finding(region.file, region.line, region.guard, device, label, kind, runs, fix)
             )
+    _dead(walk, configs, arch_regions, ordered, report)
+
+
+def _device_hazards(
+    walk: Walk,
+    configs: _Configs,
+    ordered: list[tuple[str, int]],
+    served: tuple[Device, int, Arch | None],
+) -> Iterator[tuple[Region, Region | None, Arch]]:
+    """The regions a device's own native target compiles and the image it loads does not:
+    (region, the branch the image takes instead, the target that fixes it)."""
+    device, image, own = served
+    # A device that loads its own compile is compared only with its more specific
+    # targets (plain sm_90 with sm_90a); one that loads a lower image, with all of them.
+    floor = _RANK[own.suffix] if own is not None else -1
+    natives = configs.natives
+    variants = [a for a in natives if a.cc == device.cc and _RANK[a.suffix] > floor]
+    reported: set[tuple[str, int]] = set()
+    for key in ordered:
+        region = walk.regions[key]
+        states = walk.states[key]
+        if states[image] is not False:
+            continue
+        active = [a for a in variants if states[natives[a]] is True]
+        if not active or _ancestor_reported(walk, region, reported):
+            continue
+        taken = _image_branch(walk, region, image)
+        if _configuration_only(region.body) and (taken is None or not _has_code(taken.body)):
+            # CUTLASS's `#if defined(__CUDA_ARCH_SPECIFIC__)` / `#define ...`: no code of
+            # its own; the hazard is where the macro is used, reported there
+            continue
+        reported.add(key)
+        yield region, taken, active[0]
+
+
+def _dead(
+    walk: Walk,
+    configs: _Configs,
+    arch_regions: set[tuple[str, int]],
+    ordered: list[tuple[str, int]],
+    report: Report,
+) -> None:
+    """Arch guards no image in the wheel (nor the host pass) compiles."""
     needs_by_region: dict[tuple[str, int], list[str]] = {}
-    for arch, index in natives.items():
+    for arch, index in configs.natives.items():
         for key in arch_regions:
             if walk.states[key][index] is True:
                 needs_by_region.setdefault(key, []).append(str(arch))
@@ -319,14 +340,13 @@ def _findings(
         region = walk.regions[key]
         if key not in walk.arch_chains and not region.guard.startswith("#else"):
             continue  # `#elif defined(RDNA3)` in an arch chain: not an arch guard itself
-        if all(states[i] is False for i in [*image_indexes, host]):
-            if region.parent is not None and region.parent in {
-                (d.file, d.line) for d in report.dead
-            }:
-                continue
-            report.dead.append(
-                Dead(region.file, region.line, region.guard, tuple(needs_by_region.get(key, ())))
-            )
+        if any(states[i] is not False for i in [*configs.images, configs.host]):
+            continue
+        if region.parent is not None and region.parent in {(d.file, d.line) for d in report.dead}:
+            continue
+        report.dead.append(
+            Dead(region.file, region.line, region.guard, tuple(needs_by_region.get(key, ())))
+        )
 
 
 def _ancestor_reported(walk: Walk, region: Region, reported: set[tuple[str, int]]) -> bool:
@@ -341,239 +361,8 @@ def _ancestor_reported(walk: Walk, region: Region, reported: set[tuple[str, int]
     return False
 
 
-def _errors(walk: Walk, configs: list[Target], image_indexes: list[int], report: Report) -> None:
+def _errors(walk: Walk, configs: _Configs, report: Report) -> None:
     for file, line, text, states in walk.errors:
-        hit = tuple(configs[i].name for i in image_indexes if states[i] is True)
+        hit = tuple(configs.targets[i].name for i in configs.images if states[i] is True)
         if hit:
             report.errors.append(ErrorReached(file, line, text, hit))
-
-
-# ---------------------------------------------------------------------------------------
-# Finding the sources.
-
-
-def project_sources(root: Path, limit: int = 20000) -> list[str]:
-    """Every .cu file under a project (build directories skipped): what its CUDA
-    extensions compile, as far as a reading of the tree can tell."""
-    out: list[str] = []
-    seen = 0
-    for here, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.startswith("."))
-        for name in sorted(files):
-            if name.endswith(CUDA_ROOTS):
-                out.append(str(Path(here, name)))
-        seen += len(files)
-        if seen > limit:
-            break
-    return out
-
-
-def path_sources(paths: Sequence[Path]) -> list[str]:
-    """Files as given; directories: their .cu files, or, when they hold none, their CUDA
-    headers (excerpts of kernels are often headers)."""
-    out: list[str] = []
-    for path in paths:
-        if path.is_dir():
-            found = project_sources(path)
-            if not found:
-                found = [
-                    str(p)
-                    for p in sorted(path.rglob("*"))
-                    if p.is_file() and p.name.endswith((".cuh", ".cu.h", ".h", ".hpp"))
-                ]
-            out += found
-        else:
-            out.append(str(path))
-    return out
-
-
-def include_dirs_of(root: Path) -> list[Path]:
-    """A project's likely include directories: itself and every ``include`` directory up
-    to three levels down."""
-    out = [root]
-    for depth in range(1, 4):
-        out += [p for p in root.glob("/".join(["*"] * depth)) if p.is_dir() and p.name == "include"]
-    return out
-
-
-def lint_paths(
-    roots: Sequence[str],
-    include_dirs: Sequence[Path],
-    inside: Sequence[Path],
-    targets: Targets,
-    toolkit: Toolkit,
-    torch_targets: Targets | None,
-    defines: Mapping[str, str | None] | None = None,
-    budget: float | None = None,
-    forced: Sequence[str] = (),
-) -> Report:
-    """:func:`analyse` with files read from disk (unreadable ones are skipped, noted)."""
-
-    def read(path: str) -> str:
-        return Path(path).read_text(encoding="utf-8", errors="replace")
-
-    return analyse(
-        roots,
-        targets,
-        toolkit,
-        torch_targets,
-        read,
-        file_resolver(include_dirs, inside),
-        defines=defines,
-        budget=budget,
-        forced=forced,
-    )
-
-
-def parse_defines(
-    flags: Sequence[str], macros: Sequence[tuple[str, str | None]] = ()
-) -> dict[str, str | None]:
-    """A compile's macros: setuptools' ``define_macros`` ((name, value), value None: "1")
-    and ``undef_macros``-style ``-U`` flags, then ``-D``/``-U`` flags in command-line order
-    (``-DX``, ``-D X``, ``-DX=V``); the last word on a name wins."""
-    out: dict[str, str | None] = {name: "1" if value is None else value for name, value in macros}
-    it = iter(flags)
-    for flag in it:
-        if flag in ("-D", "-U", "--define-macro", "--undefine-macro"):
-            word = next(it, "")
-            kind = "D" if flag in ("-D", "--define-macro") else "U"
-        elif flag.startswith(("-D", "-U")):
-            word, kind = flag[2:], flag[1]
-        else:
-            continue
-        name, eq, value = word.partition("=")
-        if not re.fullmatch(r"[A-Za-z_]\w*", name):
-            continue
-        out[name] = (value if eq else "1") if kind == "D" else None
-    return out
-
-
-def include_flags(flags: Sequence[str], root: Path) -> tuple[list[Path], list[str]]:
-    """The ``-I`` directories and the ``-include`` / ``--pre-include`` files of a compile's
-    flags (relative ones under ``root``): (directories, forced includes that exist)."""
-    dirs: list[Path] = []
-    forced: list[str] = []
-    it = iter(flags)
-    for flag in it:
-        if flag in ("-I", "--include-path", "-include", "--pre-include"):
-            value, kind = next(it, ""), flag
-        elif flag.startswith("-I"):
-            value, kind = flag[2:], "-I"
-        elif flag.startswith(("--include-path=", "--pre-include=", "-include=")):
-            kind, _, value = flag.partition("=")
-        else:
-            continue
-        path = Path(value) if Path(value).is_absolute() else root / value
-        if kind in ("-I", "--include-path"):
-            dirs.append(path)
-        elif path.is_file():
-            forced.append(str(path.resolve()))
-    return dirs, forced
-
-
-def relative(file: str, base: Path | None) -> str:
-    path = Path(file)
-    if base is not None and path.resolve().is_relative_to(base.resolve()):
-        path = path.resolve().relative_to(base.resolve())
-    return str(path)
-
-
-def _where(file: str, line: int, base: Path | None) -> str:
-    return f"{relative(file, base)}:{line}"
-
-
-def render(report: Report, tag: str, fmt: str = "text", base: Path | None = None) -> str:
-    """``archguard lint``'s output (and the build log's lint lines), text or json."""
-    if fmt == "json":
-        import json  # noqa: PLC0415
-
-        def at(file: str, line: int, **rest: object) -> dict[str, object]:
-            return {"file": relative(file, base), "line": line, **rest}
-
-        data = {
-            "schema": LINT_SCHEMA,
-            "ok": report.ok,
-            "targets": report.targets,
-            "files": report.files,
-            "findings": [
-                at(
-                    f.file,
-                    f.line,
-                    guard=f.guard,
-                    device=f.device.cc_text,
-                    device_name=f.device.name,
-                    image=f.image,
-                    kind=f.kind,
-                    torch_runs=f.torch_runs,
-                    fix=str(f.fix),
-                )
-                for f in report.findings
-            ],
-            "dead": [at(d.file, d.line, guard=d.guard, needs=list(d.needs)) for d in report.dead],
-            "errors_reached": [
-                at(e.file, e.line, text=e.text, images=list(e.images)) for e in report.errors
-            ],
-            "not_understood": [at(f, n, why=t) for f, n, t in report.not_understood],
-            "skipped": report.skipped,
-            "not_scanned": report.not_scanned,
-        }
-        return json.dumps(data, indent=2) + "\n"
-    return "\n".join(text_lines(report, tag, base)) + "\n"
-
-
-def text_lines(report: Report, tag: str, base: Path | None = None) -> list[str]:
-    out = [f"archguard lint: {report.files} files read, for a wheel holding {report.targets}"]
-    groups: dict[tuple[str, int, str], list[Finding]] = {}
-    for f in sorted(report.findings, key=lambda f: (f.file, f.line, f.device.cc)):
-        groups.setdefault((f.file, f.line, f.guard), []).append(f)
-    out += ["", f"Stub hazards ({len(report.findings)}): code a served device runs compiled out"]
-    if not groups:
-        out.append("  none")
-    for (file, line, guard), items in groups.items():
-        out.append(f"  {_where(file, line, base)}  {guard}")
-        for f in items:
-            torch = {True: "torch runs there", False: "torch itself cannot run there", None: ""}[
-                f.torch_runs
-            ]
-            out.append(
-                f"    {f.device} loads {f.image}, which compiles it out ({f.kind} instead); "
-                f"{torch}; fix: add {f.fix} to [tool.archguard] arch_list_by_cuda.{tag}"
-            )
-    if report.errors:
-        out += ["", "#error reached (that build will fail)"]
-        for e in report.errors:
-            out.append(f"  {_where(e.file, e.line, base)}  {e.text}  (by {', '.join(e.images)})")
-    if report.dead:
-        out += ["", "Dead for this wheel (no target in the list compiles it)"]
-        for d in report.dead:
-            needs = f" (compiled for {', '.join(d.needs)})" if d.needs else ""
-            out.append(f"  {_where(d.file, d.line, base)}  {d.guard}{needs}")
-    if report.not_understood:
-        out += ["", "Not understood (not evaluated; check by hand)"]
-        for file, line, why in report.not_understood:
-            out.append(f"  {_where(file, line, base)}  {why}")
-    if report.skipped:
-        out += ["", "Skipped (unreadable)"]
-        out += [f"  {path}: {why}" for path, why in sorted(report.skipped.items())]
-    if report.unfinished:
-        out += [
-            "",
-            f"Not scanned: the lint's budget ({report.seconds:.1f} s) ran out before "
-            + ", ".join(relative(f, base) for f in report.unfinished)
-            + " (raise it with ARCHGUARD_LINT_BUDGET=SECONDS)",
-        ]
-    if report.not_scanned:
-        shown = ", ".join(report.not_scanned[:6])
-        more = f" and {len(report.not_scanned) - 6} more" if len(report.not_scanned) > 6 else ""
-        out += [
-            "",
-            f"Not scanned: {len(report.not_scanned)} includes outside the package "
-            f"(toolkit, torch, system): {shown}{more}",
-        ]
-    out += [
-        "",
-        f"result: {'OK' if report.ok else 'FINDINGS'} ({len(report.findings)} stub "
-        f"hazard{'s' if len(report.findings) != 1 else ''}, {len(report.errors)} #error "
-        "reached)",
-    ]
-    return out

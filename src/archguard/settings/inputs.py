@@ -311,21 +311,15 @@ def torch_facts(builds: str | None = None) -> tuple[BundledBuild, ...]:
         ) from None
 
 
-_SKIP = {".git", "build", "dist", ".venv", "venv", "node_modules", "__pycache__"}
+def count_sources(root: Path) -> tuple[int, int]:
+    """(.cu, C/C++) files under a project (:func:`archguard.detect.sources.tree_files`):
+    what explain can know before a build about its compile jobs."""
+    from archguard.detect.sources import tree_files  # noqa: PLC0415
 
-
-def count_sources(root: Path, limit: int = 20000) -> tuple[int, int]:
-    """(.cu, C/C++) files under a project (bounded walk, build dirs skipped): what explain
-    can know before a build about its compile jobs."""
-    cu = cxx = seen = 0
-    for _, dirs, files in os.walk(root):
-        dirs[:] = [d for d in dirs if d not in _SKIP and not d.startswith(".")]
-        for name in files:
-            cu += name.endswith(".cu")
-            cxx += name.endswith((".c", ".cc", ".cpp", ".cxx"))
-        seen += len(files)
-        if seen > limit:
-            break
+    cu = cxx = 0
+    for name in tree_files(root):
+        cu += name.endswith(".cu")
+        cxx += name.endswith((".c", ".cc", ".cpp", ".cxx"))
     return cu, cxx
 
 

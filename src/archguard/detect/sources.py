@@ -1,0 +1,26 @@
+"""The one walk over a project's source tree: build and environment directories skipped,
+bounded, in a stable order. ``explain`` counts compile jobs with it, farm mode asks whether a
+source-less extension's tree holds CUDA code, the lint finds its translation units."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+SKIP_DIRS = frozenset({".git", "build", "dist", ".venv", "venv", "node_modules", "__pycache__"})
+LIMIT = 20000  # files looked at, at most: a tree is read before a build, never for long
+
+
+def tree_files(root: Path | str, limit: int = LIMIT) -> Iterator[str]:
+    """Every file under ``root``, directory by directory in sorted order, skipping
+    ``SKIP_DIRS`` and hidden directories; stops after the directory that passes ``limit``
+    files."""
+    seen = 0
+    for here, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("."))
+        for name in sorted(files):
+            yield str(Path(here, name))
+        seen += len(files)
+        if seen > limit:
+            return

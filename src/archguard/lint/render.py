@@ -1,0 +1,129 @@
+"""``archguard lint``'s output and the build log's lint lines: text or JSON."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from archguard.lint.guards import Finding, Report
+
+LINT_SCHEMA = "archguard.lint/1"
+
+
+def relative(file: str, base: Path | None) -> str:
+    path = Path(file)
+    if base is not None and path.resolve().is_relative_to(base.resolve()):
+        path = path.resolve().relative_to(base.resolve())
+    return str(path)
+
+
+def _where(file: str, line: int, base: Path | None) -> str:
+    return f"{relative(file, base)}:{line}"
+
+
+def render(report: Report, tag: str, fmt: str = "text", base: Path | None = None) -> str:
+    """``archguard lint``'s output (and the build log's lint lines), text or json."""
+    if fmt == "json":
+        import json  # noqa: PLC0415
+
+        def at(file: str, line: int, **rest: object) -> dict[str, object]:
+            return {"file": relative(file, base), "line": line, **rest}
+
+        data = {
+            "schema": LINT_SCHEMA,
+            "ok": report.ok,
+            "targets": report.targets,
+            "files": report.files,
+            "findings": [
+                at(
+                    f.file,
+                    f.line,
+                    guard=f.guard,
+                    device=f.device.cc_text,
+                    device_name=f.device.name,
+                    image=f.image,
+                    kind=f.kind,
+                    torch_runs=f.torch_runs,
+                    fix=str(f.fix),
+                )
+                for f in report.findings
+            ],
+            "dead": [at(d.file, d.line, guard=d.guard, needs=list(d.needs)) for d in report.dead],
+            "errors_reached": [
+                at(e.file, e.line, text=e.text, images=list(e.images)) for e in report.errors
+            ],
+            "not_understood": [at(f, n, why=t) for f, n, t in report.not_understood],
+            "skipped": report.skipped,
+            "not_scanned": report.not_scanned,
+        }
+        return json.dumps(data, indent=2) + "\n"
+    return "\n".join(text_lines(report, tag, base)) + "\n"
+
+
+def text_lines(report: Report, tag: str, base: Path | None = None) -> list[str]:
+    out = [f"archguard lint: {report.files} files read, for a wheel holding {report.targets}"]
+    out += _hazard_lines(report, tag, base)
+    out += _other_lines(report, base)
+    out += [
+        "",
+        f"result: {'OK' if report.ok else 'FINDINGS'} ({len(report.findings)} stub "
+        f"hazard{'s' if len(report.findings) != 1 else ''}, {len(report.errors)} #error "
+        "reached)",
+    ]
+    return out
+
+
+def _hazard_lines(report: Report, tag: str, base: Path | None) -> list[str]:
+    out: list[str] = []
+    groups: dict[tuple[str, int, str], list[Finding]] = {}
+    for f in sorted(report.findings, key=lambda f: (f.file, f.line, f.device.cc)):
+        groups.setdefault((f.file, f.line, f.guard), []).append(f)
+    out += ["", f"Stub hazards ({len(report.findings)}): code a served device runs compiled out"]
+    if not groups:
+        out.append("  none")
+    for (file, line, guard), items in groups.items():
+        out.append(f"  {_where(file, line, base)}  {guard}")
+        for f in items:
+            torch = {True: "torch runs there", False: "torch itself cannot run there", None: ""}[
+                f.torch_runs
+            ]
+            out.append(
+                f"    {f.device} loads {f.image}, which compiles it out ({f.kind} instead); "
+                f"{torch}; fix: add {f.fix} to [tool.archguard] arch_list_by_cuda.{tag}"
+            )
+    return out
+
+
+def _other_lines(report: Report, base: Path | None) -> list[str]:
+    out: list[str] = []
+    if report.errors:
+        out += ["", "#error reached (that build will fail)"]
+        for e in report.errors:
+            out.append(f"  {_where(e.file, e.line, base)}  {e.text}  (by {', '.join(e.images)})")
+    if report.dead:
+        out += ["", "Dead for this wheel (no target in the list compiles it)"]
+        for d in report.dead:
+            needs = f" (compiled for {', '.join(d.needs)})" if d.needs else ""
+            out.append(f"  {_where(d.file, d.line, base)}  {d.guard}{needs}")
+    if report.not_understood:
+        out += ["", "Not understood (not evaluated; check by hand)"]
+        for file, line, why in report.not_understood:
+            out.append(f"  {_where(file, line, base)}  {why}")
+    if report.skipped:
+        out += ["", "Skipped (unreadable)"]
+        out += [f"  {path}: {why}" for path, why in sorted(report.skipped.items())]
+    if report.unfinished:
+        out += [
+            "",
+            f"Not scanned: the lint's budget ({report.seconds:.1f} s) ran out before "
+            + ", ".join(relative(f, base) for f in report.unfinished)
+            + " (raise it with ARCHGUARD_LINT_BUDGET=SECONDS)",
+        ]
+    if report.not_scanned:
+        shown = ", ".join(report.not_scanned[:6])
+        more = f" and {len(report.not_scanned) - 6} more" if len(report.not_scanned) > 6 else ""
+        out += [
+            "",
+            f"Not scanned: {len(report.not_scanned)} includes outside the package "
+            f"(toolkit, torch, system): {shown}{more}",
+        ]
+    return out
