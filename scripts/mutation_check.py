@@ -280,7 +280,7 @@ MUTATIONS = [
     ),
     Mutation(
         "traceback-on-error",
-        "src/archguard/_cli.py",
+        "src/archguard/_cli/__init__.py",
         "    except ArchguardError as exc:\n"
         "        from archguard.reports.text import render_error",
         "    except KeyError as exc:\n        from archguard.reports.text import render_error",

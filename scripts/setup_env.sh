@@ -45,4 +45,6 @@ else
 fi
 export CUDA_HOME
 export AG_TEST_CUDA_HOME="$CUDA_HOME"
+# the torch installed above is the CUDA 13.0 build: the cu130 checks must run, never skip
+if [ "$TORCH_VERSION" = "2.13.0" ]; then export AG_TEST_TORCH_CUDA=13.0; fi
 step "CUDA_HOME=$CUDA_HOME ($("$CUDA_HOME/bin/nvcc" --version | tail -2 | head -1))"

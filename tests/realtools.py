@@ -33,6 +33,17 @@ def torch_cuda() -> str | None:
     return proc.stdout.strip() if proc.returncode == 0 else None
 
 
+def is_cu130() -> bool:
+    """Is this Python's torch the CUDA 13.0 build whose numbers the cu130 checks state? Under
+    scripts/test.sh (AG_TEST_TORCH_CUDA=13.0, the torch it installs) anything else fails, so
+    those checks always run there; elsewhere another CUDA build just skips them."""
+    cuda = torch_cuda()
+    wanted = os.environ.get("AG_TEST_TORCH_CUDA")
+    if wanted is not None and cuda != wanted:
+        raise AssertionError(f"scripts/test.sh installed a CUDA {wanted} torch; found {cuda!r}")
+    return cuda == "13.0"
+
+
 @cache
 def torch_version() -> str:
     """The installed torch's public version (2.13.0, not 2.13.0+cu130: the index has no tag)."""

@@ -25,6 +25,7 @@ from realtools import (
     build_env,
     cli,
     copy_tree,
+    is_cu130,
     needs_cuda_torch,
     needs_cuobjdump,
     needs_nvcc,
@@ -48,10 +49,6 @@ def targets_of(listing: dict[str, object]) -> list[str]:
     t = listing["targets"]
     assert isinstance(t, dict)
     return list(t["cubins"]) + list(t["ptx"])
-
-
-def is_cu130() -> bool:
-    return torch_cuda() == "13.0"
 
 
 # --- the example package -----------------------------------------------------------------
@@ -433,7 +430,7 @@ def test_cpu_only_torch_gets_its_own_clear_message(tmp_path: Path) -> None:
         env=build_env(),
         check=False,
     )
-    assert proc.returncode == 1
+    assert proc.returncode == 2
     assert proc.stderr.startswith("archguard error [torch-not-cuda]")
     assert "CPU-only build" in proc.stderr and "Traceback" not in proc.stderr
     root = minicuda(tmp_path)

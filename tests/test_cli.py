@@ -66,7 +66,7 @@ def test_explain_json_has_schema_and_decisions(run_cli) -> None:  # type: ignore
 def test_empty_override_fails_loudly_with_the_table_and_no_list(run_cli, project) -> None:  # type: ignore[no-untyped-def]
     root = project('[tool.archguard]\narch_list = "12.0a"\n')
     proc = run_cli("list", "--project", str(root), "--cuda", "12.6", "--torch", "2.8")
-    assert proc.returncode == 1
+    assert proc.returncode == 2
     assert proc.stdout == ""
     assert "archguard error [empty-arch-list]" in proc.stderr
     assert "nvcc 12.6 cannot emit sm_120a" in proc.stderr  # the decision table
@@ -81,7 +81,7 @@ def test_no_policy_row_fails_with_the_fix(run_cli, tmp_path: Path) -> None:  # t
     policy = tmp_path / "farm.yml"
     policy.write_text("schema: 1\nrows:\n  cu126: {arch_list: '8.0', reason: farm}\n")
     proc = run_cli("list", "--policy", str(policy), "--cuda", "12.8", "--torch", "2.8")
-    assert proc.returncode == 1
+    assert proc.returncode == 2
     assert "archguard error [no-policy-row]" in proc.stderr
     assert "arch_list_by_cuda" in proc.stderr and "ADR process" in proc.stderr
 
@@ -117,7 +117,7 @@ def test_list_json_and_an_unrepresentable_torch_list(run_cli, project) -> None: 
     assert data["torch_arch_list"] is None
     assert data["gencode"][1] == "-gencode=arch=compute_100f,code=sm_100f"
     proc = run_cli("list", *args, "--format", "torch")
-    assert proc.returncode == 1 and "torch has no 'f' targets" in proc.stderr
+    assert proc.returncode == 2 and "torch has no 'f' targets" in proc.stderr
 
 
 def test_env_override_and_torch_arches(run_cli) -> None:  # type: ignore[no-untyped-def]
@@ -147,7 +147,7 @@ def test_env_override_and_torch_arches(run_cli) -> None:  # type: ignore[no-unty
 )
 def test_errors_are_one_paragraph_without_traceback(run_cli, args, code, needle) -> None:  # type: ignore[no-untyped-def]
     proc = run_cli(*args)
-    assert proc.returncode == 1
+    assert proc.returncode == 2
     assert proc.stderr.startswith(f"archguard error [{code}]")
     assert needle in proc.stderr
     assert "Traceback" not in proc.stderr

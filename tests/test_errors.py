@@ -92,7 +92,7 @@ def cases(tmp: Path) -> dict[str, tuple[list[str], dict[str, str] | None]]:
 def test_reachable_from_the_command_line(run_cli, tmp_path: Path, code: str) -> None:  # type: ignore[no-untyped-def]
     args, env = cases(tmp_path)[code]
     proc = run_cli(*args, env=env)
-    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.returncode == 2, proc.stdout + proc.stderr
     assert f"archguard error [{code}]" in proc.stderr
     assert "Traceback" not in proc.stderr
 
@@ -102,7 +102,7 @@ def test_torch_missing(tmp_path: Path) -> None:
     proc = subprocess.run(
         [*argv, "list", "--cuda", "13.0"], capture_output=True, text=True, env=env, check=False
     )
-    assert proc.returncode == 1
+    assert proc.returncode == 2
     assert proc.stderr.startswith("archguard error [torch-missing]")
     assert "torch is not installed" in proc.stderr and "Traceback" not in proc.stderr
 
@@ -111,7 +111,7 @@ def test_torch_missing(tmp_path: Path) -> None:
 def test_cuda_major_mismatch(run_cli) -> None:  # type: ignore[no-untyped-def]
     """The real torch (CUDA 13.0) against a CUDA 12.8 toolkit."""
     proc = run_cli("list", "--cuda", "12.8")
-    assert proc.returncode == 1
+    assert proc.returncode == 2
     assert proc.stderr.startswith("archguard error [cuda-major-mismatch]")
     assert "CUDA 13.0" in proc.stderr and "CUDA 12.8" in proc.stderr
 

@@ -20,13 +20,13 @@ from realtools import (
     cli,
     copy_tree,
     farm_env,
+    is_cu130,
     needs_cuda_torch,
     needs_cuobjdump,
     needs_nvcc,
     only_wheel,
     pip_wheel,
     recorded_targets,
-    torch_cuda,
     torch_version,
     wheel_record,
     wheel_so_targets,
@@ -53,10 +53,6 @@ PYPROJECT = (
     '[build-system]\nrequires = ["setuptools>=64", "torch"]\n'
     'build-backend = "setuptools.build_meta"\n'
 )
-
-
-def is_cu130() -> bool:
-    return torch_cuda() == "13.0"
 
 
 def upstream(tmp: Path) -> Path:

@@ -159,10 +159,10 @@ def test_check_policy_cli(tmp_path: Path, run_cli) -> None:  # type: ignore[no-u
     )
     broken = str(write(tmp_path, GOOD.replace("reason:", "reasn:")))
     bad = run_cli("check-policy", broken)
-    assert bad.returncode == 1
+    assert bad.returncode == 2
     # --policy FILE, as every other command takes it, is the same check
     flagged = run_cli("check-policy", "--policy", broken)
-    assert flagged.returncode == 1 and flagged.stderr == bad.stderr
+    assert flagged.returncode == 2 and flagged.stderr == bad.stderr
     assert "Traceback" not in bad.stderr
     assert "archguard error [invalid-policy]" in bad.stderr
     assert "did you mean 'reason'" in bad.stderr
@@ -174,5 +174,5 @@ def test_check_policy_cli(tmp_path: Path, run_cli) -> None:  # type: ignore[no-u
         "2.13",
         env={"ARCHGUARD_POLICY": str(tmp_path / "policy.yml")},
     )
-    assert env_bad.returncode == 1
+    assert env_bad.returncode == 2
     assert "(from ARCHGUARD_POLICY)" in env_bad.stderr

@@ -12,7 +12,7 @@ import pytest
 from archguard.core.arch import Arch
 from archguard.detect.cuobjdump import combine, parse_headers, parse_listing, read_binary
 from archguard.errors import BinaryReadError
-from realtools import CUDA_HOME, build_env, cli, cuobjdump, needs_cuobjdump, needs_nvcc, nvcc
+from realtools import build_env, cli, cuobjdump, needs_cuobjdump, needs_nvcc, nvcc
 
 pytestmark = [needs_nvcc, needs_cuobjdump]
 
@@ -159,6 +159,6 @@ def test_cuobjdump_views_must_agree() -> None:
 
 def test_missing_cuobjdump_is_one_clear_error(tmp_path: Path) -> None:
     proc = verify(str(tmp_path), "--cuobjdump", str(tmp_path / "nope"))
-    assert proc.returncode == 1
+    assert proc.returncode == 2
     assert proc.stderr.startswith("archguard error [cuobjdump-missing]")
-    assert CUDA_HOME  # (the real one is used everywhere else)
+    assert str(tmp_path / "nope") in proc.stderr  # the path it was given, named

@@ -1,0 +1,213 @@
+"""The commands that read binaries or run builds: probe-torch, verify, wheel, watch,
+variant, doctor."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from archguard._cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, write
+from archguard.core.toolkit import known_arches
+from archguard.errors import ArchguardError
+from archguard.settings.inputs import Query
+
+
+def cmd_probe_torch(args: argparse.Namespace) -> int:
+    from archguard.core.snapshot import render  # noqa: PLC0415
+    from archguard.detect.cuobjdump import find_cuobjdump  # noqa: PLC0415
+    from archguard.detect.torchlibs import probe  # noqa: PLC0415
+    from archguard.settings.inputs import choose_policy, torch_facts  # noqa: PLC0415
+
+    cuobjdump = find_cuobjdump(args.cuobjdump)
+    builds = torch_facts(args.torch_builds)
+    policy = choose_policy(Query(policy=args.policy), None, os.environ)
+    probes = [probe(path, cuobjdump).probed() for path in args.paths]
+    text, ok = render(probes, builds, policy, args.format, check=args.check)
+    write(text)
+    return EXIT_OK if ok or not args.check else EXIT_FAIL
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from archguard.binaries.verify import check, given_expectation, render, verdict  # noqa: PLC0415
+    from archguard.detect.cuobjdump import find_cuobjdump  # noqa: PLC0415
+
+    cuobjdump = find_cuobjdump(args.cuobjdump)
+    asked = args.cuda or args.torch or args.torch_arches or args.project or args.policy
+    query = (
+        Query(
+            project_dir=args.project or Path(),
+            cuda=args.cuda,
+            torch=args.torch,
+            torch_arches=args.torch_arches,
+            policy=args.policy,
+        )
+        if asked
+        else None
+    )
+    given = given_expectation(args.arch_list, query)
+    nvdisasm = None
+    if args.stubs or args.fail_on_stubs:
+        from archguard.detect.sass import find_nvdisasm  # noqa: PLC0415
+        from archguard.errors import NvdisasmNotFound  # noqa: PLC0415
+
+        nvdisasm = find_nvdisasm(near=cuobjdump)
+        if nvdisasm is None:
+            raise NvdisasmNotFound(
+                "verify --stubs disassembles every cubin (cuobjdump -sass), which needs "
+                "nvdisasm, and none was found (looked at NVDISASM_PATH, PATH, CUDA_HOME/bin, "
+                "beside cuobjdump, and the nvidia-cuda-nvdisasm package). Install it with "
+                "`pip install nvidia-cuda-nvdisasm`."
+            )
+    results = check(args.paths, cuobjdump, given, nvdisasm)
+    report = verdict(results, args.paths)
+    write(render(report, args.format))
+    stubbed = args.fail_on_stubs and any(r.stubs and r.stubs.findings for r in results)
+    return EXIT_OK if report.ok and not stubbed else EXIT_FAIL
+
+
+def cmd_wheel(args: argparse.Namespace) -> int:
+    from archguard._integration.farm import run_wheel  # noqa: PLC0415
+    from archguard.errors import ConfigError  # noqa: PLC0415
+    from archguard.reports.text import render_error  # noqa: PLC0415
+
+    try:
+        status, text = run_wheel(
+            args.sources, args.wheel_dir, args.config, args.format, args.pip_args
+        )
+    except ConfigError as exc:  # could not run: exit 2
+        print(render_error(exc), file=sys.stderr)
+        return EXIT_USAGE
+    write(text)
+    return status
+
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    import json  # noqa: PLC0415
+
+    from archguard.core.torchbuild import parse_torch_version  # noqa: PLC0415
+    from archguard.errors import IndexUnreachable  # noqa: PLC0415
+    from archguard.settings.inputs import torch_facts  # noqa: PLC0415
+    from archguard.user import watch  # noqa: PLC0415
+
+    builds = torch_facts(args.torch_builds)
+    since = parse_torch_version(args.since, "--since") if args.since else None
+    try:
+        versions = watch.available(args.pip_args)
+    except IndexUnreachable as exc:
+        from archguard.reports.text import render_error  # noqa: PLC0415
+
+        print(render_error(exc), file=sys.stderr)
+        return EXIT_USAGE
+    missing, floor = watch.missing_releases(versions, builds, since)
+    table = args.torch_builds or "the bundled torch_builds.yml"
+    watched = watch.Watched(table, [v for v in versions if v >= floor], missing, floor)
+    if args.probe and missing:
+        from archguard.core.snapshot import row_text  # noqa: PLC0415
+        from archguard.detect.cuobjdump import find_cuobjdump  # noqa: PLC0415
+        from archguard.detect.torchlibs import probe  # noqa: PLC0415
+
+        cuobjdump = find_cuobjdump(args.cuobjdump)
+        for version in missing:
+            try:
+                wheel = watch.download(version, args.download_dir, args.pip_args)
+                watched.proposed.append(row_text(probe(wheel, cuobjdump).probed()))
+            except ArchguardError as exc:
+                watched.problems.append(f"torch {version}: {exc}")
+        if args.output is not None and watched.proposed:
+            args.output.write_text(
+                "# Proposed by `archguard watch --probe`: review, then add to the table.\n"
+                "schema: 1\nbuilds:\n" + "".join(watched.proposed),
+                encoding="utf-8",
+            )
+    if args.format == "json":
+        write(json.dumps(watched.record(), indent=2) + "\n")
+    else:
+        write(watch.text(watched))
+    return EXIT_FAIL if missing else EXIT_OK
+
+
+def cmd_variant(args: argparse.Namespace) -> int:
+    import json  # noqa: PLC0415
+
+    from archguard.binaries.verify import check  # noqa: PLC0415
+    from archguard.detect.cuobjdump import find_cuobjdump  # noqa: PLC0415
+    from archguard.user import variant  # noqa: PLC0415
+
+    variant.ensure_variantlib()
+    cuobjdump = find_cuobjdump(args.cuobjdump)
+    reports: list[dict[str, object]] = []
+    status = EXIT_OK
+    for wheel in args.wheels:
+        planned, problems = variant.from_checked(
+            wheel, check([wheel], cuobjdump), args.cuda_lower_bound
+        )
+        entry: dict[str, object] = {"wheel": str(wheel), "problems": problems}
+        if planned is None:
+            status = EXIT_FAIL
+            reports.append(entry)
+            continue
+        written = variant.write(planned, args.output_dir, args.label)
+        entry |= {
+            "variant": str(written),
+            "properties": [f"{variant.NAMESPACE} :: {f} :: {v}" for f, v in planned.properties],
+            "notes": planned.notes,
+        }
+        reports.append(entry)
+    if args.format == "json":
+        write(json.dumps({"schema": "archguard.variant/1", "wheels": reports}, indent=2) + "\n")
+    else:
+        lines = []
+        for entry in reports:
+            if entry["problems"]:
+                lines.append(f"REFUSED  {entry['wheel']}")
+                lines += [f"  {p}" for p in entry["problems"]]  # type: ignore[attr-defined]
+                continue
+            lines.append(f"wrote  {entry['variant']}")
+            lines += [f"  {p}" for p in entry["properties"]]  # type: ignore[attr-defined]
+            lines += [f"  note: {n}" for n in entry["notes"]]  # type: ignore[attr-defined]
+        write("\n".join(lines) + "\n")
+    return status
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    import json  # noqa: PLC0415
+
+    from archguard.core.arch import parse_arch  # noqa: PLC0415
+    from archguard.core.coverage import Device, known_devices  # noqa: PLC0415
+    from archguard.detect.cuobjdump import find_cuobjdump  # noqa: PLC0415
+    from archguard.detect.gpus import detect_gpus  # noqa: PLC0415
+    from archguard.user import doctor  # noqa: PLC0415
+
+    names = {d.cc: d.name for d in known_devices()}
+    notes: list[str] = []
+    gpus: list[tuple[Device, str]] = []
+    driver = None
+    for text in args.device:
+        arch = parse_arch(text, "--device", known=known_arches())
+        gpus.append((Device(arch.cc, names.get(arch.cc, "given")), "--device"))
+    if not gpus:
+        found = detect_gpus(use_torch=not args.no_torch)
+        gpus = [(Device(g.cc, g.name), g.origin) for g in found.gpus]
+        driver = found.driver_cuda
+        notes += list(found.notes)
+        if not gpus:
+            notes.append("no GPU found: name one with --device CC (e.g. --device 8.9)")
+    try:
+        cuobjdump: str | None = find_cuobjdump(args.cuobjdump)
+    except ArchguardError as exc:
+        cuobjdump = None
+        notes.append(f"no cuobjdump: wheels without an archguard record are not read ({exc})")
+    packages = doctor.installed(args.path or None, cuobjdump)
+    findings = doctor.diagnose([g for g, _ in gpus], packages, driver)
+    torch = doctor.installed_torch(args.path)
+    diagnosis = doctor.Diagnosis(gpus, driver, packages, findings, torch, notes)
+    write(
+        json.dumps(diagnosis.record(), indent=2) + "\n"
+        if args.format == "json"
+        else diagnosis.text()
+    )
+    if not gpus:
+        return EXIT_USAGE
+    return EXIT_FAIL if doctor.failed(findings) else EXIT_OK

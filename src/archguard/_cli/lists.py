@@ -1,0 +1,144 @@
+"""The commands that answer from the policy and the tables: explain, list, env, derive, lint,
+check-policy, matrix."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from archguard._cli.common import EXIT_FAIL, EXIT_OK, environment_notes, query, write
+from archguard.core.arch import parse_arch
+from archguard.core.toolkit import known_arches
+from archguard.errors import ArchguardError
+from archguard.settings.inputs import Query, gather
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    from archguard.binaries.record import resolution_record  # noqa: PLC0415
+    from archguard.reports.text import dumps, explain_text  # noqa: PLC0415
+
+    why = [parse_arch(a, "the command line", known=known_arches()) for a in args.arches]
+    gathered = gather(query(args))
+    res = gathered.resolve()
+    warnings = environment_notes(gathered.warnings)
+    if args.format == "json":
+        record = resolution_record(res, why)
+        record["warnings"] = warnings
+        record["build_time"] = list(gathered.settings.build_time)
+        write(dumps(record))
+    else:
+        build_time = gathered.settings.build_time
+        if build_time and res.ok:
+            from archguard.settings.inputs import parallel_preview  # noqa: PLC0415
+
+            build_time = (*build_time, parallel_preview(gathered.settings, res, os.environ))
+        write(explain_text(res, gathered.shown, warnings, why, build_time))
+    if not res.ok:
+        try:
+            res.require_cubins()
+        except ArchguardError as exc:  # the table is printed above: the message alone
+            print(exc.render(), file=sys.stderr)
+        return EXIT_FAIL
+    return EXIT_OK
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from archguard.reports.text import list_text  # noqa: PLC0415
+
+    gathered = gather(query(args))
+    for warning in environment_notes(gathered.warnings):
+        print(f"archguard: warning: {warning}", file=sys.stderr)
+    res = gathered.resolve().require_cubins()
+    write(list_text(res, args.format))
+    return EXIT_OK
+
+
+def cmd_env(args: argparse.Namespace) -> int:
+    from archguard.reports.text import env_text  # noqa: PLC0415
+
+    gathered = gather(query(args))
+    for warning in environment_notes(gathered.warnings):
+        print(f"archguard: warning: {warning}", file=sys.stderr)
+    res = gathered.resolve().require_cubins()
+    from archguard.settings.config import ENV_COMPILER_CACHE, env_choice  # noqa: PLC0415
+
+    package = gathered.settings.package
+    cache = env_choice(os.environ, ENV_COMPILER_CACHE, "compiler_cache") or (
+        package.compiler_cache if package else None
+    )
+    text, notes = env_text(res, args.format, cache)
+    for note in notes:
+        print(f"archguard: note: {note}", file=sys.stderr)
+    write(text)
+    return EXIT_OK
+
+
+def cmd_derive(args: argparse.Namespace) -> int:
+    from archguard.core.cuda import CudaVersion  # noqa: PLC0415
+    from archguard.core.derive import derive, render  # noqa: PLC0415
+    from archguard.settings.inputs import choose_policy, toolkit_facts, torch_facts  # noqa: PLC0415
+
+    cuda = CudaVersion.parse(args.cuda, "--cuda")
+    policy = choose_policy(Query(policy=args.policy), None, os.environ)
+    derived = derive(
+        cuda, policy, toolkit_facts(cuda, args.toolkits), torch_facts(args.torch_builds)
+    )
+    write(render(derived, policy.source, args.format))
+    return EXIT_OK
+
+
+def cmd_lint(args: argparse.Namespace) -> int:
+    from archguard.lint.guards import Wheel, analyse  # noqa: PLC0415
+    from archguard.lint.render import render  # noqa: PLC0415
+    from archguard.lint.sources import (  # noqa: PLC0415
+        Sources,
+        include_dirs_of,
+        parse_defines,
+        path_sources,
+        project_sources,
+    )
+
+    gathered = gather(query(args))
+    for warning in environment_notes(gathered.warnings):
+        print(f"archguard: warning: {warning}", file=sys.stderr)
+    res = gathered.resolve().require_cubins()
+    project = args.project.resolve()
+    roots = path_sources(args.paths) if args.paths else project_sources(project)
+    inside = [project, *args.include, *(p if p.is_dir() else p.parent for p in args.paths)]
+    include_dirs = [*args.include, *include_dirs_of(project)]
+    forced = [str(f.resolve()) for f in args.forced]
+    sources = Sources.on_disk(include_dirs, inside, parse_defines(args.macros), forced)
+    report = analyse(roots, Wheel(res.targets, res.toolkit, res.torch.targets), sources)
+    write(render(report, res.tag, args.format, base=project))
+    return EXIT_OK if report.ok else EXIT_FAIL
+
+
+def cmd_check_policy(args: argparse.Namespace) -> int:
+    from archguard.settings.inputs import choose_policy  # noqa: PLC0415
+
+    if args.policy and args.file and args.policy != args.file:
+        from archguard.errors import ConfigError  # noqa: PLC0415
+
+        raise ConfigError(
+            f"check-policy got two policy files ({args.policy} with --policy, {args.file} as "
+            "the positional); give one."
+        )
+    chosen = args.policy or args.file
+    policy = choose_policy(Query(policy=chosen, policy_origin=""), None, os.environ)
+    exceptions = sum(len(v) for v in policy.exceptions.values())
+    print(
+        f"{policy.source}: valid ({len(policy.rows)} rows: {', '.join(sorted(policy.rows))}; "
+        f"{exceptions} arch exceptions)"
+    )
+    return EXIT_OK
+
+
+def cmd_matrix(args: argparse.Namespace) -> int:
+    from archguard.reports.matrix import compute, render  # noqa: PLC0415
+    from archguard.settings.inputs import gather_settings  # noqa: PLC0415
+
+    settings = gather_settings(Query(project_dir=args.project, policy=args.policy))
+    cells = compute(settings)
+    write(render(cells, settings, args.format), args.output)
+    return EXIT_OK if all(c.error is None for c in cells) else EXIT_FAIL

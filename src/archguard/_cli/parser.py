@@ -1,0 +1,270 @@
+"""``archguard``'s argument parser, one builder per group of commands."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TypeAlias
+
+from archguard import __version__
+
+
+def _add_inputs(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("inputs (default: the installed torch and nvcc)")
+    g.add_argument(
+        "--project",
+        type=Path,
+        default=Path(),
+        metavar="DIR",
+        help="package directory whose [tool.archguard] applies (default: .)",
+    )
+    g.add_argument(
+        "--cuda", metavar="X.Y", help="a hypothetical toolkit from the bundled table, e.g. 12.8"
+    )
+    g.add_argument(
+        "--torch", metavar="VERSION", help="a torch from the bundled table for that CUDA, e.g. 2.7"
+    )
+    g.add_argument(
+        "--torch-arches",
+        metavar="LIST",
+        help="describe the torch directly: 'sm_75 sm_80 ... compute_120'",
+    )
+    g.add_argument(
+        "--policy",
+        metavar="FILE",
+        help="policy file (default: ARCHGUARD_POLICY, [tool.archguard] policy, "
+        "then the bundled one)",
+    )
+
+
+def main_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="archguard",
+        description="Compute, explain and verify the CUDA arch list of PyTorch extension "
+        "wheels from one owned policy.",
+    )
+    parser.add_argument("--version", action="version", version=f"archguard {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for group in (_list_commands, _binary_commands, _farm_commands, _lint_command, _checks):
+        group(sub)
+    parser.epilog = (
+        "Exit status, every command: 0 fine; 1 findings or differences; 2 could not run "
+        "(bad input, a missing tool, nothing left to build)."
+    )
+    return parser
+
+
+Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+
+def _format(p: argparse.ArgumentParser, *choices: str) -> None:
+    p.add_argument("--format", choices=choices, default=choices[0])
+
+
+def _cuobjdump(p: argparse.ArgumentParser, help: str | None = None) -> None:
+    p.add_argument("--cuobjdump", metavar="PATH", help=help)
+
+
+def _list_commands(sub: Subparsers) -> None:
+    p = sub.add_parser("explain", help="the inputs, each arch's fate and why, the coverage")
+    p.add_argument("arches", nargs="*", metavar="ARCH", help="arches to ask 'why?' about")
+    _add_inputs(p)
+    _format(p, "text", "json")
+
+    p = sub.add_parser("list", help="just the effective arch list")
+    _add_inputs(p)
+    _format(p, "text", "torch", "cmake", "gencode", "json")
+
+    p = sub.add_parser(
+        "env",
+        help="the variables a build archguard's hook never sees needs (TORCH_CUDA_ARCH_LIST, "
+        'CUDAARCHS): eval "$(python -m archguard env)"',
+    )
+    _add_inputs(p)
+    _format(p, "sh", "github", "json")
+
+    p = sub.add_parser(
+        "derive", help="propose a policy row for a CUDA index by the ADR's rule (writes nothing)"
+    )
+    p.add_argument("--cuda", metavar="X.Y", required=True)
+    p.add_argument("--policy", metavar="FILE", help="its decisions and rows (default: bundled)")
+    p.add_argument("--toolkits", metavar="FILE", help="a toolkits.yml with that CUDA's row")
+    p.add_argument("--torch-builds", metavar="FILE", help="a torch_builds.yml with its torch")
+    _format(p, "text", "json")
+
+
+def _binary_commands(sub: Subparsers) -> None:
+    p = sub.add_parser(
+        "probe-torch",
+        help="read what a torch wheel (or installed torch) ships; print its torch_builds.yml row",
+    )
+    p.add_argument("paths", nargs="+", metavar="WHEEL_OR_DIR", type=Path)
+    p.add_argument("--check", action="store_true", help="exit 1 if the table's row differs")
+    p.add_argument("--torch-builds", metavar="FILE", help="the table to check (default: bundled)")
+    p.add_argument("--policy", metavar="FILE", help="whose arch_exceptions to check")
+    _cuobjdump(p)
+    _format(p, "text", "json")
+
+    p = sub.add_parser(
+        "variant",
+        help="a wheel-variant copy of built wheels (PEP 825 draft, through variantlib), its "
+        "properties from the binaries as read back",
+    )
+    p.add_argument("wheels", nargs="+", metavar="WHEEL", type=Path)
+    p.add_argument("-o", "--output-dir", type=Path, default=Path("variants"), metavar="DIR")
+    p.add_argument("--label", metavar="L", help="the variant label (default: variantlib's hash)")
+    p.add_argument(
+        "--cuda-lower-bound",
+        metavar="X.Y",
+        help="for a wheel with no archguard record: the CUDA that compiled it",
+    )
+    _cuobjdump(p)
+    _format(p, "text", "json")
+
+    p = sub.add_parser(
+        "doctor",
+        help="on this machine: for each GPU and installed package with CUDA binaries, the "
+        "image it loads (native, JIT-only, nothing) and the stubs in it",
+    )
+    p.add_argument(
+        "--device",
+        action="append",
+        default=[],
+        metavar="CC",
+        help="a GPU's compute capability, e.g. 8.9 (repeatable; default: the machine's)",
+    )
+    p.add_argument(
+        "--path",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="read the distributions installed in DIR (default: this interpreter's)",
+    )
+    p.add_argument(
+        "--no-torch",
+        action="store_true",
+        help="do not import torch to find the GPUs (nvidia-smi only)",
+    )
+    _cuobjdump(p)
+    _format(p, "text", "json")
+
+
+def _farm_commands(sub: Subparsers) -> None:
+    p = sub.add_parser(
+        "watch",
+        help="torch releases on the package index that the torch table lacks; --probe reads "
+        "them into a proposed table",
+    )
+    p.add_argument("--torch-builds", metavar="FILE", help="the farm's table (default: bundled)")
+    p.add_argument(
+        "--since", metavar="VERSION", help="ignore releases below (default: the table's oldest)"
+    )
+    p.add_argument("--probe", action="store_true", help="download and probe each missing one")
+    p.add_argument("--download-dir", type=Path, default=Path("torch-wheels"), metavar="DIR")
+    p.add_argument("-o", "--output", type=Path, metavar="FILE", help="write the proposed rows")
+    _cuobjdump(p)
+    _format(p, "text", "json")
+    p.epilog = "pip options for the index go after --: archguard watch -- --index-url URL"
+
+    p = sub.add_parser(
+        "wheel",
+        help="a farm cell: the list in the environment before setup.py runs, pip wheel "
+        "--no-build-isolation, every wheel verified",
+    )
+    p.add_argument("sources", nargs="+", metavar="SRC", type=Path, help="unpacked source trees")
+    p.add_argument("-w", "--wheel-dir", type=Path, default=Path("wheelhouse"), metavar="DIR")
+    p.add_argument(
+        "--config",
+        type=Path,
+        metavar="PKG.toml",
+        help="a [tool.archguard] table (ARCHGUARD_CONFIG)",
+    )
+    _format(p, "text", "json")
+    p.epilog = "Extra pip options go after --: archguard wheel SRC -- --config-settings=..."
+
+
+def _lint_command(sub: Subparsers) -> None:
+    p = sub.add_parser(
+        "lint", help="find __CUDA_ARCH__-guarded code a served device runs compiled out"
+    )
+    p.add_argument(
+        "paths", nargs="*", metavar="PATH", type=Path, help="default: the project's .cu files"
+    )
+    p.add_argument("-I", dest="include", action="append", default=[], type=Path, metavar="DIR")
+    p.add_argument(
+        "-D",
+        dest="macros",
+        action="append",
+        default=[],
+        type=lambda v: f"-D{v}",
+        metavar="NAME[=VALUE]",
+        help="a macro the build defines (as nvcc's -D)",
+    )
+    p.add_argument(
+        "-U",
+        dest="macros",
+        action="append",
+        type=lambda v: f"-U{v}",
+        metavar="NAME",
+        help="a macro the build leaves undefined: settles a condition the lint lists as not "
+        "understood because no scanned file defines the name",
+    )
+    p.add_argument(
+        "--pre-include",
+        dest="forced",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="FILE",
+        help="a file the build includes before each source (nvcc -include / --pre-include)",
+    )
+    _add_inputs(p)
+    _format(p, "text", "json")
+
+
+def _checks(sub: Subparsers) -> None:
+    p = sub.add_parser("check-policy", help="validate a policy file")
+    p.add_argument(
+        "--policy",
+        dest="policy",
+        metavar="FILE",
+        help="the policy file, as every command takes it (default: ARCHGUARD_POLICY or the "
+        "bundled policy)",
+    )
+    p.add_argument("file", nargs="?", help="the same, as a positional (kept for old scripts)")
+
+    p = sub.add_parser("matrix", help="every (CUDA, torch) combination in the bundled tables")
+    p.add_argument(
+        "--project",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="apply this package's [tool.archguard] overrides",
+    )
+    p.add_argument("--policy", metavar="FILE")
+    _format(p, "text", "markdown", "html", "json", "github")
+    p.add_argument("-o", "--output", type=Path, metavar="FILE", help="write here, not stdout")
+
+    p = sub.add_parser(
+        "verify",
+        help="compare the targets inside built binaries with the recorded (or given) resolution",
+    )
+    p.add_argument("paths", nargs="+", metavar="WHEEL_OR_SO", type=Path)
+    p.add_argument("--cuda", metavar="X.Y")
+    p.add_argument("--torch", metavar="VERSION")
+    p.add_argument("--torch-arches", metavar="LIST")
+    p.add_argument(
+        "--arch-list", metavar="LIST", help="expect exactly this list (canonical or torch syntax)"
+    )
+    p.add_argument("--project", type=Path, default=None, metavar="DIR")
+    p.add_argument("--policy", metavar="FILE")
+    _cuobjdump(p, "cuobjdump to use")
+    p.add_argument(
+        "--stubs",
+        action="store_true",
+        help="also classify every kernel in every image (needs nvdisasm): real, empty or trap",
+    )
+    p.add_argument(
+        "--fail-on-stubs", action="store_true", help="exit 1 when a served device runs a stub"
+    )
+    _format(p, "text", "json")
