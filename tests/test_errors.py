@@ -41,9 +41,8 @@ def no_torch_python(tmp_path: Path) -> tuple[list[str], dict[str, str]]:
         (deps / src.name).symlink_to(src)
     for extra in Path(yaml.__file__).parent.parent.glob("_yaml*"):  # type: ignore[arg-type]
         (deps / extra.name).symlink_to(extra)
-    # the package as its wheel lays it out: archguard/ with defaults/ inside
+    # the package as its wheel lays it out (its data files in archguard/defaults/)
     shutil.copytree(REPO / "src" / "archguard", deps / "archguard")
-    shutil.copytree(REPO / "defaults", deps / "archguard" / "defaults")
     env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(deps)}
     return [sys.executable, "-S", "-m", "archguard"], env
 

@@ -184,11 +184,14 @@ def test_the_package_own_threads_win_over_nvcc_threads_and_the_table() -> None:
 def test_a_serial_build_gets_the_cores_as_nvcc_threads() -> None:
     """use_ninja=False: one compile at a time, so nvcc --threads takes the cores (bounded by
     the device compiles and the memory); MAX_JOBS cannot change that mode."""
-    from archguard.nvcc.parallel import Asked, BuildMode, decided_parallelism
+    from archguard.nvcc.parallel import Asked, BuildMode, RunsAs, decided_parallelism
 
     work = Workload(cuda_sources=3, cxx_sources=0, targets=4)
     serial = decided_parallelism(
-        machine(2, 24), work, Asked(Decided(2, "MAX_JOBS")), BuildMode.SERIAL, "use_ninja=False"
+        machine(2, 24),
+        work,
+        Asked(Decided(2, "MAX_JOBS")),
+        RunsAs(BuildMode.SERIAL, "use_ninja=False"),
     )
     assert (serial.jobs, serial.threads, serial.threads_from) == (1, 2, "chosen")
     assert serial.summary == (
@@ -196,7 +199,9 @@ def test_a_serial_build_gets_the_cores_as_nvcc_threads() -> None:
     )
     ninja = decided_parallelism(machine(2, 24), work, Asked(Decided(2, "MAX_JOBS")))
     assert (ninja.jobs, ninja.threads) == (2, 1)
-    assert decided_parallelism(machine(16, 128), work, Asked(), BuildMode.SERIAL).threads == 4
-    assert decided_parallelism(machine(16, 6), work, Asked(), BuildMode.SERIAL).threads == 2
-    shared = decided_parallelism(machine(8, 64), work, Asked(), BuildMode.SERIAL, "x", sharing=2)
+    assert (
+        decided_parallelism(machine(16, 128), work, Asked(), RunsAs(BuildMode.SERIAL)).threads == 4
+    )
+    assert decided_parallelism(machine(16, 6), work, Asked(), RunsAs(BuildMode.SERIAL)).threads == 2
+    shared = decided_parallelism(machine(8, 64), work, Asked(), RunsAs(BuildMode.SERIAL, "x", 2))
     assert shared.threads == 4 and "shared by 2 extensions" in shared.why

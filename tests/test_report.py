@@ -8,8 +8,9 @@ import pytest
 from packaging.version import Version
 
 from archguard.core.arch import Arch, parse_arch_list
+from archguard.core.decisions import Outcome
 from archguard.core.policy import load_policy
-from archguard.core.resolve import Outcome, resolve
+from archguard.core.resolve import resolve
 from archguard.core.toolkit import bundled_toolkit, known_arches
 from archguard.core.torchbuild import bundled_torch
 from archguard.errors import EmptyArchList, NvccNotFound

@@ -22,8 +22,8 @@ from packaging.version import Version
 from archguard.core.arch import Arch, ArchEntry, format_list
 from archguard.core.coverage import Device, describe_devices, known_devices, runs_on, served_devices
 from archguard.core.cuda import CudaVersion
+from archguard.core.decisions import torch_gap
 from archguard.core.policy import Policy
-from archguard.core.resolve import torch_gap
 from archguard.core.toolkit import Toolkit
 from archguard.core.torchbuild import BundledBuild
 from archguard.errors import UnknownTorchBuild

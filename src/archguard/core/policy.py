@@ -12,6 +12,7 @@ import os
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
@@ -160,11 +161,43 @@ def parse_policy(data: object, source: str, known: Collection[Arch]) -> Policy:
             "schema",
         )
 
-    rows: dict[str, PolicyRow] = {}
     raw_rows = data.get("rows", {})
     if not isinstance(raw_rows, dict) or not raw_rows:
         problems.add("must be a non-empty mapping of cuXYZ rows (e.g. cu128:)", "rows")
         raw_rows = {}
+    rows = _rows(raw_rows, source, known, problems)
+    raw_exc = data.get("arch_exceptions", {}) or {}
+    if not isinstance(raw_exc, dict):
+        problems.add("must be a mapping of cuXYZ -> list of exceptions", "arch_exceptions")
+        raw_exc = {}
+    exceptions: dict[str, tuple[ArchException, ...]] = {}
+    for tag, items in raw_exc.items():
+        where = f"arch_exceptions.{tag}"
+        if str(tag) not in raw_rows:
+            problems.add(
+                f"there is no policy row {tag!r}"
+                f"{_hint(str(tag), [str(t) for t in raw_rows])}; exceptions belong to "
+                "an existing row",
+                where,
+            )
+            continue
+        if not isinstance(items, list) or not items:
+            problems.add("must be a non-empty list of {torch, drop, reason} entries", where)
+            continue
+        parsed = [
+            _exception(str(tag), item, f"{where}[{i}]", known, problems)
+            for i, item in enumerate(items)
+        ]
+        exceptions[str(tag)] = tuple(e for e in parsed if e is not None)
+    derivation = _derivation(data.get("derivation"), source, known, problems)
+    problems.raise_policy_error()
+    return Policy(rows, exceptions, source, derivation=derivation)
+
+
+def _rows(
+    raw_rows: dict[Any, Any], source: str, known: Collection[Arch], problems: _Problems
+) -> dict[str, PolicyRow]:
+    rows: dict[str, PolicyRow] = {}
     for tag, row in raw_rows.items():
         where = f"rows.{tag}"
         if CudaVersion.from_tag(str(tag)) is None:
@@ -185,57 +218,39 @@ def parse_policy(data: object, source: str, known: Collection[Arch]) -> Policy:
             problems.add(str(exc), f"{where}.arch_list")
             continue
         rows[str(tag)] = PolicyRow(str(tag), entries, reason)
+    return rows
 
-    exceptions: dict[str, tuple[ArchException, ...]] = {}
-    raw_exc = data.get("arch_exceptions", {}) or {}
-    if not isinstance(raw_exc, dict):
-        problems.add("must be a mapping of cuXYZ -> list of exceptions", "arch_exceptions")
-        raw_exc = {}
-    for tag, items in raw_exc.items():
-        where = f"arch_exceptions.{tag}"
-        if str(tag) not in raw_rows:
-            problems.add(
-                f"there is no policy row {tag!r}"
-                f"{_hint(str(tag), [str(t) for t in raw_rows])}; exceptions belong to "
-                "an existing row",
-                where,
-            )
-            continue
-        if not isinstance(items, list) or not items:
-            problems.add("must be a non-empty list of {torch, drop, reason} entries", where)
-            continue
-        parsed: list[ArchException] = []
-        for i, item in enumerate(items):
-            iwhere = f"{where}[{i}]"
-            if not isinstance(item, dict):
-                problems.add("must be a mapping with keys torch, drop, reason", iwhere)
-                continue
-            problems.check_keys(iwhere, item, EXCEPTION_KEYS, EXCEPTION_KEYS)
-            reason = _reason(problems, f"{iwhere}.reason", item.get("reason"))
-            spec_text = item.get("torch")
-            try:
-                if not isinstance(spec_text, str) or not spec_text.strip():
-                    raise InvalidSpecifier(repr(spec_text))
-                spec = SpecifierSet(spec_text)
-            except InvalidSpecifier:
-                problems.add(
-                    f"{spec_text!r} is not a version specifier; write e.g. '==2.7.*' or '>=2.11'",
-                    f"{iwhere}.torch",
-                )
-                continue
-            try:
-                drop = tuple(
-                    parse_arch(p, f"{source} {iwhere}.drop", known=known)
-                    for p in split_list(item.get("drop", ""), f"{source} {iwhere}.drop")
-                )
-            except InvalidArch as exc:
-                problems.add(str(exc), f"{iwhere}.drop")
-                continue
-            parsed.append(ArchException(str(tag), spec, drop, reason))
-        exceptions[str(tag)] = tuple(parsed)
-    derivation = _derivation(data.get("derivation"), source, known, problems)
-    problems.raise_policy_error()
-    return Policy(rows, exceptions, source, derivation=derivation)
+
+def _exception(
+    tag: str, item: object, iwhere: str, known: Collection[Arch], problems: _Problems
+) -> ArchException | None:
+    """One ``arch_exceptions`` entry, or None (its problems added)."""
+    source = problems.source
+    if not isinstance(item, dict):
+        problems.add("must be a mapping with keys torch, drop, reason", iwhere)
+        return None
+    problems.check_keys(iwhere, item, EXCEPTION_KEYS, EXCEPTION_KEYS)
+    reason = _reason(problems, f"{iwhere}.reason", item.get("reason"))
+    spec_text = item.get("torch")
+    try:
+        if not isinstance(spec_text, str) or not spec_text.strip():
+            raise InvalidSpecifier(repr(spec_text))
+        spec = SpecifierSet(spec_text)
+    except InvalidSpecifier:
+        problems.add(
+            f"{spec_text!r} is not a version specifier; write e.g. '==2.7.*' or '>=2.11'",
+            f"{iwhere}.torch",
+        )
+        return None
+    try:
+        drop = tuple(
+            parse_arch(p, f"{source} {iwhere}.drop", known=known)
+            for p in split_list(item.get("drop", ""), f"{source} {iwhere}.drop")
+        )
+    except InvalidArch as exc:
+        problems.add(str(exc), f"{iwhere}.drop")
+        return None
+    return ArchException(tag, spec, drop, reason)
 
 
 def _derivation(

@@ -16,7 +16,6 @@ record all print from those records. The steps (SPEC §4):
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -27,12 +26,19 @@ from archguard.core.coverage import (
     DeviceCoverage,
     chosen_cubin,
     coverage,
-    describe_devices,
     known_devices,
-    runs_on,
-    served_devices,
 )
 from archguard.core.cuda import CudaVersion
+from archguard.core.decisions import (
+    Decision,
+    Judged,
+    Outcome,
+    Step,
+    TorchClamp,
+    applicable_exceptions,
+    exception_reason,
+    toolkit_decision,
+)
 from archguard.core.policy import ArchException, Policy
 from archguard.core.toolkit import Toolkit
 from archguard.core.torchbuild import TorchBuild
@@ -40,47 +46,6 @@ from archguard.errors import EmptyArchList, NoPolicyRow
 
 if TYPE_CHECKING:  # the core never imports settings: a package's table is passed in
     from archguard.settings.config import PackageConfig
-
-
-class Step(str, enum.Enum):
-    """The resolution steps of SPEC §4, in order (step 6, empty, raises instead)."""
-
-    REQUEST = "request"
-    EXCEPTION = "exception"
-    TOOLKIT = "toolkit"
-    TORCH = "torch"
-    PTX = "ptx"
-
-    def __str__(self) -> str:
-        return self.value
-
-
-class Outcome(str, enum.Enum):
-    """What a step did to an arch (or, with ``Decision.ptx``, to its PTX)."""
-
-    REQUESTED = "requested"
-    NOT_REQUESTED = "not-requested"  # explain's "why?" for an arch nobody asked for
-    KEPT = "kept"
-    DROPPED = "dropped"
-    ADDED = "added"  # PTX added by a role of step 5
-    MOVED = "moved"  # declared PTX moved down to a surviving arch
-    CONFIRMS = "confirms"  # the live clamp agrees with a recorded exception
-    NOTE = "note"  # the live clamp alone would keep what a recorded exception drops
-
-    def __str__(self) -> str:
-        return self.value
-
-
-@dataclass(frozen=True)
-class Decision:
-    """What one step did to one arch, and why. ``ptx`` marks a decision about the entry's
-    PTX rather than its cubin."""
-
-    arch: Arch
-    step: Step
-    outcome: Outcome
-    reason: str
-    ptx: bool = False
 
 
 @dataclass(frozen=True)
@@ -121,33 +86,6 @@ def choose_request(
             " (or arch_list)."
         )
     return Request(row.entries, f"policy row {tag}", row.reason)
-
-
-def _names(arches: Sequence[Arch], attr: str) -> str:
-    return " ".join(getattr(a, attr) for a in sorted(arches))
-
-
-def _hi(devices: Sequence[Device]) -> str:
-    return max(devices, key=lambda d: d.cc).cc_text
-
-
-def torch_gap(torch: TorchBuild, cubin: Arch, served: Sequence[Device]) -> str:
-    """Why ``torch`` cannot run on any of ``served`` (the devices a cubin would serve)."""
-    hi = _hi(served)
-    same_major = [c for c in torch.targets.cubins if c.major == cubin.major]
-    if same_major:
-        cubins = (
-            f"it ships no {cubin.major}.x cubin at or below {hi} (its {cubin.major}.x "
-            f"cubins: {_names(same_major, 'sm')})"
-        )
-    else:
-        cubins = f"it ships no {cubin.major}.x cubin at all"
-    ptx = (
-        f"its PTX: {_names(list(torch.targets.ptx), 'compute')}"
-        if torch.targets.ptx
-        else "it ships no PTX at all"
-    )
-    return f"{cubins} and no PTX at or below {hi} ({ptx})"
 
 
 @dataclass(frozen=True)
@@ -215,39 +153,29 @@ class Resolution:
                 f"{self.request.origin} does not list it (it asks for {self.requested_text})",
             )
         ]
-        for exc in _applicable_exceptions(self.policy, self.tag, self.torch):
+        for exc in applicable_exceptions(self.policy, self.tag, self.torch):
             if arch in exc.drop:
                 out.append(
-                    Decision(
-                        arch, Step.EXCEPTION, Outcome.DROPPED, _exception_reason(self.tag, exc)
-                    )
+                    Decision(arch, Step.EXCEPTION, Outcome.DROPPED, exception_reason(self.tag, exc))
                 )
-        out.append(_toolkit_decision(self.toolkit, arch))
+        out.append(toolkit_decision(self.toolkit, arch))
         if self.toolkit.emits_cubin(arch):
             cubins = {e.arch for e in self.effective} | {arch}
-            out.append(
-                _torch_decision(
-                    self.torch,
-                    arch,
-                    cubins,
-                    self.devices,
-                    self.tag,
-                    recorded=None,
-                    hypothetical=True,
-                )
-            )
+            out.append(self.clamp.decide(arch, cubins, Judged.WHAT_IF))
         return (*out, *known)
+
+    @property
+    def clamp(self) -> TorchClamp:
+        return TorchClamp(self.torch, self.devices, self.tag)
 
     def clamp_extra(self, arch: Arch, cubins: set[Arch]) -> Decision | None:
         """Would a cubin for ``arch``, added to ``cubins``, pass steps 3 and 4 (this toolkit
         emits it, this torch runs where it serves)? None if it would; else the decision
         that drops it. For targets a package hard-codes beyond the effective list."""
-        decision = _toolkit_decision(self.toolkit, arch)
+        decision = toolkit_decision(self.toolkit, arch)
         if decision.outcome is Outcome.DROPPED:
             return decision
-        decision = _torch_decision(
-            self.torch, arch, cubins | {arch}, self.devices, self.tag, None, hypothetical=True
-        )
+        decision = self.clamp.decide(arch, cubins | {arch}, Judged.WHAT_IF)
         return decision if decision.outcome is Outcome.DROPPED else None
 
     def restricted(self, entries: tuple[ArchEntry, ...], origin: str) -> Resolution:
@@ -281,82 +209,6 @@ class Resolution:
         )
 
 
-def _applicable_exceptions(
-    policy: Policy, tag: str, torch: TorchBuild
-) -> tuple[ArchException, ...]:
-    version = torch.public_version
-    if version is None:
-        return ()
-    return tuple(e for e in policy.exceptions_for(tag) if e.applies_to(version))
-
-
-def _exception_reason(tag: str, exc: ArchException) -> str:
-    return f"arch_exceptions[{tag}] for torch {exc.torch}: {exc.reason}"
-
-
-def _toolkit_decision(toolkit: Toolkit, arch: Arch) -> Decision:
-    if toolkit.emits_cubin(arch):
-        return Decision(arch, Step.TOOLKIT, Outcome.KEPT, f"nvcc {toolkit.text} emits {arch.sm}")
-    plain = toolkit.plain_cubins()
-    span = f"{plain[0].sm} ... {plain[-1].sm}" if plain else "nothing"
-    return Decision(
-        arch,
-        Step.TOOLKIT,
-        Outcome.DROPPED,
-        f"nvcc {toolkit.text} cannot emit {arch.sm} (it emits {span})",
-    )
-
-
-def _torch_decision(
-    torch: TorchBuild,
-    arch: Arch,
-    cubins: set[Arch],
-    devices: Sequence[Device],
-    tag: str,
-    recorded: ArchException | None,
-    hypothetical: bool = False,
-    excepted: bool = False,
-) -> Decision:
-    served = served_devices(arch, cubins, devices)
-    if not served:
-        return Decision(
-            arch,
-            Step.TORCH,
-            Outcome.DROPPED,
-            f"{arch.sm} would serve no known device in this list (nothing in "
-            "devices.yml lies in its interval), so it is dead weight",
-        )
-    runnable = [d for d in served if runs_on(torch.targets, d.cc)]
-    if runnable:
-        on = describe_devices(runnable)
-        if len(runnable) == len(served):
-            on = "it" if len(served) == 1 else "all of them"
-        reason = f"{arch.sm} serves {describe_devices(served)}; {torch.label} runs on {on}"
-        if excepted:
-            return Decision(
-                arch,
-                Step.TORCH,
-                Outcome.NOTE,
-                f"the live clamp alone would keep it ({reason}); the recorded "
-                "exception still drops it",
-            )
-        return Decision(arch, Step.TORCH, Outcome.KEPT, reason)
-    reason = (
-        f"{arch.sm} would serve {describe_devices(served)}, and {torch.label} cannot "
-        f"run on any of them: {torch_gap(torch, arch, served)}"
-    )
-    if excepted:
-        return Decision(
-            arch, Step.TORCH, Outcome.CONFIRMS, f"the clamp agrees with the record: {reason}"
-        )
-    if recorded is None and not hypothetical:
-        reason += (
-            f". arch_exceptions[{tag}] does not record this drop for {torch.label}: "
-            "the record is stale; add it through the ADR process"
-        )
-    return Decision(arch, Step.TORCH, Outcome.DROPPED, reason)
-
-
 @dataclass
 class _Run:
     """The working state of one resolution; one method per step."""
@@ -377,6 +229,10 @@ class _Run:
     @property
     def tag(self) -> str:
         return self.toolkit.tag
+
+    @property
+    def clamp(self) -> TorchClamp:
+        return TorchClamp(self.torch, self.devices, self.tag)
 
     def decide(
         self, arch: Arch, step: Step, outcome: Outcome, reason: str, ptx: bool = False
@@ -415,14 +271,14 @@ class _Run:
                 f"arch_exceptions[{self.tag}] not applied: the torch version is not known "
                 "(pass --torch VERSION with --torch-arches)"
             )
-        for exc in _applicable_exceptions(self.policy, self.tag, self.torch):
+        for exc in applicable_exceptions(self.policy, self.tag, self.torch):
             for arch in exc.drop:
                 self.recorded.setdefault(arch, exc)
                 if arch in self.current:
                     self.drop(
                         arch,
                         Decision(
-                            arch, Step.EXCEPTION, Outcome.DROPPED, _exception_reason(self.tag, exc)
+                            arch, Step.EXCEPTION, Outcome.DROPPED, exception_reason(self.tag, exc)
                         ),
                         "its arch was dropped by a recorded exception",
                     )
@@ -431,7 +287,7 @@ class _Run:
     def toolkit_clamp(self) -> None:
         nvcc = f"nvcc {self.toolkit.text}"
         for arch in sorted(self.current):
-            decision = _toolkit_decision(self.toolkit, arch)
+            decision = toolkit_decision(self.toolkit, arch)
             if decision.outcome is Outcome.DROPPED:
                 self.drop(arch, decision, f"{nvcc} cannot emit {arch.sm}")
                 continue
@@ -459,9 +315,8 @@ class _Run:
     def torch_clamp(self) -> None:
         # Highest first, so each cubin's interval is final when it is judged.
         for arch in sorted(self.current, reverse=True):
-            decision = _torch_decision(
-                self.torch, arch, set(self.current), self.devices, self.tag, self.recorded.get(arch)
-            )
+            judged = Judged.LIVE if arch in self.recorded else Judged.UNRECORDED
+            decision = self.clamp.decide(arch, set(self.current), judged)
             if decision.outcome is Outcome.DROPPED:
                 self.drop(
                     arch, decision, f"{self.torch.label} cannot run where {arch.sm} would serve"
@@ -471,17 +326,8 @@ class _Run:
         # Say whether the live clamp agrees with each recorded exception that applied.
         for arch in sorted(self.recorded):
             if any(d.arch == arch and d.step is Step.EXCEPTION for d in self.decisions):
-                self.decisions.append(
-                    _torch_decision(
-                        self.torch,
-                        arch,
-                        set(self.current) | {arch},
-                        self.devices,
-                        self.tag,
-                        self.recorded[arch],
-                        excepted=True,
-                    )
-                )
+                cubins = set(self.current) | {arch}
+                self.decisions.append(self.clamp.decide(arch, cubins, Judged.EXCEPTED))
 
     # Step 5 -------------------------------------------------------------------------------
     def ptx(self) -> None:
@@ -567,7 +413,7 @@ class _Run:
         return tuple(sorted(ArchEntry(a, carriers.get(a.cc) == a) for a in self.current))
 
 
-def resolve(
+def resolve(  # noqa: PLR0913 - SPEC §4's inputs of one resolution, each named at the call
     policy: Policy,
     toolkit: Toolkit,
     torch: TorchBuild,

@@ -139,7 +139,8 @@ def bundled_toolkit(version: tuple[int, int]) -> Toolkit:
         raise UnknownToolkit(
             f"CUDA {version.text} is not in archguard's bundled toolkit table "
             f"(known: {known}). Run on a machine with that nvcc installed (drop --cuda), or "
-            "add the release to scripts/probe_toolkits.py and regenerate defaults/toolkits.yml."
+            "wait for an archguard release whose bundled table has it (the table holds only "
+            "toolkits probed from their real binaries)."
         )
     return rows[version].toolkit
 
@@ -169,5 +170,6 @@ def compare_with_bundled(toolkit: Toolkit) -> str | None:
     return (
         f"the live nvcc {toolkit.text} and archguard's bundled table disagree (only live: "
         f"{' '.join(only_live) or '-'}; only in the table: {' '.join(only_table) or '-'}); "
-        "the live nvcc is used. Regenerate the table with scripts/probe_toolkits.py."
+        "the live nvcc is used (archguard's bundled table is regenerated from real "
+        "toolkits by its maintainers' probe script: report the difference upstream)."
     )

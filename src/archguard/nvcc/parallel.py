@@ -153,16 +153,23 @@ def asked(
     return Asked(jobs, threads, tuple(warnings))
 
 
+@dataclass(frozen=True)
+class RunsAs:
+    """How an extension builds: its mode and why, and how many extensions build at once
+    (``build_ext --parallel``), dividing the cores among them."""
+
+    mode: BuildMode = BuildMode.NINJA
+    mode_from: str = ""
+    sharing: int = 1
+
+
 def decided_parallelism(
-    machine: Machine,
-    work: Workload,
-    settings: Asked,
-    mode: BuildMode = BuildMode.NINJA,
-    mode_from: str = "",
-    sharing: int = 1,
+    machine: Machine, work: Workload, settings: Asked, runs: RunsAs | None = None
 ) -> Choice:
-    """The choice for one extension in the mode it really builds in. ``sharing``: how many
-    extensions build at once (``build_ext --parallel``), dividing the cores among them."""
+    """The choice for one extension in the mode it really builds in: the one decision
+    ``explain`` previews and the build makes."""
+    runs = runs or RunsAs()
+    mode, mode_from, sharing = runs.mode, runs.mode_from, runs.sharing
     if sharing > 1:
         machine = Machine(
             max(1, machine.cores // sharing),

@@ -29,7 +29,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from archguard.core.arch import Arch, ArchEntry, Targets, format_list, split_target
-from archguard.core.resolve import Outcome, Resolution
+from archguard.core.decisions import Outcome
+from archguard.core.resolve import Resolution
 from archguard.errors import ArchSpecificFlag, EmptyExtension
 from archguard.nvcc.flags import ArchFlag, find_arch_flags, gencode_flags
 
@@ -336,9 +337,9 @@ def plan_extension(
             'in [tool.archguard] arch_list = "..." (or a file named by ARCHGUARD_CONFIG), or '
             "ARCHGUARD_ARCH_LIST."
         )
+    reasons = _Why(res, mode, refused, dropped_by_proof)
     per_key = {
-        key: _flag_lines(name, found, targets, res, mode, refused, dropped_by_proof, kept)
-        for key, (_, found) in split.items()
+        key: _flag_lines(name, found, targets, kept, reasons) for key, (_, found) in split.items()
     }
     return ExtensionPlan(
         name=name,
@@ -356,17 +357,27 @@ def plan_extension(
     )
 
 
+@dataclass(frozen=True)
+class _Why:
+    """Why a hard-coded target is not among an extension's targets: the clamps (through
+    the resolution), the arch-specific mode, the refusals of kept targets, the lint's
+    proofs."""
+
+    res: Resolution
+    mode: ArchSpecificMode
+    refused: Mapping[Arch, str]
+    proofs: Mapping[str, str]
+
+
 def _flag_lines(
     name: str,
     found: list[ArchFlag],
     targets: Targets,
-    res: Resolution,
-    mode: ArchSpecificMode,
-    refused: Mapping[Arch, str],
-    proofs: Mapping[str, str],
     kept: Mapping[Arch, Arch | None],
+    why: _Why,
 ) -> dict[str, list[str]]:
     """One line per hard-coded flag: what it asked for, what stays, what was dropped, why."""
+    res, mode, refused, proofs = why.res, why.mode, why.refused, why.proofs
     dropped: list[str] = []
     replaced: list[str] = []
     for flag in found:

@@ -15,7 +15,8 @@ from archguard import __version__
 from archguard.binaries.record import targets_record
 from archguard.core.arch import Arch
 from archguard.core.coverage import DeviceCoverage, Tier, coverage
-from archguard.core.resolve import Decision, Outcome, Resolution, Step
+from archguard.core.decisions import Decision, Outcome, Step
+from archguard.core.resolve import Resolution
 from archguard.errors import ArchguardError, EmptyArchList, NotRepresentable
 from archguard.nvcc.flags import cmake_architectures, gencode_flags, torch_arch_list
 from archguard.nvcc.plan import ExtensionPlan, Rule

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from archguard.core.arch import Arch, ArchEntry, parse_arch_list
 from archguard.core.cuda import CudaVersion
@@ -121,57 +122,15 @@ def parse_config(
                 + ", ".join(f"{k} ({v})" for k, v in CONFIG_KEYS.items())
             )
     arch_list = None
-    by_cuda: dict[str, tuple[ArchEntry, ...]] = {}
-    policy = None
     try:
         if "arch_list" in table:
             arch_list = parse_arch_list(table["arch_list"], f"{source} arch_list", known=known)
     except InvalidArch as exc:
         problems.add(str(exc))
-    raw = table.get("arch_list_by_cuda", {})
-    if not isinstance(raw, dict):
-        problems.add(f'arch_list_by_cuda must be a table of cuXYZ = "list", not {raw!r}')
-        raw = {}
-    for tag, value in raw.items():
-        if CudaVersion.from_tag(tag) is None:
-            hint = ""
-            m = re.fullmatch(r"([0-9]{2})\.([0-9])", tag)
-            if m:
-                hint = f" Did you mean 'cu{m[1]}{m[2]}'?"
-            problems.add(
-                f"arch_list_by_cuda key {tag!r} is not a CUDA row name; write cuXYZ "
-                f"(cu128 for CUDA 12.8).{hint}"
-            )
-            continue
-        try:
-            by_cuda[tag] = parse_arch_list(value, f"{source} arch_list_by_cuda.{tag}", known=known)
-        except InvalidArch as exc:
-            problems.add(str(exc))
-    if "policy" in table:
-        value = table["policy"]
-        if not isinstance(value, str) or not value.strip() or "\x00" in value:
-            problems.add(f"policy must be a path string, not {value!r}")
-        else:
-            policy = (root / value).resolve()
-    choices: dict[str, str] = {}
-    for key, allowed_values in CHOICES.items():
-        if key in table:
-            value = table[key]
-            if value in allowed_values:
-                choices[key] = value
-            else:
-                problems.add(
-                    f"{key} = {value!r} is not one of {', '.join(map(repr, allowed_values))}"
-                    f"{_did_you_mean(str(value), allowed_values)}"
-                )
-    counts: dict[str, int] = {}
-    for key in COUNTS:
-        if key in table:
-            value = table[key]
-            if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 1024:
-                counts[key] = value
-            else:
-                problems.add(f"{key} = {value!r} must be a whole number from 1 to 1024")
+    by_cuda = _by_cuda(table.get("arch_list_by_cuda", {}), source, known, problems)
+    policy = _policy_path(table, root, problems)
+    choices = _choices(table, problems)
+    counts = _counts(table, problems)
     wheel_variant = table.get("wheel_variant", False)
     if not isinstance(wheel_variant, bool):
         problems.add(f"wheel_variant = {wheel_variant!r} must be true or false")
@@ -192,6 +151,68 @@ def parse_config(
         compiler_cache=choices.get("compiler_cache"),
         wheel_variant=wheel_variant,
     )
+
+
+def _by_cuda(
+    raw: object, source: str, known: Collection[Arch], problems: Problems
+) -> dict[str, tuple[ArchEntry, ...]]:
+    by_cuda: dict[str, tuple[ArchEntry, ...]] = {}
+    if not isinstance(raw, dict):
+        problems.add(f'arch_list_by_cuda must be a table of cuXYZ = "list", not {raw!r}')
+        return by_cuda
+    for tag, value in raw.items():
+        if CudaVersion.from_tag(tag) is None:
+            hint = ""
+            m = re.fullmatch(r"([0-9]{2})\.([0-9])", tag)
+            if m:
+                hint = f" Did you mean 'cu{m[1]}{m[2]}'?"
+            problems.add(
+                f"arch_list_by_cuda key {tag!r} is not a CUDA row name; write cuXYZ "
+                f"(cu128 for CUDA 12.8).{hint}"
+            )
+            continue
+        try:
+            by_cuda[tag] = parse_arch_list(value, f"{source} arch_list_by_cuda.{tag}", known=known)
+        except InvalidArch as exc:
+            problems.add(str(exc))
+    return by_cuda
+
+
+def _policy_path(table: dict[str, Any], root: Path, problems: Problems) -> Path | None:
+    if "policy" not in table:
+        return None
+    value = table["policy"]
+    if not isinstance(value, str) or not value.strip() or "\x00" in value:
+        problems.add(f"policy must be a path string, not {value!r}")
+        return None
+    return (root / value).resolve()
+
+
+def _choices(table: dict[str, Any], problems: Problems) -> dict[str, str]:
+    choices: dict[str, str] = {}
+    for key, allowed_values in CHOICES.items():
+        if key in table:
+            value = table[key]
+            if value in allowed_values:
+                choices[key] = value
+            else:
+                problems.add(
+                    f"{key} = {value!r} is not one of {', '.join(map(repr, allowed_values))}"
+                    f"{_did_you_mean(str(value), allowed_values)}"
+                )
+    return choices
+
+
+def _counts(table: dict[str, Any], problems: Problems) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for key in COUNTS:
+        if key in table:
+            value = table[key]
+            if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 1024:
+                counts[key] = value
+            else:
+                problems.add(f"{key} = {value!r} must be a whole number from 1 to 1024")
+    return counts
 
 
 @dataclass(frozen=True)

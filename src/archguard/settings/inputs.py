@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from archguard.core.arch import ArchEntry, parse_targets
+from archguard.core.bundled import bundled_path
 from archguard.core.cuda import CudaVersion
 from archguard.core.plain_yaml import load_plain_yaml, read_yaml_text
 from archguard.core.policy import Policy, load_policy
@@ -287,7 +288,7 @@ def toolkit_facts(cuda: CudaVersion, toolkits: str | None = None) -> Toolkit:
     except (ValueError, KeyError, TypeError) as exc:
         raise ConfigError(
             f"{toolkits} (from --toolkits) is not a toolkits.yml table ({exc}); see "
-            "defaults/toolkits.yml for the form."
+            f"archguard's bundled toolkits.yml ({bundled_path('toolkits.yml')}) for the form."
         ) from None
     if cuda not in rows:
         known = ", ".join(v.text for v in sorted(rows)) or "none"
@@ -306,8 +307,8 @@ def torch_facts(builds: str | None = None) -> tuple[BundledBuild, ...]:
         return parse_builds(_table(builds, "--torch-builds"), source, source)
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ConfigError(
-            f"{source} is not a torch_builds.yml table ({exc}); see "
-            "defaults/torch_builds.yml for the form."
+            f"{source} is not a torch_builds.yml table ({exc}); see archguard's bundled "
+            f"torch_builds.yml ({bundled_path('torch_builds.yml')}) for the form."
         ) from None
 
 
@@ -347,6 +348,7 @@ def parallel_preview(settings: Settings, res: Resolution, environ: Mapping[str, 
     from archguard.detect.machine import detect_machine  # noqa: PLC0415
     from archguard.nvcc.flags import gencode_flags  # noqa: PLC0415
     from archguard.nvcc.parallel import (  # noqa: PLC0415
+        RunsAs,
         Workload,
         asked,
         decided_parallelism,
@@ -360,8 +362,7 @@ def parallel_preview(settings: Settings, res: Resolution, environ: Mapping[str, 
         detect_machine(),
         Workload(cu, cxx, device_compiles(gencode_flags(res.effective))),
         chosen,
-        mode,
-        mode_from,
+        RunsAs(mode, mode_from),
     )
     ignored = "".join(f" Warning: {w}." for w in chosen.warnings)
     return (
