@@ -92,10 +92,47 @@ MUTATIONS = [
         ("tests/test_plan.py::test_a_proved_error_drops_its_targets_whatever_asked_for_them",),
     ),
     Mutation(
+        "lint-family-cubin-against-plain-compile",
+        "src/archguard/lint/guards.py",
+        "    floor = _RANK[own.suffix] if own is not None else lowest - 1",
+        "    floor = _RANK[own.suffix] if own is not None else -1",
+        ("tests/test_lint_corpus.py::test_tilelang_family_values_and_toolkit_guards",),
+    ),
+    Mutation(
+        "lint-host-launch-guard-not-a-missing-kernel",
+        "src/archguard/lint/guards.py",
+        "    if walk.states[key][configs.host] is True and launches(",
+        "    if False and launches(",
+        (
+            "tests/test_lint_corpus.py::test_flashinfer_host_launcher_decides_which_images_have"
+            "_the_kernels",
+        ),
+    ),
+    Mutation(
+        "lint-unused-value-reported",
+        "src/archguard/lint/guards.py",
+        "        if holds_nothing(region.body) or reading.uses.get(key, False) is None:",
+        "        if holds_nothing(region.body):",
+        (
+            "tests/test_lint_corpus.py::test_flashinfer_grid_dependency_guard_reads_false_from"
+            "_cutlass_family_macros",
+        ),
+    ),
+    Mutation(
+        "lint-false-is-unknown",
+        "src/archguard/lint/expressions.py",
+        '        elif tok in ("true", "false") and tok not in macros.table:',
+        '        elif tok == "true" and tok not in macros.table:',
+        (
+            "tests/test_lint_corpus.py::test_flashinfer_grid_dependency_guard_reads_false_from"
+            "_cutlass_family_macros",
+        ),
+    ),
+    Mutation(
         "lint-walks-guarded-headers-again",
         "src/archguard/lint/preprocessor.py",
-        "            if before is not None and _covered(before, active):\n                return",
-        "            if False:\n                return",
+        "        if before is not None and _covered(before, active):\n            return True",
+        "        if False:\n            return True",
         ("tests/test_lint.py::test_a_guarded_header_is_walked_once_per_state",),
     ),
     Mutation(
@@ -128,9 +165,8 @@ MUTATIONS = [
     Mutation(
         "lint-ptx-devices-see-their-own-arch",
         "src/archguard/lint/guards.py",
-        "            index, label = configs.index(Target(ptx.compute, ptx.plain)), "
-        'f"{ptx.compute} (JIT)"',
-        '            index, label = configs.index(Target(ptx.compute, ptx.plain)) - 1, "x"  #',
+        "            index = out.targets.index(Target(ptx.compute, ptx.plain))",
+        "            index = out.targets.index(Target(ptx.compute, ptx.plain)) - 1",
         (
             "tests/test_lint.py::test_a_device_reached_only_through_ptx_is_evaluated_with_that"
             "_ptxs_arch",
@@ -259,9 +295,9 @@ MUTATIONS = [
     ),
     Mutation(
         "torch-clamp-off",
-        "src/archguard/core/resolve.py",
-        "    runnable = [d for d in served if runs_on(torch.targets, d.cc)]",
-        "    runnable = list(served)",
+        "src/archguard/core/decisions.py",
+        "        runnable = [d for d in served if runs_on(torch.targets, d.cc)]",
+        "        runnable = list(served)",
         ("tests/test_resolve.py::test_resolution_invariants",),
     ),
     Mutation(

@@ -16,7 +16,9 @@ from archguard.core.arch import Arch, parse_targets
 from archguard.core.cuda import CudaVersion
 from archguard.core.toolkit import bundled_toolkit, known_arches
 from archguard.core.torchbuild import bundled_torch
-from archguard.lint.guards import Target, Wheel, analyse, classify
+from archguard.detect.nvcc import detect_toolkit
+from archguard.lint.guards import Target, Wheel, analyse
+from archguard.lint.regions import classify
 from archguard.lint.sources import Sources
 from realtools import REPO, cli, needs_nvcc, nvcc
 
@@ -54,13 +56,16 @@ PROBE = r"""
 #define AG_X "-"
 #endif
 #define AG_L AG_STR(__CUDA_ARCH_LIST__)
-#pragma message("AG|" AG_A "|" AG_S "|" AG_F "|" AG_X "|" AG_L "|" AG_STR(CUDART_VERSION) "|")
+#define AG_V AG_STR(__CUDACC_VER_MAJOR__) "." AG_STR(__CUDACC_VER_MINOR__) "." \
+  AG_STR(__CUDACC_VER_BUILD__)
+#define AG_T AG_STR(CUDART_VERSION) "|" AG_V
+#pragma message("AG|" AG_A "|" AG_S "|" AG_F "|" AG_X "|" AG_L "|" AG_T "|")
 __global__ void k() {}
 """
 
 
-def model(target: Target, arch_list: str) -> str:
-    macros = target.macros(arch_list, CudaVersion(13, 0))
+def model(target: Target, arch_list: str, build: int | None) -> str:
+    macros = target.macros(arch_list, CudaVersion(13, 0), build)
 
     def value(name: str) -> str:
         return macros[name].body[0] if name in macros else "-"
@@ -82,6 +87,7 @@ def model(target: Target, arch_list: str) -> str:
             feat,
             arch_list,
             value("CUDART_VERSION"),
+            ".".join(value(f"__CUDACC_VER_{part}__") for part in ("MAJOR", "MINOR", "BUILD")),
             "",
         ]
     )
@@ -122,7 +128,11 @@ def test_what_each_target_defines_is_what_nvcc_defines(
         {str(t.arch.major * 100 + t.arch.minor * 10) for t in images if t.arch}, key=int
     )
     arch_list = ",".join(values)
-    expected = {model(t, arch_list) for t in images} | {model(Target("host", None), arch_list)}
+    # the build number archguard reads from this nvcc's --version (V13.0.88 -> 88)
+    build = detect_toolkit({"CUDA_HOME": str(Path(nvcc()).parent.parent), "PATH": ""}).build
+    assert build is not None
+    expected = {model(t, arch_list, build) for t in images}
+    expected |= {model(Target("host", None), arch_list, build)}
     assert seen == expected
 
 

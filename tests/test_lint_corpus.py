@@ -15,6 +15,19 @@ image's ``__CUDA_ARCH__`` / feature macros compile.
   out loads its own sm_75 image: no finding).
 - torch-harmonics 0.8.0: inverted ``< 900`` guards choosing 32-bit over 128-bit atomics
   (no finding with cu130; a finding once a 9.x device runs PTX of a lower arch).
+- flashinfer-python 0.7.4 (its wheel ships the sources, with CUTLASS and TensorRT-LLM code
+  vendored): ``CUDA_ARCH_FAMILY(X)`` expanding to ``(false)`` on plain targets inside
+  TensorRT-LLM's grid-dependency guard; an ``#error`` for plain targets >= 9.0 once
+  ``CUDA_VERSION >= 12090``; ``#ifdef __CUDA_ARCH_SPECIFIC__`` setting only a ``constexpr
+  bool``; a host launcher's ``!defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900``.
+- tilelang 0.1.15 (its wheel ships the CUDA templates its JIT compiles):
+  ``__CUDA_ARCH_FAMILY_SPECIFIC__ == 1000/1030/1100`` comparisons, arch guards combined with
+  ``__CUDACC_VER_MAJOR__``/``_MINOR__``, and ``__CUDA_ARCH_FEAT_SM100_ALL`` where an ``f``
+  target is not enough.
+
+The macro facts (which target defines ``__CUDA_ARCH_SPECIFIC__`` /
+``__CUDA_ARCH_FAMILY_SPECIFIC__`` / the FEAT macros, and their values; ``__CUDACC_VER_*``)
+are checked against the real nvcc by ``tests/test_lint.py``.
 """
 
 from __future__ import annotations
@@ -55,6 +68,14 @@ def lint(path: str, wheel: str = CU130, flags: list[str] | None = None) -> Repor
     return analyse([str(file)], Wheel(targets(wheel), TOOLKIT, TORCH), sources)
 
 
+# the family/arch-specific list of the hand answers: sm_90a for 9.0 only, sm_100f for the
+# 10.x family (10.0, 10.3), sm_120f for 12.0 and 12.1; 11.0 is not served
+FAMILY = "sm_75 sm_80 sm_86 sm_90a sm_100f sm_120f"
+# flashinfer's GEMM JIT passes the SM100 switch, never the SM90 one
+GDC_BUILD = ["-DCUTLASS_ENABLE_GDC_FOR_SM100=1", "-UCUTLASS_ENABLE_GDC_FOR_SM90"]
+BLACKWELL_UP = ("10.0", "10.3", "11.0", "12.0", "12.1")
+
+
 def found(report: Report) -> set[tuple[str, int, str, str, str, str]]:
     return {
         (Path(f.file).name, f.line, f.device.cc_text, f.image, f.kind, str(f.fix))
@@ -64,7 +85,14 @@ def found(report: Report) -> set[tuple[str, int, str, str, str, str]]:
 
 def test_every_project_is_vendored_with_its_licence_and_provenance() -> None:
     projects = sorted(p.name for p in CORPUS.iterdir() if p.is_dir())
-    assert projects == ["cutlass", "llama_cpp", "mamba_ssm", "torch_harmonics"]
+    assert projects == [
+        "cutlass",
+        "flashinfer",
+        "llama_cpp",
+        "mamba_ssm",
+        "tilelang",
+        "torch_harmonics",
+    ]
     for name in projects:
         provenance = (CORPUS / name / "PROVENANCE").read_text()
         assert "sha256: " in provenance and "version: " in provenance
@@ -180,3 +208,95 @@ def test_the_builds_macros_are_read_as_nvcc_reads_them() -> None:
         [("C", None), ("D", "4")],
     )
     assert got == {"C": None, "D": "4", "A": "3", "B": "2", "E": "x y"}
+
+
+def test_flashinfer_grid_dependency_guard_reads_false_from_cutlass_family_macros() -> None:
+    """Line 12's condition reaches ``CUDA_ARCH_FAMILY(1000)``, which cutlass_macros.cuh
+    defines as ``(false)`` without ``__CUDA_ARCH_FAMILY_SPECIFIC__``: false for every cu130
+    image (decided, never "depends on false"), true for each 10.x-12.x device's own ``f``/``a``
+    compile. The griddepcontrol asm (lines 38, 48; no #else) is compiled out of the image those
+    devices load; the fix is the device's family target."""
+    report = lint("flashinfer/grid_dependency_control.cu", flags=GDC_BUILD)
+    assert not report.not_understood
+    images = {"10.0": "sm_100", "10.3": "sm_100", "11.0": "compute_90 (JIT)"}
+    assert found(report) == {
+        ("grid_dependency_control.cu", line, cc, images.get(cc, "sm_120"), "empty", f"{cc}f")
+        for line in (38, 48)
+        for cc in BLACKWELL_UP
+    }
+    # Line 54 only sets `static constexpr bool IsGdcGloballyEnabled`, which nothing scanned
+    # uses: a value, judged by its uses, not compiled-out code.
+    assert 54 not in {f.line for f in report.findings}
+    assert 12 in {d.line for d in report.dead}  # no cu130 image enables GDC
+    # With family targets each device's image enables it as its own compile does.
+    assert not lint("flashinfer/grid_dependency_control.cu", FAMILY, GDC_BUILD).findings
+
+
+def test_flashinfer_error_for_plain_targets_and_an_unused_value() -> None:
+    """arch_condition.h: `#if __CUDA_ARCH__ >= 900` / `#if CUDA_VERSION >= 12090` (13000 once
+    <cuda.h> is included: the toolkit's value, though cuda.h is outside the scan) / `#if
+    !defined(__CUDA_ARCH_SPECIFIC__) && !defined(__CUDA_ARCH_FAMILY_SPECIFIC__)` / `#error`:
+    reached by every plain image >= 9.0, by none of the family list's. Line 13's
+    `#ifdef __CUDA_ARCH_SPECIFIC__` only sets `isArchSpecific`, passed on through
+    `arch_info::mArchSpecific` and `is_arch_specific(_v)` and used by nothing scanned."""
+    report = lint("flashinfer/arch_condition.cu")
+    assert {(e.line, e.images) for e in report.errors} == {
+        (42, ("sm_90", "sm_100", "sm_120", "compute_90", "compute_120"))
+    }
+    assert not report.findings and not report.not_understood
+    family = lint("flashinfer/arch_condition.cu", FAMILY)
+    assert not family.errors and not family.findings  # the #error-only region is no hazard
+
+
+def test_flashinfer_host_launcher_decides_which_images_have_the_kernels() -> None:
+    """fast_topk_clusters_exact.cuh: the kernels (line 5) and the host launcher's dispatch
+    (line 38) sit under `!defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900`. The host pass takes
+    line 38 everywhere; a device pass below 9.0 takes its #else, so it never instantiates the
+    kernels. With cu130 every device >= 9.0 loads an image >= 9.0: no finding. With no image
+    >= 9.0, those devices JIT compute_86, which has no kernel to launch: a missing kernel."""
+    assert not lint("flashinfer/fast_topk_clusters_exact.cu").findings
+    report = lint("flashinfer/fast_topk_clusters_exact.cu", "sm_80 sm_86 compute_86")
+    ccs = ("9.0", *BLACKWELL_UP)
+    assert found(report) == {
+        ("fast_topk_clusters_exact.cu", line, cc, "compute_86 (JIT)", "missing-kernel", cc)
+        for line in (5, 38)
+        for cc in ccs
+    }
+
+
+def test_tilelang_family_values_and_toolkit_guards() -> None:
+    """common.h's `TL_CUDA_ARCH_TCGEN05_ENABLED` (FEAT_SM100/101/103/110 or
+    `__CUDA_ARCH_FAMILY_SPECIFIC__ == 1000/1010/1030/1100`) and `__CUDA_ARCH__ >= 1000` guards
+    combined with `__CUDACC_VER_MAJOR__ > 12 || (== 12 && _MINOR__ >= 8/9)`, all decided."""
+    report = lint("tilelang/copy_sm100.cu")
+    assert not report.not_understood
+    assert found(report) == {
+        # 11.0 JITs compute_90 (900): the scalar / two-128-bit #else where sm_110 takes the #if
+        ("common.cuh", 20, "11.0", "compute_90 (JIT)", "alternative", "11.0"),
+        ("copy_sm100.cu", 7, "11.0", "compute_90 (JIT)", "alternative", "11.0"),
+        # tcgen05 loads: a dependent static_assert on every plain image; the family fixes it
+        *(
+            ("copy_sm100.cu", line, cc, image, "alternative", f"{cc}f")
+            for line in (61, 76)
+            for cc, image in (("10.0", "sm_100"), ("10.3", "sm_100"), ("11.0", "compute_90 (JIT)"))
+        ),
+    }
+    # 10.3 loads sm_100f, whose __CUDA_ARCH_FAMILY_SPECIFIC__ is 1000: the tcgen05 path, as
+    # 10.3's own f/a compile has (its plain sm_103 compile, which it does not load, would not)
+    assert not lint("tilelang/copy_sm100.cu", FAMILY).findings
+
+
+def test_tilelang_stochastic_rounding_needs_the_arch_specific_target() -> None:
+    """cuda_fp4.h line 22: `defined(__CUDA_ARCH_FEAT_SM100_ALL) || ...SM103_ALL`, which only
+    `a` targets define: the family cubin sm_100f is not enough for 10.0 or 10.3. Line 8's
+    `__CUDACC_VER_MAJOR__ >= 13` is a toolkit guard: its #else is dead with 13.0, never a
+    finding."""
+    for wheel in (CU130, FAMILY):
+        report = lint("tilelang/cuda_fp4.cu", wheel)
+        image = "sm_100" if wheel == CU130 else "sm_100f"
+        got = {f for f in found(report) if f[0] == "cuda_fp4.cu"}
+        assert got == {
+            ("cuda_fp4.cu", 22, "10.0", image, "alternative", "10.0a"),
+            ("cuda_fp4.cu", 22, "10.3", image, "alternative", "10.3a"),
+        }
+        assert ("cuda_fp4.cu", 10) in {(Path(d.file).name, d.line) for d in report.dead}

@@ -9,6 +9,7 @@ and ``f`` variants are added by :func:`variant_rule`, which reproduces every bun
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
@@ -55,6 +56,12 @@ class Toolkit:
         return self.version.tag
 
     @property
+    def build(self) -> int | None:
+        """nvcc's ``__CUDACC_VER_BUILD__`` (88 for V13.0.88), when the source names the
+        full release."""
+        return release_build(self.source, self.version)
+
+    @property
     def text(self) -> str:
         return self.version.text
 
@@ -86,6 +93,18 @@ class Toolkit:
             source=source,
             nvcc=nvcc,
         )
+
+
+_FULL_RELEASE = re.compile(r"\bV(\d+)\.(\d+)\.(\d+)\b")
+
+
+def release_build(text: str, version: CudaVersion) -> int | None:
+    """The build number of ``version`` in an nvcc release text ("..., V13.0.88" -> 88):
+    what ``nvcc --version`` prints, and what the bundled rows' sources quote."""
+    for match in _FULL_RELEASE.finditer(text):
+        if (int(match[1]), int(match[2])) == (version.major, version.minor):
+            return int(match[3])
+    return None
 
 
 @dataclass(frozen=True)

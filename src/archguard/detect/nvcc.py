@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from archguard.core.arch import split_target
 from archguard.core.cuda import CudaVersion
-from archguard.core.toolkit import Toolkit
+from archguard.core.toolkit import Toolkit, release_build
 from archguard.errors import NvccNotFound, NvccUnusable
 
 DEFAULT_CUDA_HOME = "/usr/local/cuda"
@@ -96,14 +96,18 @@ def parse_target_list(text: str, prefix: str, what: str) -> list[str]:
 
 def probe_toolkit(location: NvccLocation, run: Callable[[list[str]], str] = _run) -> Toolkit:
     nvcc = location.nvcc
-    version = parse_nvcc_version(run([nvcc, "--version"]), nvcc)
+    printed = run([nvcc, "--version"])
+    version = parse_nvcc_version(printed, nvcc)
+    build = release_build(printed, version)
+    release = f"V{version.text}.{build}, " if build is not None else ""
     code = parse_target_list(run([nvcc, "--list-gpu-code"]), "sm", f"{nvcc} --list-gpu-code")
     arch = parse_target_list(run([nvcc, "--list-gpu-arch"]), "compute", f"{nvcc} --list-gpu-arch")
     return Toolkit.from_lists(
         version,
         code,
         arch,
-        source=f"nvcc {nvcc} (found via {location.how}; --list-gpu-code plus the a/f rule)",
+        source=f"nvcc {nvcc} ({release}found via {location.how}; --list-gpu-code plus the "
+        "a/f rule)",
         nvcc=nvcc,
     )
 

@@ -18,8 +18,7 @@ evaluate. What each target defines is what nvcc 13.0 defines (checked by
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -29,17 +28,20 @@ from archguard.core.cuda import CudaVersion
 from archguard.core.toolkit import Toolkit
 from archguard.lint.expressions import Macro, tokenize
 from archguard.lint.preprocessor import Preprocessor, Region, Scan, Walk
+from archguard.lint.regions import (
+    Use,
+    classify,
+    configuration_only,
+    declared_values,
+    first_use,
+    has_code,
+    holds_nothing,
+    kernel_names,
+    launches,
+)
 
 if TYPE_CHECKING:
     from archguard.lint.sources import Sources
-
-
-_TRAP = re.compile(
-    r"__trap\s*\(|\btrap\s*;|__brkpt\s*\(|\bassert\s*\(|__assertfail|\babort\s*\(|"
-    r"CUTE_INVALID_CONTROL_PATH|CUTLASS_NOT_IMPLEMENTED|static_assert\s*\(\s*(?:false|0)\b"
-)
-_PRINT = re.compile(r"\bprintf\s*\(")
-_CODE = re.compile(r"[A-Za-z0-9_]")
 
 
 @dataclass(frozen=True)
@@ -49,8 +51,11 @@ class Target:
     name: str  # "sm_86", "compute_90", "host"
     arch: Arch | None  # None: the host pass
 
-    def macros(self, arch_list: str, cuda: CudaVersion) -> dict[str, Macro]:
-        """What nvcc defines for this target (nvcc 13.0, checked by the tests)."""
+    def macros(
+        self, arch_list: str, cuda: CudaVersion, build: int | None = None
+    ) -> dict[str, Macro]:
+        """What nvcc defines for this target (nvcc 13.0, checked by the tests). ``build``:
+        the toolkit's build number (``__CUDACC_VER_BUILD__``), when known."""
         out = {
             "__CUDACC__": Macro("__CUDACC__", ("1",)),
             "__NVCC__": Macro("__NVCC__", ("1",)),
@@ -62,6 +67,8 @@ class Target:
                 "__CUDA_ARCH_LIST__", tuple(" , ".join(arch_list.split(",")).split())
             ),
         }
+        if build is not None:
+            out["__CUDACC_VER_BUILD__"] = Macro("__CUDACC_VER_BUILD__", (str(build),))
         arch = self.arch
         if arch is None:
             return out
@@ -89,9 +96,13 @@ class Finding:
     guard: str
     device: Device
     image: str  # the image the device loads: "sm_86", "compute_90 (JIT)"
-    kind: str  # "trap", "empty" or "alternative"
+    # "trap", "empty", "alternative" (what the image has instead), "missing-kernel" (host
+    # code whose device passes instantiate kernels: the image lacks them), "value" (a
+    # constexpr value that differs, used at ``used_at``)
+    kind: str
     torch_runs: bool | None
     fix: Arch  # the target to add so the device gets its own image
+    used_at: str = ""  # for a value: where it is used ("file:line")
 
 
 @dataclass(frozen=True)
@@ -126,36 +137,6 @@ class Report:
     @property
     def ok(self) -> bool:
         return not self.findings and not self.errors
-
-
-def classify(body: Sequence[str]) -> str:
-    """What a branch holds: ``trap`` (a trap, an assert, or a print-and-return), ``empty``
-    (no code), or ``alternative`` (other code)."""
-    text = "\n".join(_code_lines(body))
-    if _TRAP.search(text):
-        return "trap"
-    if not _CODE.search(text.replace("return", "")):
-        return "empty"
-    statements = [s for s in re.split(r"[;{}]", text) if _CODE.search(s)]
-    if _PRINT.search(text) and all(
-        _PRINT.search(s) or s.strip().startswith("return") for s in statements
-    ):
-        return "trap"
-    return "alternative"
-
-
-def _code_lines(body: Sequence[str]) -> list[str]:
-    """A branch's lines that are not preprocessor directives."""
-    return [line for line in body if not line.lstrip().startswith("#")]
-
-
-def _has_code(body: Sequence[str]) -> bool:
-    return any(_CODE.search(line) for line in _code_lines(body))
-
-
-def _configuration_only(body: Sequence[str]) -> bool:
-    """A branch that only defines macros (no code of its own)."""
-    return not _has_code(body) and any(re.match(r"\s*#\s*(define|undef)\b", line) for line in body)
 
 
 def _variants(device: Device, toolkit: Toolkit) -> list[Arch]:
@@ -229,7 +210,10 @@ def _scan(wheel: Wheel, sources: Sources, configs: _Configs) -> tuple[list[dict[
         for name, value in sources.defines.items()
         if value is not None
     }
-    tables = [{**given, **c.macros(arch_list, wheel.toolkit.version)} for c in configs.targets]
+    toolkit = wheel.toolkit
+    tables = [
+        {**given, **c.macros(arch_list, toolkit.version, toolkit.build)} for c in configs.targets
+    ]
     undefined = frozenset(name for name, value in sources.defines.items() if value is None)
     version = wheel.toolkit.version.major * 1000 + wheel.toolkit.version.minor * 10
     headers = {  # the toolkit's headers are outside the scan; what they define is known
@@ -280,14 +264,59 @@ _RANK = {"": 0, "f": 1, "a": 2}
 def _findings(walk: Walk, configs: _Configs, torch_targets: Targets | None, report: Report) -> None:
     arch_regions = _arch_dependent(walk)
     ordered = sorted(arch_regions, key=lambda k: (k[0], k[1]))
+    kernels = {name for lines in walk.lines.values() for name in kernel_names(lines)}
+    reading = _Reading(kernels, _value_uses(walk, ordered))
     for device, image, label, own in configs.served:
         runs = runs_on(torch_targets, device.cc) if torch_targets is not None else None
-        for region, taken, fix in _device_hazards(walk, configs, ordered, (device, image, own)):
-            kind = classify(taken.body) if taken is not None else "empty"
+        for region, taken, fix in _device_hazards(
+            walk, configs, ordered, (device, image, own), reading
+        ):
+            kind, used_at = _kind(walk, configs, region, taken, reading)
             report.findings.append(
-                Finding(region.file, region.line, region.guard, device, label, kind, runs, fix)
+                Finding(
+                    region.file, region.line, region.guard, device, label, kind, runs, fix, used_at
+                )
             )
     _dead(walk, configs, arch_regions, ordered, report)
+
+
+@dataclass
+class _Reading:
+    """What the hazards of one walk share: the kernels its files define, and each value
+    region's first use (None: unused)."""
+
+    kernels: set[str]
+    uses: dict[tuple[str, int], Use | None] = field(default_factory=dict)
+
+
+def _kind(
+    walk: Walk, configs: _Configs, region: Region, taken: Region | None, reading: _Reading
+) -> tuple[str, str]:
+    """What the device gets instead of ``region``: (kind, where a value is used)."""
+    key = (region.file, region.line)
+    if walk.states[key][configs.host] is True and launches(region.body, reading.kernels):
+        return "missing-kernel", ""
+    if key in reading.uses:
+        use = reading.uses[key]
+        return "value", f"{use.file}:{use.line}" if use is not None else ""
+    return (classify(taken.body) if taken is not None else "empty"), ""
+
+
+def _value_uses(
+    walk: Walk, regions: Iterable[tuple[str, int]]
+) -> dict[tuple[str, int], Use | None]:
+    """For each region that only declares constexpr values: where the value is first used
+    outside the declaring chain (None: nowhere in the scanned files)."""
+    out: dict[tuple[str, int], Use | None] = {}
+    for key in regions:
+        region = walk.regions[key]
+        names = declared_values(region.body)
+        if names is None:
+            continue
+        chain = [r for r in walk.regions.values() if r.chain == region.chain]
+        skip = {(r.file, n) for r in chain for n in range(r.line, r.span[1] + 1)}
+        out[key] = first_use(names, walk.lines, skip)
+    return out
 
 
 def _device_hazards(
@@ -295,13 +324,18 @@ def _device_hazards(
     configs: _Configs,
     ordered: list[tuple[str, int]],
     served: tuple[Device, int, Arch | None],
+    reading: _Reading,
 ) -> Iterator[tuple[Region, Region | None, Arch]]:
     """The regions a device's own native target compiles and the image it loads does not:
     (region, the branch the image takes instead, the target that fixes it)."""
     device, image, own = served
     # A device that loads its own compile is compared only with its more specific
-    # targets (plain sm_90 with sm_90a); one that loads a lower image, with all of them.
-    floor = _RANK[own.suffix] if own is not None else -1
+    # targets (plain sm_90 with sm_90a); one that loads a lower plain image, with all of
+    # them; one that loads a lower family cubin (10.3 on sm_100f), with its own f and a
+    # targets (its plain compile is less than what it loads).
+    loaded = configs.targets[image].arch
+    lowest = _RANK[loaded.suffix] if loaded is not None else 0
+    floor = _RANK[own.suffix] if own is not None else lowest - 1
     natives = configs.natives
     variants = [a for a in natives if a.cc == device.cc and _RANK[a.suffix] > floor]
     reported: set[tuple[str, int]] = set()
@@ -314,9 +348,12 @@ def _device_hazards(
         if not active or _ancestor_reported(walk, region, reported):
             continue
         taken = _image_branch(walk, region, image)
-        if _configuration_only(region.body) and (taken is None or not _has_code(taken.body)):
+        if configuration_only(region.body) and (taken is None or not has_code(taken.body)):
             # CUTLASS's `#if defined(__CUDA_ARCH_SPECIFIC__)` / `#define ...`: no code of
             # its own; the hazard is where the macro is used, reported there
+            continue
+        if holds_nothing(region.body) or reading.uses.get(key, False) is None:
+            # only an #error (reported as reached), or a value nothing scanned uses
             continue
         reported.add(key)
         yield region, taken, active[0]

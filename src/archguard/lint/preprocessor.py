@@ -54,6 +54,7 @@ class Region:
     guard: str  # as written: "#if __CUDA_ARCH__ >= 890"
     parent: tuple[str, int] | None  # the enclosing region, if any
     body: tuple[str, ...] = ()  # the branch's own lines (nested directives included)
+    span: tuple[int, int] = (0, 0)  # the line numbers of its first and last body line
 
 
 @dataclass
@@ -69,6 +70,7 @@ class Walk:
     skipped: dict[str, str] = field(default_factory=dict)  # path -> why
     missing: set[str] = field(default_factory=set)  # includes not found (outside the scan)
     files: set[str] = field(default_factory=set)
+    lines: dict[str, list[Line]] = field(default_factory=dict)  # each walked file's lines
     unfinished: list[str] = field(default_factory=list)  # roots the budget left unscanned
     seconds: float = 0.0
 
@@ -201,6 +203,7 @@ class Preprocessor:
         if lines is None or self._seen_before(path, lines, active):
             return
         unit.result.files.add(path)
+        unit.result.lines[path] = list(lines)
         guard = include_guard(lines)
         if guard is not None:
             for m in macros:
@@ -281,13 +284,13 @@ class _FileWalk:
         self.parent, self.unit = unit.parent, unit
         self.result = unit.result
         self.frames: list[_Frame] = []
-        self.region_lines: dict[tuple[str, int], list[str]] = {}
+        self.region_lines: dict[tuple[str, int], list[Line]] = {}
 
     def run(self, lines: Sequence[Line]) -> None:
         for line in lines:
             found = directive(line)
             for key in list(self.region_lines):
-                self.region_lines[key].append(line.text)
+                self.region_lines[key].append(line)
             if found is None:
                 continue
             name, rest = found
@@ -419,7 +422,11 @@ class _FileWalk:
         region = self.result.regions.get(key)
         if body is not None and region is not None and not region.body:
             # without the directive that closed it
-            self.result.regions[key] = dataclasses.replace(region, body=tuple(body[:-1]))
+            own = body[:-1]
+            span = (own[0].number, own[-1].number) if own else (region.line, region.line)
+            self.result.regions[key] = dataclasses.replace(
+                region, body=tuple(line.text for line in own), span=span
+            )
 
 
 def file_resolver(include_dirs: Sequence[Path], inside: Sequence[Path]) -> Resolver:

@@ -44,6 +44,7 @@ def render(report: Report, tag: str, fmt: str = "text", base: Path | None = None
                     kind=f.kind,
                     torch_runs=f.torch_runs,
                     fix=str(f.fix),
+                    **({"used_at": _used_at(f.used_at, base)} if f.used_at else {}),
                 )
                 for f in report.findings
             ],
@@ -87,10 +88,27 @@ def _hazard_lines(report: Report, tag: str, base: Path | None) -> list[str]:
                 f.torch_runs
             ]
             out.append(
-                f"    {f.device} loads {f.image}, which compiles it out ({f.kind} instead); "
+                f"    {f.device} loads {f.image}, {_what(f, base)}; "
                 f"{torch}; fix: add {f.fix} to [tool.archguard] arch_list_by_cuda.{tag}"
             )
     return out
+
+
+def _what(f: Finding, base: Path | None) -> str:
+    """What the loaded image does with the region, by kind."""
+    if f.kind == "missing-kernel":
+        return (
+            "whose device pass skips this host code: the kernels it defines or launches are "
+            "not instantiated in that image (missing kernel: a launch there fails)"
+        )
+    if f.kind == "value":
+        return f"where this constexpr value differs (value, used at {_used_at(f.used_at, base)})"
+    return f"which compiles it out ({f.kind} instead)"
+
+
+def _used_at(used_at: str, base: Path | None) -> str:
+    file, _, line = used_at.rpartition(":")
+    return _where(file, int(line), base)
 
 
 def _other_lines(report: Report, base: Path | None) -> list[str]:

@@ -1,0 +1,174 @@
+"""What a guarded region holds, read from its lines: code or none, a trap, configuration
+(macros only), a *value* (``constexpr`` constants only) and where the value is used, and the
+kernels a region defines or launches. Pure: lines in, answers out."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from archguard.lint.lines import Line
+
+_TRAP = re.compile(
+    r"__trap\s*\(|\btrap\s*;|__brkpt\s*\(|\bassert\s*\(|__assertfail|\babort\s*\(|"
+    r"CUTE_INVALID_CONTROL_PATH|CUTLASS_NOT_IMPLEMENTED|static_assert\s*\(\s*(?:false|0)\b"
+)
+_PRINT = re.compile(r"\bprintf\s*\(")
+_CODE = re.compile(r"[A-Za-z0-9_]")
+_INCLUDE = re.compile(r"\s*#\s*include\b")
+_DEFINES = re.compile(r"\s*#\s*(define|undef)\b")
+# `static constexpr bool X = ...;`, `inline constexpr int X = ...;`, `using X = ...;`,
+# `struct X : std::bool_constant<...> {};`: lines that only carry a value on
+_VALUE = re.compile(
+    r"^\s*(?:(?:static|inline|extern)\s+)*(?:constexpr|constinit)\s+[\w:<>,\s]*?"
+    r"\b(?P<const>[A-Za-z_]\w*)\s*(?:=|\{)"
+    r"|^\s*using\s+(?P<alias>[A-Za-z_]\w*)\s*="
+    r"|^\s*(?:template\s*<[^>]*>\s*)?struct\s+(?P<trait>[A-Za-z_]\w*)\s*:\s*(?:public\s+)?"
+    r"std::(?:bool|integral)_constant\b"
+)
+_KERNEL_ATTRIBUTES = {
+    "__launch_bounds__",
+    "__cluster_dims__",
+    "__maxnreg__",
+    "__attribute__",
+    "__declspec",
+    "alignas",
+}
+_LAUNCH = re.compile(r"<<<|\bcudaLaunch\w*\s*\(|\bcuLaunch\w*\s*\(")
+
+STUB_KINDS = ("trap", "empty", "alternative")
+
+
+def classify(body: Sequence[str]) -> str:
+    """What a branch holds: ``trap`` (a trap, an assert, or a print-and-return), ``empty``
+    (no code), or ``alternative`` (other code)."""
+    text = "\n".join(code_lines(body))
+    if _TRAP.search(text):
+        return "trap"
+    if not _CODE.search(text.replace("return", "")):
+        return "empty"
+    statements = [s for s in re.split(r"[;{}]", text) if _CODE.search(s)]
+    if _PRINT.search(text) and all(
+        _PRINT.search(s) or s.strip().startswith("return") for s in statements
+    ):
+        return "trap"
+    return "alternative"
+
+
+def code_lines(body: Sequence[str]) -> list[str]:
+    """A branch's lines that are not preprocessor directives."""
+    return [line for line in body if not line.lstrip().startswith("#")]
+
+
+def has_code(body: Sequence[str]) -> bool:
+    return any(_CODE.search(line) for line in code_lines(body))
+
+
+def configuration_only(body: Sequence[str]) -> bool:
+    """A branch that only defines macros (no code of its own)."""
+    return not has_code(body) and any(_DEFINES.match(line) for line in body)
+
+
+def holds_nothing(body: Sequence[str]) -> bool:
+    """No code, no ``#include`` and no macro: only ``#error``/``#pragma``/nested empty
+    guards. Nothing in it can be compiled out (an ``#error`` is reported as reached)."""
+    return not has_code(body) and not any(
+        _INCLUDE.match(line) or _DEFINES.match(line) for line in body
+    )
+
+
+def declared_values(body: Sequence[str]) -> set[str] | None:
+    """The names a branch declares when it holds only value declarations (``constexpr``
+    constants, aliases, ``bool_constant`` traits); None when it holds other code."""
+    names: set[str] = set()
+    for line in code_lines(body):
+        if not _CODE.search(line) or line.strip() in ("};", "}"):
+            continue
+        match = _VALUE.match(line)
+        if match is None:
+            return None
+        names.add(match["const"] or match["alias"] or match["trait"])
+    return names or None
+
+
+@dataclass(frozen=True)
+class Use:
+    file: str
+    line: int
+    text: str
+
+
+def first_use(
+    names: set[str], files: Mapping[str, Sequence[Line]], skip: set[tuple[str, int]]
+) -> Use | None:
+    """Where a value declared by ``names`` first matters: a line outside ``skip`` (the
+    declaring branches) that uses one of them and is not itself a value declaration. A
+    declaration that uses one passes the value on (its name is followed in turn)."""
+    tracked = set(names)
+    found: Use | None = None
+    changed = True
+    while changed:
+        changed = False
+        for path, lines in files.items():
+            for line in lines:
+                if (path, line.number) in skip or line.text.lstrip().startswith("#"):
+                    continue
+                used = tracked & set(re.findall(r"[A-Za-z_]\w*", line.text))
+                if not used:
+                    continue
+                match = _VALUE.match(line.text)
+                if match is not None:
+                    name = match["const"] or match["alias"] or match["trait"]
+                    if name not in tracked and name not in used:
+                        tracked.add(name)
+                        changed = True
+                    continue
+                if found is None:
+                    found = Use(path, line.number, line.text.strip())
+    return found
+
+
+def kernel_names(lines: Iterable[Line]) -> set[str]:
+    """The ``__global__`` functions a file defines or declares."""
+    text = " ".join(line.text for line in lines)
+    names: set[str] = set()
+    for match in re.finditer(r"\b__global__\b", text):
+        name = _kernel_after(text, match.end())
+        if name:
+            names.add(name)
+    return names
+
+
+def _kernel_after(text: str, i: int) -> str | None:
+    last: str | None = None
+    while i < len(text):
+        c = text[i]
+        if c in ";{}":
+            return None
+        if c == "(":
+            if last is not None and last not in _KERNEL_ATTRIBUTES:
+                return last
+            depth, i = 1, i + 1
+            while i < len(text) and depth:
+                depth += {"(": 1, ")": -1}.get(text[i], 0)
+                i += 1
+            last = None
+            continue
+        word = re.match(r"[A-Za-z_]\w*", text[i:])
+        if word:
+            last = word[0]
+            i += word.end()
+            continue
+        if not c.isspace() and c not in "<>,:*&":
+            last = None
+        i += 1
+    return None
+
+
+def launches(body: Sequence[str], kernels: set[str]) -> bool:
+    """Does host code in ``body`` define, launch or take the address of a kernel?"""
+    text = "\n".join(code_lines(body))
+    if "__global__" in text or _LAUNCH.search(text):
+        return True
+    return bool(kernels & set(re.findall(r"[A-Za-z_]\w*", text)))
