@@ -165,8 +165,8 @@ MUTATIONS = [
     Mutation(
         "lint-ptx-devices-see-their-own-arch",
         "src/archguard/lint/guards.py",
-        "            index = out.targets.index(Target(ptx.compute, ptx.plain))",
-        "            index = out.targets.index(Target(ptx.compute, ptx.plain)) - 1",
+        "        index = out.targets.index(Target(image.name, arch))",
+        "        index = out.targets.index(Target(image.name, arch)) - 1",
         (
             "tests/test_lint.py::test_a_device_reached_only_through_ptx_is_evaluated_with_that"
             "_ptxs_arch",

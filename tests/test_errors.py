@@ -154,3 +154,7 @@ def test_readme_environment_table_lists_every_variable() -> None:
 
     named = _table_names("### Environment", r"`(ARCHGUARD_[A-Z_]+)")
     assert set(ENV_KNOWN) <= named, set(ENV_KNOWN) - named
+    from archguard.detect.tools import TOOLS
+
+    tools = _table_names("### Environment", r"`([A-Z_]+)`")
+    assert {t.variable for t in TOOLS} | {"MAX_JOBS", "NVCC_THREADS", "CUDA_HOME"} <= tools

@@ -136,6 +136,26 @@ def test_what_each_target_defines_is_what_nvcc_defines(
     assert seen == expected
 
 
+@needs_nvcc
+def test_what_nvcc_never_defines_on_linux(tmp_path: Path) -> None:
+    """The other compilers' names the lint takes as undefined (clang, NVHPC, MSVC, hipcc...)
+    are undefined in nvcc's host pass and in each device pass."""
+    from archguard.lint.guards import OTHER_COMPILERS
+
+    src = tmp_path / "names.cu"
+    src.write_text(
+        "".join(f"#ifdef {n}\n#error {n} is defined\n#endif\n" for n in OTHER_COMPILERS)
+        + "__global__ void k() {}\n"
+    )
+    argv = [nvcc(), "-c", str(src), "-o", str(tmp_path / "n.o")]
+    for gencode in ("arch=compute_80,code=sm_80", "arch=compute_100a,code=sm_100a"):
+        argv += ["-gencode", gencode]
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    src.write_text("#ifdef __NVCC__\n#error __NVCC__ is defined\n#endif\n")  # the probe can fail
+    assert subprocess.run(argv, capture_output=True, check=False).returncode != 0
+
+
 def no_include(name: str, quoted: bool, including: str) -> None:
     return None
 

@@ -50,15 +50,15 @@ def cmd_verify(args: argparse.Namespace) -> int:
     nvdisasm = None
     if args.stubs or args.fail_on_stubs:
         from archguard.detect.sass import find_nvdisasm  # noqa: PLC0415
+        from archguard.detect.tools import NVDISASM  # noqa: PLC0415
         from archguard.errors import NvdisasmNotFound  # noqa: PLC0415
 
         nvdisasm = find_nvdisasm(near=cuobjdump)
         if nvdisasm is None:
             raise NvdisasmNotFound(
                 "verify --stubs disassembles every cubin (cuobjdump -sass), which needs "
-                "nvdisasm, and none was found (looked at NVDISASM_PATH, PATH, CUDA_HOME/bin, "
-                "beside cuobjdump, and the nvidia-cuda-nvdisasm package). Install it with "
-                "`pip install nvidia-cuda-nvdisasm`."
+                f"nvdisasm, and none was found (looked at {NVDISASM.order}). Install it with "
+                f"`pip install {NVDISASM.package}`."
             )
     results = check(args.paths, cuobjdump, given, nvdisasm)
     report = verdict(results, args.paths)

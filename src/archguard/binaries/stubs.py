@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from archguard.core.arch import Arch
-from archguard.core.coverage import Device, chosen_cubin, chosen_ptx, known_devices
+from archguard.core.coverage import Device, Image, known_devices, loaded_image
 
 REAL = "real"
 
@@ -58,66 +58,51 @@ class StubReport:
     findings: tuple[StubFinding, ...]
 
 
-def _image_key(name: str) -> tuple[int, int, int, str]:
-    kind, rest = name.split("_", 1)
-    digits = rest.rstrip("af")
-    return (int(digits[:-1]), int(digits[-1]), kind == "compute", rest[len(digits) :])
+def _order(image: Image) -> tuple[int, int, bool, str]:
+    return image.order
 
 
 def analyse(
-    kernels: Mapping[tuple[Arch, bool], Mapping[str, str]],
+    kernels: Mapping[Image, Mapping[str, str]],
     names: Mapping[str, str] | None = None,
     devices: Sequence[Device] | None = None,
 ) -> StubReport:
-    """``kernels``: {(arch, is PTX): {mangled name: kind}} for one binary."""
+    """``kernels``: {image: {mangled name: kind}} for one binary."""
     names = names or {}
     devices = tuple(devices or known_devices())
-    cubins = {arch for arch, ptx in kernels if not ptx}
-    ptxs = {arch for arch, ptx in kernels if ptx}
-
-    def label(arch: Arch, ptx: bool) -> str:
-        return arch.compute if ptx else arch.sm
-
+    cubins = {image.arch for image in kernels if not image.ptx}
+    ptxs = {image.arch for image in kernels if image.ptx}
     all_names = sorted({k for per in kernels.values() for k in per})
-    table: dict[str, dict[str, str]] = {k: {} for k in all_names}
-    for (arch, ptx), per in kernels.items():
+    table: dict[str, dict[Image, str]] = {k: {} for k in all_names}
+    for image, per in kernels.items():
         for k, what in per.items():
-            table[k][label(arch, ptx)] = what
+            table[k][image] = what
     views = tuple(
-        Kernel(names.get(k, k), tuple(sorted(table[k].items(), key=lambda x: _image_key(x[0]))))
+        Kernel(names.get(k, k), tuple((i.name, table[k][i]) for i in sorted(table[k], key=_order)))
         for k in all_names
     )
     findings: list[StubFinding] = []
     for device in devices:
-        cubin = chosen_cubin(cubins, device.cc)
-        if cubin is not None:
-            image, ptx = cubin, False
-        else:
-            found = chosen_ptx(ptxs, device.cc)
-            if found is None:
-                continue
-            image, ptx = found, True
-        if not ptx and image.cc == device.cc:
-            continue  # the device runs its own compile: a stub there is what the source says
-        loaded = label(image, ptx)
+        loaded = loaded_image(cubins, ptxs, device.cc)
+        if loaded is None or (not loaded.ptx and loaded.arch.cc == device.cc):
+            continue  # nothing loads, or its own compile: a stub there is what the source says
         for k in all_names:
-            found_kind = table[k].get(loaded)
-            if found_kind is None or found_kind == REAL:
+            kind = table[k].get(loaded)
+            if kind is None or kind == REAL:
                 continue
-            kind = found_kind
             higher = tuple(
-                name
-                for name, other in table[k].items()
-                if other == REAL and _image_key(name)[:2] > image.cc
+                i.name
+                for i in sorted(table[k], key=_order)
+                if table[k][i] == REAL and i.arch.cc > loaded.arch.cc
             )
             if higher:
                 findings.append(
                     StubFinding(
                         names.get(k, k),
                         device,
-                        loaded + (" (JIT)" if ptx else ""),
+                        loaded.label,
                         kind,
-                        tuple(sorted(higher, key=_image_key)),
+                        higher,
                         Arch(device.cc[0], device.cc[1]),
                     )
                 )

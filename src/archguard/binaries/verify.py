@@ -204,9 +204,8 @@ def check_binaries(
         stubs = None
         if nvdisasm is not None and found is not None:
             images = read_kernels(path, cuobjdump, nvdisasm)
-            by_arch = {(img.arch, img.ptx): kernels for img, kernels in images.items()}
             mangled = sorted({k for kernels in images.values() for k in kernels})
-            stubs = analyse_stubs(by_arch, demangle(mangled))
+            stubs = analyse_stubs(images, demangle(mangled))
         out.append(Checked(label, expected, found, stubs))
     return out
 

@@ -107,18 +107,47 @@ def chosen_ptx(ptx: Iterable[Arch], cc: CC) -> Arch | None:
     return max(fitting, key=lambda p: (p.cc, _SPECIFICITY[p.suffix]))
 
 
+@dataclass(frozen=True)
+class Image:
+    """One image in a binary: a cubin (``sm_86``) or PTX (``compute_90``)."""
+
+    arch: Arch
+    ptx: bool
+
+    @property
+    def order(self) -> tuple[int, int, bool, str]:
+        """Capability first; at one capability the cubins, then the PTX."""
+        return (self.arch.major, self.arch.minor, self.ptx, self.arch.suffix)
+
+    @property
+    def name(self) -> str:
+        return self.arch.compute if self.ptx else self.arch.sm
+
+    @property
+    def label(self) -> str:
+        """As a device loads it: ``sm_86``, ``compute_90 (JIT)``."""
+        return f"{self.name} (JIT)" if self.ptx else self.name
+
+
+def loaded_image(cubins: Iterable[Arch], ptx: Iterable[Arch], cc: CC) -> Image | None:
+    """The image the runtime loads on ``cc``: its cubin, else the JIT of the highest PTX at
+    or below it, else none. The one answer coverage, the lint and the stub check use."""
+    cubin = chosen_cubin(cubins, cc)
+    if cubin is not None:
+        return Image(cubin, False)
+    found = chosen_ptx(ptx, cc)
+    return None if found is None else Image(found, True)
+
+
 def runs_on(targets: Targets, cc: CC) -> bool:
     return chosen_cubin(targets.cubins, cc) is not None or chosen_ptx(targets.ptx, cc) is not None
 
 
 def device_coverage(targets: Targets, device: Device) -> DeviceCoverage:
-    cubin = chosen_cubin(targets.cubins, device.cc)
-    if cubin is not None:
-        return DeviceCoverage(device, Tier.NATIVE, cubin.sm)
-    ptx = chosen_ptx(targets.ptx, device.cc)
-    if ptx is not None:
-        return DeviceCoverage(device, Tier.JIT, ptx.compute)
-    return DeviceCoverage(device, Tier.DEAD, None)
+    image = loaded_image(targets.cubins, targets.ptx, device.cc)
+    if image is None:
+        return DeviceCoverage(device, Tier.DEAD, None)
+    return DeviceCoverage(device, Tier.JIT if image.ptx else Tier.NATIVE, image.name)
 
 
 def coverage(

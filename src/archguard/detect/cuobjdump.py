@@ -4,71 +4,49 @@
 ``sm_100f`` cubin as ``...sm_100.cubin``; the header dump (``cuobjdump FILE``) keeps the
 ``f`` (``arch = sm_100f``). Both are read, in the same order, and must agree.
 
-cuobjdump is found as ``--cuobjdump PATH``, then ``CUOBJDUMP``, then ``PATH``, then the CUDA
-toolkit (``CUDA_HOME``/``CUDA_PATH``/``/usr/local/cuda``), then the ``nvidia-cuda-cuobjdump``
-package in this Python's site-packages.
+cuobjdump is found as ``--cuobjdump PATH``, else in :mod:`archguard.detect.tools`' one search
+order.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import os
 import re
-import shutil
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from archguard.core.arch import Arch, Targets
+from archguard.detect.tools import CUOBJDUMP, READ_TIMEOUT_S, executable, run
 from archguard.errors import BinaryReadError, CuobjdumpNotFound
 
-TIMEOUT_S = 300
 _LIST = re.compile(r"^(ELF|PTX) file\s+[0-9]+:\s+\S*?\.(sm_[0-9]+[af]?)\.(cubin|ptx)\s*$")
-_HEADER = re.compile(r"^Fatbin (elf|ptx) code:")
-_ARCH = re.compile(r"^arch = (sm_[0-9]{2,3}[af]?)\s*$")
+# The header of each embedded image in plain `cuobjdump FILE` / `-sass` / `-ptx` output, and
+# its arch line (the one place these formats are read; detect/sass.py uses them too).
+HEADER = re.compile(r"^Fatbin (elf|ptx) code:")
+ARCH_LINE = re.compile(r"^arch = (sm_[0-9]{2,3}[af]?)\s*$")
 NO_DEVICE_CODE = "does not contain device code"
-
-
-def _executable(path: Path) -> bool:
-    return path.is_file() and os.access(path, os.X_OK)
 
 
 def find_cuobjdump(
     explicit: str | None = None,
     environ: Mapping[str, str] | None = None,
-    which: Callable[[str], str | None] = shutil.which,
+    which: Callable[[str], str | None] | None = None,
     extra_dirs: Sequence[str] = (),
 ) -> str:
-    """The cuobjdump to use (see the module docstring); ``extra_dirs`` are searched after
-    the toolkit's ``bin/`` (the build passes the directory of the nvcc that compiles)."""
-    env = os.environ if environ is None else environ
+    """The cuobjdump to use: ``explicit`` (``--cuobjdump PATH``), else the one search order
+    of :mod:`archguard.detect.tools`; ``extra_dirs``: beside the nvcc that compiles."""
     if explicit:
-        if not _executable(Path(explicit)):
+        if not executable(Path(explicit)):
             raise CuobjdumpNotFound(f"--cuobjdump {explicit} is not an executable file.")
         return explicit
-    candidates: list[Path] = []
-    if env.get("CUOBJDUMP"):
-        candidates.append(Path(env["CUOBJDUMP"]))
-    found = which("cuobjdump")
-    if found:
-        candidates.append(Path(found))
-    for var in ("CUDA_HOME", "CUDA_PATH"):
-        if env.get(var):
-            candidates.append(Path(env[var], "bin", "cuobjdump"))
-    candidates += [Path(d, "cuobjdump") for d in extra_dirs]
-    candidates.append(Path("/usr/local/cuda/bin/cuobjdump"))
-    spec = importlib.util.find_spec("nvidia")
-    for location in (spec.submodule_search_locations or []) if spec else []:
-        candidates += sorted(Path(location).glob("cu*/bin/cuobjdump"), reverse=True)
-    for candidate in candidates:
-        if _executable(candidate):
-            return str(candidate)
+    found = CUOBJDUMP.find(environ, extra_dirs, which)
+    if found is not None:
+        return found
     raise CuobjdumpNotFound(
         "verify needs cuobjdump to read the cubins and PTX inside a binary, and none was "
-        "found (looked at --cuobjdump, CUOBJDUMP, PATH, CUDA_HOME/CUDA_PATH/usr/local/cuda "
-        "bin/, and the nvidia-cuda-cuobjdump package). Install it with "
-        "`pip install nvidia-cuda-cuobjdump`, or pass --cuobjdump PATH."
+        f"found (looked at --cuobjdump, {CUOBJDUMP.order}). Install it with "
+        f"`pip install {CUOBJDUMP.package}`, or pass --cuobjdump PATH."
     )
 
 
@@ -80,12 +58,7 @@ class Embedded:
 
 
 def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
-    try:
-        return subprocess.run(
-            argv, capture_output=True, text=True, timeout=TIMEOUT_S, check=False, shell=False
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise BinaryReadError(f"`{' '.join(argv)}` could not run: {exc}") from None
+    return run(argv, BinaryReadError, READ_TIMEOUT_S)
 
 
 def parse_listing(text: str) -> list[tuple[str, str]]:
@@ -104,11 +77,11 @@ def parse_headers(text: str) -> list[tuple[str, Arch]]:
     kind: str | None = None
     for raw in text.splitlines():
         line = raw.strip()
-        header = _HEADER.match(line)
+        header = HEADER.match(line)
         if header:
             kind = header[1]
             continue
-        arch = _ARCH.match(line)
+        arch = ARCH_LINE.match(line)
         if arch and kind:
             out.append((kind, Arch.from_target(arch[1])))
             kind = None

@@ -9,17 +9,16 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from archguard.core.arch import split_target
 from archguard.core.cuda import CudaVersion
 from archguard.core.toolkit import Toolkit, release_build
+from archguard.detect.tools import QUERY_TIMEOUT_S, run
 from archguard.errors import NvccNotFound, NvccUnusable
 
 DEFAULT_CUDA_HOME = "/usr/local/cuda"
-TIMEOUT_S = 60
 _RELEASE = re.compile(r"release ([0-9]+)\.([0-9]+), V([0-9.]+)")
 
 
@@ -61,12 +60,7 @@ def find_nvcc(
 
 
 def _run(argv: list[str]) -> str:
-    try:
-        proc = subprocess.run(
-            argv, capture_output=True, text=True, timeout=TIMEOUT_S, check=False, shell=False
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise NvccUnusable(f"`{' '.join(argv)}` could not run: {exc}") from None
+    proc = run(argv, NvccUnusable, QUERY_TIMEOUT_S)
     if proc.returncode != 0:
         raise NvccUnusable(
             f"`{' '.join(argv)}` exited {proc.returncode}: {proc.stderr.strip()[:300]}"

@@ -2,32 +2,30 @@
 is the body real work, empty, or a trap?
 
 ``cuobjdump -sass`` needs ``nvdisasm`` (from the ``nvidia-cuda-nvdisasm`` package or the
-toolkit; found as ``NVDISASM_PATH``, ``PATH``, ``CUDA_HOME/bin``, beside cuobjdump, or in this
-Python's ``nvidia`` packages). A stub's SASS (nvcc 13.0, ``#if __CUDA_ARCH__ >= 890 ... #else
-#endif`` compiled for ``sm_86``) is ``MOV R1, c[0x0][0x28]; EXIT; BRA`` and nothing else; with
-``__trap()`` in the fallback it is ``MOV R1 ...; BPT.TRAP 0x1; BRA``; an ``assert`` or a
-``printf`` fallback calls out (``CALL.ABS.NOINC``) and touches no global memory.
+toolkit; found by :mod:`archguard.detect.tools`' search order, beside cuobjdump too). A stub's
+SASS (nvcc 13.0, ``#if __CUDA_ARCH__ >= 890 ... #else #endif`` compiled for ``sm_86``) is
+``MOV R1, c[0x0][0x28]; EXIT; BRA`` and nothing else; with ``__trap()`` in the fallback it is
+``MOV R1 ...; BPT.TRAP 0x1; BRA``; an ``assert`` or a ``printf`` fallback calls out
+(``CALL.ABS.NOINC``) and touches no global memory.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import shutil
 import subprocess
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 from archguard.core.arch import Arch
+from archguard.core.coverage import Image
+from archguard.detect.cuobjdump import ARCH_LINE, HEADER
+from archguard.detect.tools import NVDISASM, READ_TIMEOUT_S, run
 from archguard.errors import BinaryReadError
 
-TIMEOUT_S = 600
 REAL, EMPTY, TRAP = "real", "empty", "trap"
 
-_HEADER = re.compile(r"^Fatbin (elf|ptx) code:")
-_ARCH = re.compile(r"^arch = (sm_[0-9]{2,3}[af]?)\s*$")
 _FUNCTION = re.compile(r"^\s*Function\s*:\s*(\S+)")
 _INSTRUCTION = re.compile(r"^\s*/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[0-9T]+\s+)?([A-Z][A-Z0-9_.]*)")
 # Instructions that do the kernel's work on memory it shares with the host or other threads.
@@ -42,38 +40,9 @@ _PTX_MEMORY = re.compile(
 
 
 def find_nvdisasm(environ: Mapping[str, str] | None = None, near: str | None = None) -> str | None:
-    env = os.environ if environ is None else environ
-    candidates: list[Path] = []
-    if env.get("NVDISASM_PATH"):
-        candidates.append(Path(env["NVDISASM_PATH"]))
-    found = shutil.which("nvdisasm", path=env.get("PATH"))
-    if found:
-        candidates.append(Path(found))
-    for var in ("CUDA_HOME", "CUDA_PATH"):
-        if env.get(var):
-            candidates.append(Path(env[var], "bin", "nvdisasm"))
-    if near:
-        candidates.append(Path(near).parent / "nvdisasm")
-    candidates.append(Path("/usr/local/cuda/bin/nvdisasm"))
-    spec = importlib.util.find_spec("nvidia")
-    for location in (spec.submodule_search_locations or []) if spec else []:
-        candidates += sorted(Path(location).glob("cu*/bin/nvdisasm"), reverse=True)
-    for candidate in candidates:
-        if candidate.is_file() and os.access(candidate, os.X_OK):
-            return str(candidate)
-    return None
-
-
-@dataclass(frozen=True)
-class Image:
-    """One image in a binary: a cubin (``sm_86``) or PTX (``compute_90``)."""
-
-    arch: Arch
-    ptx: bool
-
-    @property
-    def name(self) -> str:
-        return self.arch.compute if self.ptx else self.arch.sm
+    """nvdisasm by :mod:`archguard.detect.tools`' search order; ``near``: a cuobjdump, whose
+    directory is searched too."""
+    return NVDISASM.find(environ, [str(Path(near).parent)] if near else ())
 
 
 def classify_sass(opcodes: list[str]) -> str:
@@ -99,10 +68,10 @@ def parse_sass(text: str) -> dict[Image, dict[str, str]]:
     function: str | None = None
     for raw in text.splitlines():
         line = raw.strip()
-        if _HEADER.match(line):
+        if HEADER.match(line):
             arch, function = None, None
             continue
-        match = _ARCH.match(line)
+        match = ARCH_LINE.match(line)
         if match:
             arch = Arch.from_target(match[1])
             continue
@@ -126,11 +95,11 @@ def parse_ptx(text: str) -> dict[Image, dict[str, str]]:
     body: list[str] = []
     for raw in text.splitlines():
         line = raw.strip()
-        header = _HEADER.match(line)
+        header = HEADER.match(line)
         if header:
             in_ptx, arch = header[1] == "ptx", None
             continue
-        match = _ARCH.match(line)
+        match = ARCH_LINE.match(line)
         if match:
             arch = Arch.from_target(match[1]).plain
             continue
@@ -154,17 +123,7 @@ def read_kernels(path: Path, cuobjdump: str, nvdisasm: str) -> dict[Image, dict[
     env = {**os.environ, "PATH": f"{Path(nvdisasm).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     out: dict[Image, dict[str, str]] = {}
     for flag, parse in (("-sass", parse_sass), ("-ptx", parse_ptx)):
-        try:
-            proc = subprocess.run(
-                [cuobjdump, flag, str(path)],
-                capture_output=True,
-                text=True,
-                timeout=TIMEOUT_S,
-                check=False,
-                env=env,
-            )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise BinaryReadError(f"`{cuobjdump} {flag} {path}` could not run: {exc}") from None
+        proc = run([cuobjdump, flag, str(path)], BinaryReadError, READ_TIMEOUT_S, env)
         if proc.returncode != 0 and "does not contain device code" not in proc.stderr:
             if flag == "-ptx" and "No PTX" in (proc.stderr + proc.stdout):
                 continue

@@ -129,8 +129,14 @@ class Evaluation:
     arch: bool = False  # an arch macro took part
 
 
+# `__has_include(<cuda_fp8.h>)`: the header name is not an expression; what the compiler
+# would find is unknown to the lint either way
+_HEADER_NAME = re.compile(r"\b(__has_include(?:_next)?)\s*\(\s*(?:<[^>]*>|\"[^\"]*\")\s*\)")
+
+
 def evaluate(text: str, macros: Macros) -> Evaluation:
     """Evaluate a ``#if`` expression for one configuration (three-valued)."""
+    text = _HEADER_NAME.sub(r"\1(0)", text)
     ev = Evaluation(None)
     tokens = _expand(tokenize(text), macros, ev, set())
     parser = _Parser(tokens, ev)
@@ -162,6 +168,11 @@ def _expand(tokens: list[str], macros: Macros, ev: Evaluation, hiding: set[str])
         elif re.match(r"[A-Za-z_]", tok) and tok not in hiding:
             expanded, i = _identifier(tokens, i, macros, ev, hiding)
             out += expanded
+        elif re.match(r"[A-Za-z_]", tok):
+            # a macro's own name inside its expansion is not expanded again, and an
+            # identifier left after expansion is 0 in a #if (C11 6.10.1)
+            out.append("0")
+            i += 1
         else:
             out.append(tok)
             i += 1

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from archguard.core.arch import Arch, Targets
-from archguard.core.coverage import Device, chosen_cubin, chosen_ptx, known_devices, runs_on
+from archguard.core.coverage import Device, known_devices, loaded_image, runs_on
 from archguard.core.cuda import CudaVersion
 from archguard.core.toolkit import Toolkit
 from archguard.lint.expressions import Macro, tokenize
@@ -42,6 +42,25 @@ from archguard.lint.regions import (
 
 if TYPE_CHECKING:
     from archguard.lint.sources import Sources
+
+
+# What an nvcc build on Linux is not: clang, NVHPC, MSVC, Windows, an IDE's parser, hipcc.
+# Undefined in every pass (checked against the real nvcc by tests/test_lint.py), unless a
+# scanned file or the command line defines one.
+OTHER_COMPILERS = (
+    "__clang__",
+    "_NVHPC_CUDA",
+    "__NVCOMPILER",
+    "_MSC_VER",
+    "_WIN32",
+    "_WIN64",
+    "_M_AMD64",
+    "_M_X64",
+    "__INTELLISENSE__",
+    "__HIP__",
+    "__HIPCC__",
+    "__HIP_PLATFORM_AMD__",
+)
 
 
 @dataclass(frozen=True)
@@ -180,18 +199,13 @@ def _configs(wheel: Wheel) -> _Configs:
     ]
     out = _Configs([*images, Target("host", None)], list(range(len(images))), len(images))
     for device in wheel.devices or known_devices():
-        cubin = chosen_cubin(targets.cubins, device.cc)
-        own: Arch | None = None
-        if cubin is not None:
-            index, label = out.targets.index(Target(cubin.sm, cubin)), cubin.sm
-            own = cubin if cubin.cc == device.cc else None
-        else:
-            ptx = chosen_ptx(targets.ptx, device.cc)
-            if ptx is None:
-                continue  # dead: no image to compare
-            index = out.targets.index(Target(ptx.compute, ptx.plain))
-            label = f"{ptx.compute} (JIT)"
-        out.served.append((device, index, label, own))
+        image = loaded_image(targets.cubins, targets.ptx, device.cc)
+        if image is None:
+            continue  # dead: no image to compare
+        arch = image.arch.plain if image.ptx else image.arch  # a PTX pass is plain
+        index = out.targets.index(Target(image.name, arch))
+        own = image.arch if not image.ptx and image.arch.cc == device.cc else None
+        out.served.append((device, index, image.label, own))
         for arch in _variants(device, wheel.toolkit):
             if arch not in out.natives:
                 out.natives[arch] = len(out.targets)
@@ -215,6 +229,7 @@ def _scan(wheel: Wheel, sources: Sources, configs: _Configs) -> tuple[list[dict[
         {**given, **c.macros(arch_list, toolkit.version, toolkit.build)} for c in configs.targets
     ]
     undefined = frozenset(name for name, value in sources.defines.items() if value is None)
+    undefined |= {name for name in OTHER_COMPILERS if name not in sources.defines}
     version = wheel.toolkit.version.major * 1000 + wheel.toolkit.version.minor * 10
     headers = {  # the toolkit's headers are outside the scan; what they define is known
         name: [Macro("CUDA_VERSION", (str(version),))] for name in ("cuda.h", "cudaTypedefs.h")
