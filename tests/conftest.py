@@ -10,14 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from realtools import cli
+from realtools import run_main
 
 REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
 def run_cli() -> Callable[..., subprocess.CompletedProcess[str]]:
-    return cli
+    """The command line in-process (``archguard._cli.main``); tests/test_cli.py runs the
+    entry points themselves (``python -m archguard``, the ``archguard`` script)."""
+    return run_main
 
 
 @pytest.fixture

@@ -103,6 +103,39 @@ def cli(
     )
 
 
+def run_main(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``archguard ARGS`` in this process, through ``archguard._cli.main``: the same exit
+    status, stdout and stderr as :func:`cli`, without a Python start per call. The
+    environment (ARCHGUARD_* and TORCH_CUDA_ARCH_LIST cleared, then ``env``) and the working
+    directory are this call's only."""
+    import contextlib
+    import io
+
+    from archguard._cli import main
+
+    saved_env, saved_cwd = dict(os.environ), Path.cwd()
+    for name in list(os.environ):
+        if name.startswith("ARCHGUARD_") or name == "TORCH_CUDA_ARCH_LIST":
+            del os.environ[name]
+    os.environ.update(env or {})
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(list(args))
+            except SystemExit as exc:  # argparse: --help, --version, a usage error
+                code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 2
+    finally:
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+    return subprocess.CompletedProcess(["archguard", *args], code, out.getvalue(), err.getvalue())
+
+
 def build_env(**extra: str) -> dict[str, str]:
     """The environment of a farm build container: no GPU, no archguard settings."""
     env = {

@@ -1,13 +1,45 @@
-"""The command line as a user runs it: a subprocess, its stdout, stderr and exit status."""
+"""The command line: its stdout, stderr and exit status. Most tests run it in-process
+(``run_cli``: ``archguard._cli.main``); the first ones run the entry points themselves as a
+user does, ``python -m archguard`` and the ``archguard`` script, in a subprocess."""
 
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from archguard import __version__
+from realtools import cli, run_main
 from test_resolve import COMBOS, spec_expected
+
+
+def test_the_entry_points_run_the_same_command_line(tmp_path: Path) -> None:
+    args = ("list", "--cuda", "13.0", "--torch", "2.13", "--format", "json")
+    module = cli(*args)
+    assert module.returncode == 0, module.stderr
+    script = Path(sys.executable).parent / "archguard"
+    assert script.is_file() or shutil.which("archguard"), "the console script is installed"
+    proc = subprocess.run(
+        [str(script) if script.is_file() else "archguard", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert (proc.returncode, proc.stdout) == (0, module.stdout)
+    inside = run_main(*args)
+    assert (inside.returncode, inside.stdout, inside.stderr) == (0, module.stdout, module.stderr)
+    version = cli("--version")
+    assert version.returncode == 0 and version.stdout.strip() == f"archguard {__version__}"
+    # one exit-status rule, from the entry point too: an archguard error is 2, never a traceback
+    bad = cli("list", "--cuda", "12.5", "--torch", "2.8")
+    assert bad.returncode == 2 and bad.stderr.startswith("archguard error [unknown-toolkit]")
+    assert "Exit status, every command: 0 fine; 1 findings" in " ".join(
+        cli("--help").stdout.split()
+    )
 
 
 @pytest.mark.parametrize(("index", "torch"), COMBOS)

@@ -20,7 +20,7 @@ from archguard.detect.nvcc import detect_toolkit
 from archguard.lint.guards import Target, Wheel, analyse
 from archguard.lint.regions import classify
 from archguard.lint.sources import Sources
-from realtools import REPO, cli, needs_nvcc, nvcc
+from realtools import REPO, needs_nvcc, nvcc, run_main
 
 CU130 = parse_targets(
     "sm_75 sm_80 sm_86 sm_90 sm_100 sm_120 compute_90 compute_120", "t", known=known_arches()
@@ -292,7 +292,7 @@ def test_the_example_packages_fp8_kernel(tmp_path: Path) -> None:
     example = REPO / "example_package"
     fp8 = example / "src" / "archguard_example" / "csrc" / "fp8.cu"
     line = guard_line(fp8, "__CUDA_ARCH__ >= 890")
-    proc = cli(
+    proc = run_main(
         "lint", "--project", str(example), "--cuda", "13.0", "--torch", "2.13", "--format", "json"
     )
     assert proc.returncode == 1, proc.stderr
@@ -306,9 +306,9 @@ def test_the_example_packages_fp8_kernel(tmp_path: Path) -> None:
         "8.9",
     )
     assert finding["torch_runs"] is True
-    text = cli("lint", "--project", str(example), "--cuda", "13.0", "--torch", "2.13").stdout
+    text = run_main("lint", "--project", str(example), "--cuda", "13.0", "--torch", "2.13").stdout
     assert "fix: add 8.9 to [tool.archguard] arch_list_by_cuda.cu130" in text
-    quiet = cli(
+    quiet = run_main(
         "lint",
         "--project",
         str(example),
@@ -325,7 +325,7 @@ def test_the_example_packages_fp8_kernel(tmp_path: Path) -> None:
 def test_unreadable_files_are_skipped_with_a_note_and_nothing_raises(tmp_path: Path) -> None:
     (tmp_path / "bad.cu").write_bytes(b"\xff\xfe#if __CUDA_ARCH__ >=\n#elif\n#endif\n#endif\n")
     (tmp_path / "dir.cu").mkdir()
-    proc = cli(
+    proc = run_main(
         "lint",
         str(tmp_path / "bad.cu"),
         str(tmp_path / "dir.cu"),

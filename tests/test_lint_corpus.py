@@ -43,7 +43,7 @@ from archguard.core.toolkit import bundled_toolkit, known_arches
 from archguard.core.torchbuild import bundled_torch
 from archguard.lint.guards import Report, Wheel, analyse
 from archguard.lint.sources import Sources, parse_defines
-from realtools import REPO, cli
+from realtools import REPO, run_main
 
 CORPUS = REPO / "tests" / "lint_corpus"
 TOOLKIT = bundled_toolkit((13, 0))
@@ -192,7 +192,7 @@ def test_torch_harmonics_inverted_guard() -> None:
 def test_cli_takes_the_builds_macros(fmt: str) -> None:
     args = ["lint", str(CORPUS / "llama_cpp" / "mmvq.cu"), "--cuda", "13.0", "--torch", "2.13"]
     flags = [f"-U{f[2:]}" if fmt == "text" else f"-U {f[2:]}" for f in LLAMA_CUDA_BUILD]
-    proc = cli(*args, *" ".join(flags).split(), "--format", fmt)
+    proc = run_main(*args, *" ".join(flags).split(), "--format", fmt)
     assert proc.returncode == 1, proc.stderr
     if fmt == "json":
         lines = {(Path(f["file"]).name, f["line"]) for f in json.loads(proc.stdout)["findings"]}

@@ -41,13 +41,13 @@ from realtools import (
     build_env,
     cli,
     farm_env,
+    is_cu130,
     needs_cuda_torch,
     needs_cuobjdump,
     needs_nvcc,
     only_wheel,
     pip_wheel,
     recorded_targets,
-    torch_cuda,
     wheel_record,
     wheel_so_targets,
 )
@@ -126,7 +126,7 @@ def test_points_in_rbbox_an_unmodified_buildextension_package_with_the_full_poli
     wheel = only_wheel(tmp_path / "out")
     found = wheel_so_targets(wheel, tmp_path)
     assert found == recorded_targets(wheel)
-    if torch_cuda() == "13.0":
+    if is_cu130():
         assert found == CU130  # the whole bundled cu130 row
     assert "archguard: verify: 1 CUDA binary read back" in log
     # no --threads of its own: archguard's choice is on every nvcc compile, once

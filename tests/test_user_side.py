@@ -20,12 +20,12 @@ import pytest
 from realtools import (
     REPO,
     build_env,
-    cli,
     needs_cuda_torch,
     needs_cuobjdump,
     needs_nvcc,
     only_wheel,
     pip_wheel,
+    run_main,
     torch_cuda,
     wheel_so_targets,
 )
@@ -51,7 +51,7 @@ def test_variant_properties_are_what_cuobjdump_finds(example_noiso, tmp_path: Pa
     assert proc.returncode == 0, proc.stderr[-3000:]
     wheel = only_wheel(out)
     found = wheel_so_targets(wheel, tmp_path)
-    made = cli("variant", str(wheel), "-o", str(tmp_path / "v"), "--format", "json")
+    made = run_main("variant", str(wheel), "-o", str(tmp_path / "v"), "--format", "json")
     assert made.returncode == 0, made.stdout + made.stderr
     (entry,) = json.loads(made.stdout)["wheels"]
     variant = Path(entry["variant"])
@@ -92,7 +92,7 @@ def hopper_wheel(tmp: Path, nvcc: list[str], record: bool = True) -> Path:
 
 def test_an_sm_90a_only_wheel_gets_the_explicit_note(tmp_path: Path) -> None:
     wheel = hopper_wheel(tmp_path, ["-gencode", "arch=compute_90a,code=sm_90a"])
-    made = cli("variant", str(wheel), "-o", str(tmp_path / "v"))
+    made = run_main("variant", str(wheel), "-o", str(tmp_path / "v"))
     assert made.returncode == 0, made.stdout + made.stderr
     assert "holds sm_90a: the provider's vocabulary has no a/f values" in made.stdout
     assert "no sm_arch property: a variant installer selects this wheel on any GPU" in made.stdout
@@ -110,7 +110,7 @@ def test_a_wheel_whose_binaries_disagree_with_its_record_is_refused(tmp_path: Pa
             if item.filename.endswith("archguard.json"):
                 data = data.replace(b'"sm_90a"', b'"sm_100a"')
             dst.writestr(item, data)
-    made = cli("variant", str(forged), "-o", str(tmp_path / "v"))
+    made = run_main("variant", str(forged), "-o", str(tmp_path / "v"))
     assert made.returncode == 1
     assert made.stdout.startswith("REFUSED") and "its record says" in made.stdout
     assert not (tmp_path / "v").exists() or not list((tmp_path / "v").glob("*.whl"))
@@ -126,7 +126,7 @@ def install(wheel: Path, target: Path) -> Path:
 
 
 def doctor(*args: str) -> subprocess.CompletedProcess[str]:
-    return cli("doctor", "--no-torch", *args, env=build_env())
+    return run_main("doctor", "--no-torch", *args, env=build_env())
 
 
 def test_doctor_names_the_image_each_gpu_loads_and_its_stubs(example_noiso, tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ import pytest
 from archguard.core.arch import Arch
 from archguard.detect.cuobjdump import combine, parse_headers, parse_listing, read_binary
 from archguard.errors import BinaryReadError
-from realtools import build_env, cli, cuobjdump, needs_cuobjdump, needs_nvcc, nvcc
+from realtools import build_env, cuobjdump, needs_cuobjdump, needs_nvcc, nvcc, run_main
 
 pytestmark = [needs_nvcc, needs_cuobjdump]
 
@@ -38,7 +38,7 @@ def gencode(*pairs: str) -> list[str]:
 
 
 def verify(*args: str) -> subprocess.CompletedProcess[str]:
-    return cli("verify", *args, env=build_env())
+    return run_main("verify", *args, env=build_env())
 
 
 CASES = [
