@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from archguard._integration.common import project_root, say
 from archguard._integration.session import Session, setup_error
@@ -19,17 +19,17 @@ from archguard.lint.guards import Wheel, analyse
 from archguard.lint.render import relative, text_lines
 from archguard.lint.sources import Sources, include_dirs_of, include_flags, parse_defines
 from archguard.nvcc.plan import ExtensionPlan
-from archguard.settings.config import ENV_LINT, ENV_LINT_BUDGET, env_choice
+from archguard.settings.config import DEFAULT_LINT, ENV_LINT, ENV_LINT_BUDGET, Check, env_choice
 
 
-def lint_mode(session: Session) -> str:
+def lint_mode(session: Session) -> Check:
     try:
-        chosen = env_choice(os.environ, ENV_LINT, "lint")
+        chosen = cast("Check | None", env_choice(os.environ, ENV_LINT, "lint"))
     except ArchguardError as exc:
         raise setup_error(exc) from None
     if chosen is None and session.package is not None:
         chosen = session.package.lint
-    return chosen or "warn"
+    return chosen or DEFAULT_LINT
 
 
 DEFAULT_LINT_BUDGET = 10.0  # seconds of walking per extension

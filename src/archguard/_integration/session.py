@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from archguard._integration.common import announce_once, project_root, say
 from archguard.binaries.record import targets_record
@@ -16,7 +16,15 @@ from archguard.errors import ArchguardError, NotRepresentable
 from archguard.nvcc.flags import cmake_architectures, torch_arch_list
 from archguard.nvcc.plan import ExtensionPlan
 from archguard.reports.text import build_log_lines, render_error
-from archguard.settings.config import ENV_VERIFY, PackageConfig, env_choice, env_disabled
+from archguard.settings.config import (
+    DEFAULT_ARCH_SPECIFIC,
+    ENV_VERIFY,
+    ArchSpecific,
+    Check,
+    PackageConfig,
+    env_choice,
+    env_disabled,
+)
 from archguard.settings.inputs import Query, gather
 
 
@@ -39,12 +47,12 @@ class Session:
     compiler_cache: dict[str, object] = field(default_factory=dict)
 
     @property
-    def arch_specific(self) -> str:
-        return self.package.hardcoded_arch_specific if self.package else "keep"
+    def arch_specific(self) -> ArchSpecific:
+        return self.package.hardcoded_arch_specific if self.package else DEFAULT_ARCH_SPECIFIC
 
-    def verify_mode(self) -> str | None:
+    def verify_mode(self) -> Check | None:
         """ARCHGUARD_VERIFY, then [tool.archguard] verify; None: the default."""
-        chosen = env_choice(os.environ, ENV_VERIFY, "verify")
+        chosen = cast("Check | None", env_choice(os.environ, ENV_VERIFY, "verify"))
         if chosen is None and self.package is not None:
             chosen = self.package.verify
         return chosen

@@ -34,6 +34,10 @@ GIB = 1 << 30
 MEMORY_PER_THREAD = 3 * GIB
 
 
+# a count archguard chose itself (not set by MAX_JOBS, NVCC_THREADS or the package)
+CHOSEN = "chosen"
+
+
 @dataclass(frozen=True)
 class Machine:
     """What the build may use: cores and memory, each with where the number came from."""
@@ -206,7 +210,7 @@ def choose(
     if jobs is not None:
         n_jobs, jobs_from = max(1, jobs.value), f"set by {jobs.origin}"
     else:
-        n_jobs, jobs_from = max(1, min(sources, cores, slots)), "chosen"
+        n_jobs, jobs_from = max(1, min(sources, cores, slots)), CHOSEN
     cuda_jobs = max(1, min(max(1, work.cuda_sources), n_jobs))
     if threads is not None:
         n_threads, threads_from = max(1, threads.value), f"set by {threads.origin}"
@@ -214,7 +218,7 @@ def choose(
             n_jobs = max(1, min(n_jobs, min(cores, slots) // n_threads))
     else:
         share = min(cores, slots) // cuda_jobs
-        n_threads, threads_from = max(1, min(targets, share)), "chosen"
+        n_threads, threads_from = max(1, min(targets, share)), CHOSEN
     why = (
         f"{machine.cores} core{'s' if machine.cores != 1 else ''} ({machine.cores_from}), "
         f"{machine.memory / GIB:.1f} GiB memory ({machine.memory_from}: room for {slots} "

@@ -279,7 +279,7 @@ def plan_extension(
     name: str,
     arg_lists: dict[str, list[str]],
     res: Resolution,
-    arch_specific: str = "keep",
+    arch_specific: str = ArchSpecificMode.KEEP.value,
     proven: Mapping[str, str] | None = None,
 ) -> ExtensionPlan:
     """Every arch flag out of each nvcc argument list and this extension's targets in (the

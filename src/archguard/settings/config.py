@@ -13,7 +13,7 @@ import sys
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, cast
 
 from archguard.core.arch import Arch, ArchEntry, parse_arch_list
 from archguard.core.cuda import CudaVersion
@@ -38,12 +38,20 @@ CONFIG_KEYS: dict[str, str] = {
     "wheel_variant": "archguard wheel also writes a wheel-variant copy of each verified wheel "
     "(true or false; ARCHGUARD_WHEEL_VARIANT wins)",
 }
+# The modes, as types: a check (verify, lint), what a hard-coded a/f target becomes, the cache.
+Check = Literal["error", "warn", "off"]
+ArchSpecific = Literal["keep", "drop", "error"]
+CompilerCache = Literal["off", "sccache", "ccache"]
+DEFAULT_VERIFY: Check = "error"  # when cuobjdump is found
+DEFAULT_LINT: Check = "warn"
+DEFAULT_ARCH_SPECIFIC: ArchSpecific = "keep"
+DEFAULT_COMPILER_CACHE: CompilerCache = "off"
 # Keys whose value is one of a few words; the first is the default.
 CHOICES: dict[str, tuple[str, ...]] = {
-    "verify": ("error", "warn", "off"),
-    "hardcoded_arch_specific": ("keep", "drop", "error"),
-    "lint": ("warn", "error", "off"),
-    "compiler_cache": ("off", "sccache", "ccache"),
+    "verify": (DEFAULT_VERIFY, "warn", "off"),
+    "hardcoded_arch_specific": (DEFAULT_ARCH_SPECIFIC, "drop", "error"),
+    "lint": (DEFAULT_LINT, "error", "off"),
+    "compiler_cache": (DEFAULT_COMPILER_CACHE, "sccache", "ccache"),
 }
 COUNTS = ("nvcc_threads", "max_jobs")  # positive integers
 
@@ -86,12 +94,12 @@ class PackageConfig:
     arch_list: tuple[ArchEntry, ...] | None = None
     arch_list_by_cuda: Mapping[str, tuple[ArchEntry, ...]] = field(default_factory=dict)
     policy: Path | None = None
-    verify: str | None = None  # None: the default (error when cuobjdump is found)
-    hardcoded_arch_specific: str = "keep"
-    lint: str | None = None  # None: the default (warn)
+    verify: Check | None = None  # None: the default (error when cuobjdump is found)
+    hardcoded_arch_specific: ArchSpecific = DEFAULT_ARCH_SPECIFIC
+    lint: Check | None = None  # None: the default (warn)
     nvcc_threads: int | None = None
     max_jobs: int | None = None
-    compiler_cache: str | None = None  # None: the default (off)
+    compiler_cache: CompilerCache | None = None  # None: the default (off)
     wheel_variant: bool = False
 
     def requested_for(self, tag: str) -> tuple[tuple[ArchEntry, ...], str] | None:
@@ -143,12 +151,15 @@ def parse_config(
         arch_list,
         by_cuda,
         policy,
-        verify=choices.get("verify"),
-        hardcoded_arch_specific=choices.get("hardcoded_arch_specific", "keep"),
-        lint=choices.get("lint"),
+        # each value is one of CHOICES[key], checked by _choices
+        verify=cast("Check | None", choices.get("verify")),
+        hardcoded_arch_specific=cast(
+            "ArchSpecific", choices.get("hardcoded_arch_specific", DEFAULT_ARCH_SPECIFIC)
+        ),
+        lint=cast("Check | None", choices.get("lint")),
         nvcc_threads=counts.get("nvcc_threads"),
         max_jobs=counts.get("max_jobs"),
-        compiler_cache=choices.get("compiler_cache"),
+        compiler_cache=cast("CompilerCache | None", choices.get("compiler_cache")),
         wheel_variant=wheel_variant,
     )
 

@@ -42,6 +42,7 @@ from archguard.errors import ConfigError, CudaMismatch, UnknownToolkit
 from archguard.nvcc.flags import arch_specific_mentions, target_mentions
 from archguard.nvcc.parallel import BuildMode
 from archguard.settings.config import (
+    DEFAULT_ARCH_SPECIFIC,
     ENV_CONFIG,
     ENV_POLICY,
     PackageConfig,
@@ -76,7 +77,7 @@ def build_time_notes(project: Project, package: PackageConfig | None) -> tuple[s
     targets the project's build files mention, and what the build will do with them."""
     if not any((project.root / f).is_file() for f in BUILD_FILES):
         return ()  # no build file here: nothing is built from this directory
-    mode = package.hardcoded_arch_specific if package else "keep"
+    mode = package.hardcoded_arch_specific if package else DEFAULT_ARCH_SPECIFIC
     mentions = []
     named: list[tuple[tuple[int, int], str]] = []
     for name in BUILD_FILES:
