@@ -27,7 +27,12 @@ from archguard._integration.environment import Planned, compiler_cache, complete
 from archguard._integration.postbuild import verify_build
 from archguard._integration.prebuild import lint_build
 from archguard._integration.session import Session, session_for, setup_error
-from archguard.binaries.record import resolution_record, write_record
+from archguard.binaries.record import (
+    extension_record,
+    unseen_extension_record,
+    wheel_record,
+    write_record,
+)
 from archguard.core.arch import Targets
 from archguard.detect.sources import tree_files
 from archguard.errors import ArchguardError, CompileFailed
@@ -247,8 +252,10 @@ def _plan(
     for ext in cuda:
         args = _nvcc_arg_lists(cmd, ext, torch_cmd) if _has_cuda_sources(ext) else None
         if args is None:
-            session.extensions[ext.name] = session.unseen_record(
-                ext.name, _extension_file(cmd, ext)
+            session.add_extension(
+                ext.name,
+                unseen_extension_record(session.resolution, ext.name, _extension_file(cmd, ext)),
+                session.resolution.targets,
             )
             continue
         keys = {k: args[k] for k in NVCC_KEYS if k in args}
@@ -398,7 +405,8 @@ def archguard_build(cmd: Any) -> Iterator[None]:
                 _apply(ext, args, plan, choices[ext.name], res)
                 saved.append((ext, ext.extra_compile_args))
                 ext.extra_compile_args = args
-                session.extensions[ext.name] = session.plan_record(plan, _extension_file(cmd, ext))
+                record = extension_record(plan, _extension_file(cmd, ext))
+                session.add_extension(ext.name, record, plan.targets)
             try:
                 yield
             except Exception as exc:  # the package's own exception goes on unchanged
@@ -447,7 +455,6 @@ def record_into(dist: Any, dist_info: Path) -> None:
     session: Session | None = getattr(dist, "_archguard_session", None)
     if session is None or not dist_info.is_dir():
         return
-    record = resolution_record(session.resolution)
-    record["build"] = session.build_record()
+    record = wheel_record(session.resolution, session)
     path = write_record(dist_info, record)
     say(f"recorded the resolution in {dist_info.name}/{path.name}")

@@ -17,7 +17,6 @@ from typing import Any
 from archguard._integration.common import say
 from archguard._integration.prebuild import lint_mode
 from archguard._integration.session import Session, setup_error
-from archguard.binaries.record import targets_from_record
 from archguard.binaries.stubs import lines as stub_lines
 from archguard.binaries.verify import Checked, Expectation, check_binaries, render, verdict
 from archguard.detect.cuobjdump import find_cuobjdump
@@ -47,11 +46,9 @@ def _binaries(
         if not path.is_file():
             continue
         seen.add(path.resolve())
-        recorded = session.extensions.get(ext.name)
         expected = wheel
-        if recorded is not None:
-            own = targets_from_record(recorded["targets"], f"extension {ext.name}")
-            expected = Expectation(own, f"extension {ext.name}'s targets")
+        if ext.name in session.targets:
+            expected = Expectation(session.targets[ext.name], f"extension {ext.name}'s targets")
         out.append((f"{ext.name} ({path.name})", path, expected))
         if ext.name in cuda_names and not getattr(ext, "sources", None):
             # A CMake step may install more libraries beside the extension: read those the

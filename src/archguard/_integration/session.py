@@ -5,16 +5,15 @@ what the build did per extension (for the record and the check after the build).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
 from archguard._integration.common import announce_once, project_root, say
-from archguard.binaries.record import targets_record
+from archguard.binaries.record import BuildFacts
 from archguard.core.resolve import Resolution
 from archguard.errors import ArchguardError, NotRepresentable
 from archguard.nvcc.flags import cmake_architectures, torch_arch_list
-from archguard.nvcc.plan import ExtensionPlan
 from archguard.reports.text import build_log_lines, render_error
 from archguard.settings.config import (
     DEFAULT_ARCH_SPECIFIC,
@@ -28,23 +27,13 @@ from archguard.settings.config import (
 from archguard.settings.inputs import Query, gather
 
 
-@dataclass
-class Session:
-    """One resolution per Distribution (a process may build several extensions)."""
+@dataclass(kw_only=True)
+class Session(BuildFacts):
+    """One resolution per Distribution (a process may build several extensions), and what
+    its build records (:class:`archguard.binaries.record.BuildFacts`)."""
 
     resolution: Resolution
-    torch_arch_list: str | None
-    cudaarchs: str
     package: PackageConfig | None
-    inputs: dict[str, str]  # input -> where it came from (the log's first lines)
-    activation: str  # "package" (it opted in) or "environment" (ARCHGUARD_ENABLE)
-    replaced: dict[str, str] = field(default_factory=dict)  # variable -> pre-set value
-    extensions: dict[str, dict[str, object]] = field(default_factory=dict)
-    verified: list[dict[str, object]] = field(default_factory=list)
-    parallel: dict[str, object] = field(default_factory=dict)
-    linted: dict[str, dict[str, int]] = field(default_factory=dict)
-    toolkit_completion: dict[str, object] = field(default_factory=dict)
-    compiler_cache: dict[str, object] = field(default_factory=dict)
 
     @property
     def arch_specific(self) -> ArchSpecific:
@@ -56,55 +45,6 @@ class Session:
         if chosen is None and self.package is not None:
             chosen = self.package.verify
         return chosen
-
-    def plan_record(self, plan: ExtensionPlan, file: str) -> dict[str, object]:
-        return {
-            "name": plan.name,
-            "file": file,
-            "targets": targets_record(plan.targets),
-            "origins": plan.origins,
-            "kept_arch_specific": {
-                a.sm: (b.sm if b else None) for a, b in sorted(plan.kept.items())
-            },
-            **plan.per_key,
-            "intent": plan.intent.record(),
-            "hard_coded": targets_record(plan.hard),
-            "added": plan.added,
-            "left_out": plan.left_out,
-            "proven_errors": plan.proven,
-            "gencode": plan.gencode,
-        }
-
-    def unseen_record(self, name: str, file: str) -> dict[str, object]:
-        """An extension whose nvcc line archguard cannot see (a CMake step): expected to
-        hold the effective list, which it got through TORCH_CUDA_ARCH_LIST/CUDAARCHS."""
-        res = self.resolution
-        return {
-            "name": name,
-            "file": file,
-            "targets": targets_record(res.targets),
-            "origins": {
-                n: f"the effective list ({res.request.origin}), through the environment"
-                for n in res.targets.names()
-            },
-            "nvcc_line_seen": False,
-        }
-
-    def build_record(self) -> dict[str, object]:
-        return {
-            "activation": self.activation,
-            "inputs": self.inputs,
-            "torch_cuda_arch_list": self.torch_arch_list,
-            "replaced_torch_cuda_arch_list": self.replaced.get("TORCH_CUDA_ARCH_LIST"),
-            "cudaarchs": self.cudaarchs,
-            "replaced_cudaarchs": self.replaced.get("CUDAARCHS"),
-            "extensions": list(self.extensions.values()),
-            "parallel": self.parallel,
-            "lint": self.linted,
-            "toolkit_completion": self.toolkit_completion,
-            "compiler_cache": self.compiler_cache,
-            "verified": self.verified,
-        }
 
 
 def setup_error(exc: ArchguardError) -> Exception:
@@ -155,12 +95,12 @@ def session_for(dist: Any) -> Session | None:
             "flags on the nvcc lines it can see itself"
         )
     session = Session(
-        res,
         torch_text,
         cudaarchs,
-        gathered.settings.package,
         dict(gathered.shown),
         getattr(dist, "_archguard_activation", "package"),
+        resolution=res,
+        package=gathered.settings.package,
     )
     dist._archguard_session = session
     return session

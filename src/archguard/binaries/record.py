@@ -10,6 +10,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from archguard import __version__
 from archguard.core.arch import Arch, Targets, parse_targets
@@ -18,6 +19,7 @@ from archguard.core.resolve import Resolution
 from archguard.core.toolkit import known_arches
 from archguard.errors import BinaryReadError
 from archguard.nvcc.flags import gencode_flags
+from archguard.nvcc.plan import ExtensionPlan
 
 RECORD_NAME = "archguard.json"
 # /2: each extension of a built wheel records its kernels' stub classification per image
@@ -25,6 +27,8 @@ RECORD_NAME = "archguard.json"
 # records (no stubs) are still read; a reader that knows only /1 rejects /2 by its schema.
 RESOLUTION_SCHEMA = "archguard.resolution/2"
 READABLE_SCHEMAS = ("archguard.resolution/1", RESOLUTION_SCHEMA)
+# how archguard came into a build: the package opted in, or ARCHGUARD_ENABLE (farm mode)
+Activation = Literal["package", "environment"]
 
 
 def coverage_record(res: Resolution) -> list[dict[str, object]]:
@@ -99,6 +103,82 @@ def resolution_record(res: Resolution, why: Sequence[Arch] = ()) -> dict[str, ob
             }
             for a in why
         }
+    return record
+
+
+@dataclass
+class BuildFacts:
+    """What a build records beside its resolution: the record's ``build`` part."""
+
+    torch_arch_list: str | None
+    cudaarchs: str
+    inputs: dict[str, str]  # input -> where it came from (the log's first lines)
+    activation: Activation
+    replaced: dict[str, str] = field(default_factory=dict)  # variable -> pre-set value
+    extensions: dict[str, dict[str, object]] = field(default_factory=dict)
+    verified: list[dict[str, object]] = field(default_factory=list)
+    parallel: dict[str, object] = field(default_factory=dict)
+    linted: dict[str, dict[str, int]] = field(default_factory=dict)
+    toolkit_completion: dict[str, object] = field(default_factory=dict)
+    compiler_cache: dict[str, object] = field(default_factory=dict)
+    # each extension's targets, as planned (what its binary must hold), by name
+    targets: dict[str, Targets] = field(default_factory=dict)
+
+    def add_extension(self, name: str, record: dict[str, object], targets: Targets) -> None:
+        self.extensions[name] = record
+        self.targets[name] = targets
+
+
+def extension_record(plan: ExtensionPlan, file: str) -> dict[str, object]:
+    """One extension of the build: its targets, where each came from, its rules."""
+    return {
+        "name": plan.name,
+        "file": file,
+        "targets": targets_record(plan.targets),
+        "origins": plan.origins,
+        "kept_arch_specific": {a.sm: (b.sm if b else None) for a, b in sorted(plan.kept.items())},
+        **plan.per_key,
+        "intent": plan.intent.record(),
+        "hard_coded": targets_record(plan.hard),
+        "added": plan.added,
+        "left_out": plan.left_out,
+        "proven_errors": plan.proven,
+        "gencode": plan.gencode,
+    }
+
+
+def unseen_extension_record(res: Resolution, name: str, file: str) -> dict[str, object]:
+    """An extension whose nvcc line archguard cannot see (a CMake step): expected to hold
+    the effective list, which it got through TORCH_CUDA_ARCH_LIST/CUDAARCHS."""
+    return {
+        "name": name,
+        "file": file,
+        "targets": targets_record(res.targets),
+        "origins": {
+            n: f"the effective list ({res.request.origin}), through the environment"
+            for n in res.targets.names()
+        },
+        "nvcc_line_seen": False,
+    }
+
+
+def wheel_record(res: Resolution, facts: BuildFacts) -> dict[str, object]:
+    """What a built wheel carries: the resolution record and its ``build`` part."""
+    record = resolution_record(res)
+    record["build"] = {
+        "activation": facts.activation,
+        "inputs": facts.inputs,
+        "torch_cuda_arch_list": facts.torch_arch_list,
+        "replaced_torch_cuda_arch_list": facts.replaced.get("TORCH_CUDA_ARCH_LIST"),
+        "cudaarchs": facts.cudaarchs,
+        "replaced_cudaarchs": facts.replaced.get("CUDAARCHS"),
+        "extensions": list(facts.extensions.values()),
+        "parallel": facts.parallel,
+        "lint": facts.linted,
+        "toolkit_completion": facts.toolkit_completion,
+        "compiler_cache": facts.compiler_cache,
+        "verified": facts.verified,
+    }
     return record
 
 
