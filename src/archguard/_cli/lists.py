@@ -9,9 +9,10 @@ import sys
 
 from archguard._cli.common import EXIT_FAIL, EXIT_OK, environment_notes, query, write
 from archguard.core.arch import parse_arch
+from archguard.core.resolve import Resolution
 from archguard.core.toolkit import known_arches
 from archguard.errors import ArchguardError
-from archguard.settings.inputs import Query, gather
+from archguard.settings.inputs import Gathered, Query, gather
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
@@ -43,13 +44,18 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_list(args: argparse.Namespace) -> int:
-    from archguard.reports.text import list_text  # noqa: PLC0415
-
+def _resolved(args: argparse.Namespace) -> tuple[Gathered, Resolution]:
+    """The command's inputs and its non-empty resolution; the environment's warnings said."""
     gathered = gather(query(args))
     for warning in environment_notes(gathered.warnings):
         print(f"archguard: warning: {warning}", file=sys.stderr)
-    res = gathered.resolve().require_cubins()
+    return gathered, gathered.resolve().require_cubins()
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from archguard.reports.text import list_text  # noqa: PLC0415
+
+    _, res = _resolved(args)
     write(list_text(res, args.format))
     return EXIT_OK
 
@@ -57,10 +63,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_env(args: argparse.Namespace) -> int:
     from archguard.reports.text import env_text  # noqa: PLC0415
 
-    gathered = gather(query(args))
-    for warning in environment_notes(gathered.warnings):
-        print(f"archguard: warning: {warning}", file=sys.stderr)
-    res = gathered.resolve().require_cubins()
+    gathered, res = _resolved(args)
     from archguard.settings.config import ENV_COMPILER_CACHE, env_choice  # noqa: PLC0415
 
     package = gathered.settings.package
@@ -99,10 +102,7 @@ def cmd_lint(args: argparse.Namespace) -> int:
         project_sources,
     )
 
-    gathered = gather(query(args))
-    for warning in environment_notes(gathered.warnings):
-        print(f"archguard: warning: {warning}", file=sys.stderr)
-    res = gathered.resolve().require_cubins()
+    _, res = _resolved(args)
     project = args.project.resolve()
     roots = path_sources(args.paths) if args.paths else project_sources(project)
     inside = [project, *args.include, *(p if p.is_dir() else p.parent for p in args.paths)]
