@@ -90,3 +90,24 @@ def test_disable_garbage_is_an_error() -> None:
 def test_misspelled_env_variable_is_warned_about() -> None:
     (warning,) = unknown_env_warnings({"ARCHGUARD_ARCHLIST": "8.0", "PATH": "/bin"})
     assert "Did you mean 'ARCHGUARD_ARCH_LIST'?" in warning
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"), [(None, 10.0), ("", 10.0), ("30", 30.0), (" 0.5 ", 0.5)]
+)
+def test_the_lint_budget_from_the_environment(value: str | None, seconds: float) -> None:
+    from archguard.settings.config import env_lint_budget
+
+    env = {} if value is None else {"ARCHGUARD_LINT_BUDGET": value}
+    assert env_lint_budget(env) == seconds
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "ten", "nan"])
+def test_a_bad_lint_budget_is_one_error_naming_it(value: str) -> None:
+    from archguard.errors import ConfigError
+    from archguard.settings.config import env_lint_budget
+
+    with pytest.raises(ConfigError) as caught:
+        env_lint_budget({"ARCHGUARD_LINT_BUDGET": value})
+    text = str(caught.value)
+    assert f"ARCHGUARD_LINT_BUDGET={value!r}" in text and "e.g. 30" in text

@@ -14,12 +14,12 @@ from typing import Any, cast
 
 from archguard._integration.common import project_root, say
 from archguard._integration.session import Session, setup_error
-from archguard.errors import ArchguardError, ConfigError, StubHazard
+from archguard.errors import ArchguardError, StubHazard
 from archguard.lint.guards import Wheel, analyse
 from archguard.lint.render import relative, text_lines
 from archguard.lint.sources import Sources, include_dirs_of, include_flags, parse_defines
 from archguard.nvcc.plan import ExtensionPlan
-from archguard.settings.config import DEFAULT_LINT, ENV_LINT, ENV_LINT_BUDGET, Check, env_choice
+from archguard.settings.config import DEFAULT_LINT, ENV_LINT, Check, env_choice, env_lint_budget
 
 
 def lint_mode(session: Session) -> Check:
@@ -32,26 +32,12 @@ def lint_mode(session: Session) -> Check:
     return chosen or DEFAULT_LINT
 
 
-DEFAULT_LINT_BUDGET = 10.0  # seconds of walking per extension
-
-
 def lint_budget() -> float:
     """ARCHGUARD_LINT_BUDGET (seconds per extension), else the default."""
-    value = os.environ.get(ENV_LINT_BUDGET, "").strip()
-    if not value:
-        return DEFAULT_LINT_BUDGET
     try:
-        seconds = float(value)
-    except ValueError:
-        seconds = -1.0
-    if not seconds > 0:
-        raise setup_error(
-            ConfigError(
-                f"{ENV_LINT_BUDGET}={value!r} is not a positive number of seconds; set it to "
-                f"e.g. 30, or unset it for the default ({DEFAULT_LINT_BUDGET:g} s per extension)."
-            )
-        )
-    return seconds
+        return env_lint_budget(os.environ)
+    except ArchguardError as exc:
+        raise setup_error(exc) from None
 
 
 def lint_build(

@@ -349,6 +349,26 @@ def env_choice(environ: Mapping[str, str], name: str, key: str) -> str | None:
     return word
 
 
+DEFAULT_LINT_BUDGET = 10.0  # seconds of walking per extension
+
+
+def env_lint_budget(environ: Mapping[str, str]) -> float:
+    """``ARCHGUARD_LINT_BUDGET``: seconds of lint walking per extension, else the default."""
+    value = environ.get(ENV_LINT_BUDGET, "").strip()
+    if not value:
+        return DEFAULT_LINT_BUDGET
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not seconds > 0:
+        raise ConfigError(
+            f"{ENV_LINT_BUDGET}={value!r} is not a positive number of seconds; set it to "
+            f"e.g. 30, or unset it for the default ({DEFAULT_LINT_BUDGET:g} s per extension)."
+        )
+    return seconds
+
+
 def load_config_file(path: str) -> PackageConfig:
     """``ARCHGUARD_CONFIG=/path/pkg.toml``: a farm's ``[tool.archguard]`` for a package it
     does not own. It holds only that table (same keys, same checks); a relative ``policy``
