@@ -49,15 +49,16 @@ from archguard.lint.guards import Target
 from archguard.lint.lines import logical_lines
 from archguard.lint.regions import declared_values, first_use, kernel_names, launches
 
-LISTING = "ELF file    1: k.1.sm_86.cubin\nPTX file    1: k.1.sm_89.ptx\n"
-HEADERS = """
+# each image's header, as cuobjdump prints it before the image's contents
+ELF_86 = """
 Fatbin elf code:
 ================
 arch = sm_86
 code version = [1,8]
 host = linux
 compile_size = 64bit
-
+"""
+PTX_89 = """
 Fatbin ptx code:
 ================
 arch = sm_89
@@ -66,14 +67,11 @@ host = linux
 compile_size = 64bit
 compressed
 """
-SASS = """
-Fatbin elf code:
-================
-arch = sm_86
-code version = [1,8]
-host = linux
-compile_size = 64bit
-
+LISTING = "ELF file    1: k.1.sm_86.cubin\nPTX file    1: k.1.sm_89.ptx\n"
+HEADERS = ELF_86 + PTX_89
+SASS = (
+    ELF_86
+    + """
 \tcode for sm_86
 \t.target\tsm_86
 
@@ -105,23 +103,12 @@ compile_size = 64bit
 
 
 
-Fatbin ptx code:
-================
-arch = sm_89
-code version = [9,0]
-host = linux
-compile_size = 64bit
-compressed
 """
-PTX = """
-Fatbin ptx code:
-================
-arch = sm_89
-code version = [9,0]
-host = linux
-compile_size = 64bit
-compressed
-ptxasOptions =
+    + PTX_89
+)
+PTX = (
+    PTX_89
+    + """ptxasOptions =
 
 .version 9.0
 .target sm_89
@@ -147,6 +134,7 @@ st.global.u32 [%rd2], %r1;
 ret;
 }
 """
+)
 
 
 # --- cuobjdump: listing, headers, SASS, PTX -------------------------------------------------
