@@ -98,8 +98,8 @@ def _what(f: Finding, base: Path | None) -> str:
     """What the loaded image does with the region, by kind."""
     if f.kind == "missing-kernel":
         return (
-            "whose device pass skips this host code: the kernels it defines or launches are "
-            "not instantiated in that image (missing kernel: a launch there fails)"
+            "whose device pass compiles out what the host pass keeps: the kernels defined or "
+            "launched here are not in that image (missing kernel: a launch there fails)"
         )
     if f.kind == "value":
         return f"where this constexpr value differs (value, used at {_used_at(f.used_at, base)})"
