@@ -93,14 +93,14 @@ def probe_toolkit(location: NvccLocation, run: Callable[[list[str]], str] = _run
     printed = run([nvcc, "--version"])
     version = parse_nvcc_version(printed, nvcc)
     build = release_build(printed, version)
-    release = f"V{version.text}.{build}, " if build is not None else ""
+    release = f", V{version.text}.{build}" if build is not None else ""
     code = parse_target_list(run([nvcc, "--list-gpu-code"]), "sm", f"{nvcc} --list-gpu-code")
     arch = parse_target_list(run([nvcc, "--list-gpu-arch"]), "compute", f"{nvcc} --list-gpu-arch")
     return Toolkit.from_lists(
         version,
         code,
         arch,
-        source=f"nvcc {nvcc} ({release}found via {location.how}; --list-gpu-code plus the "
+        source=f"nvcc {nvcc} (found via {location.how}{release}; --list-gpu-code plus the "
         "a/f rule)",
         nvcc=nvcc,
     )
