@@ -129,6 +129,26 @@ MUTATIONS = [
         ),
     ),
     Mutation(
+        "lint-arch-computed-values-ignored",
+        "src/archguard/lint/guards.py",
+        "    _value_findings(walk, configs, torch_targets, report)\n",
+        "",
+        (
+            "tests/test_lint_corpus.py::test_vllm_a_constexpr_computed_from_the_arch_is_judged"
+            "_where_it_is_used",
+        ),
+    ),
+    Mutation(
+        "lint-host-instantiation-not-a-missing-kernel",
+        "src/archguard/lint/regions.py",
+        "_LAUNCH.search(text) or _INSTANTIATION.search(text):",
+        "_LAUNCH.search(text):",
+        (
+            "tests/test_lint_corpus.py::test_vllm_a_host_dtype_switch_decides_which_images_have"
+            "_the_bf16_kernels",
+        ),
+    ),
+    Mutation(
         "lint-walks-guarded-headers-again",
         "src/archguard/lint/preprocessor.py",
         "        if before is not None and _covered(before, active):\n            return True",
@@ -241,12 +261,11 @@ MUTATIONS = [
     ),
     Mutation(
         "shell-subprocess",
-        "src/archguard/detect/nvcc.py",
-        "            argv, capture_output=True, text=True, timeout=TIMEOUT_S, check=False, "
-        "shell=False",
-        "            ' '.join(argv), capture_output=True, text=True, timeout=TIMEOUT_S, "
-        "check=False, shell=True",
+        "src/archguard/detect/tools.py",
+        "            argv,\n            capture_output=True,",
+        "            ' '.join(argv),\n            capture_output=True,",
         ("tests/test_side_effects.py::test_only_nvcc_with_fixed_arguments_and_no_shell",),
+        (("            shell=False,", "            shell=True,"),),
     ),
     Mutation(
         "writes-a-cache-file",

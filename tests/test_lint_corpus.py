@@ -25,6 +25,15 @@ image's ``__CUDA_ARCH__`` / feature macros compile.
   ``__CUDACC_VER_MAJOR__``/``_MINOR__``, and ``__CUDA_ARCH_FEAT_SM100_ALL`` where an ``f``
   target is not enough.
 
+- vllm 0.34.0: a `constexpr` value computed from `__CUDA_ARCH__` (`kHAS_FAST_REDUX`) read by
+  `if constexpr`, and a host dtype switch whose bf16 case is under `__CUDA_ARCH__ >= 800 ||
+  !defined(__CUDA_ARCH__)`, which decides whether a device pass instantiates the bf16
+  all-reduce kernels.
+- flash-attn 2.8.3.post2: `>= 800` / `>= 750` regions that set only types and a
+  `constexpr bool`.
+- gptqmodel 7.7.0: a `< 750` guard around host code (a stub entry point; the real dispatch
+  and launch in the #else).
+
 The macro facts (which target defines ``__CUDA_ARCH_SPECIFIC__`` /
 ``__CUDA_ARCH_FAMILY_SPECIFIC__`` / the FEAT macros, and their values; ``__CUDACC_VER_*``)
 are checked against the real nvcc by ``tests/test_lint.py``.
@@ -87,11 +96,14 @@ def test_every_project_is_vendored_with_its_licence_and_provenance() -> None:
     projects = sorted(p.name for p in CORPUS.iterdir() if p.is_dir())
     assert projects == [
         "cutlass",
+        "flash_attn",
         "flashinfer",
+        "gptqmodel",
         "llama_cpp",
         "mamba_ssm",
         "tilelang",
         "torch_harmonics",
+        "vllm",
     ]
     for name in projects:
         provenance = (CORPUS / name / "PROVENANCE").read_text()
@@ -300,3 +312,56 @@ def test_tilelang_stochastic_rounding_needs_the_arch_specific_target() -> None:
             ("cuda_fp4.cu", 22, "10.3", image, "alternative", "10.3a"),
         }
         assert ("cuda_fp4.cu", 10) in {(Path(d.file).name, d.line) for d in report.dead}
+
+
+SM75_PTX = "sm_75 compute_75"  # every device above 7.5 JIT-compiles compute_75
+ABOVE_75 = ("8.0", "8.6", "8.7", "8.8", "8.9", "9.0", *BLACKWELL_UP)
+
+
+def test_vllm_a_constexpr_computed_from_the_arch_is_judged_where_it_is_used() -> None:
+    """moeTopKFuncs.cuh line 24: `static constexpr bool kHAS_FAST_REDUX = (__CUDA_ARCH__ /
+    100) >= 10;` (the #ifdef around it holds in every image), read by line 28's `if
+    constexpr`: 11.0 JIT-compiling compute_90 gets false (cg::reduce) where its own compile
+    gets true (redux.sync); with compute_86 the only image >= 9.0, every device from 10.0."""
+    report = lint("vllm/moeTopKFuncs.cu")
+    assert found(report) == {("moeTopKFuncs.cu", 24, "11.0", "compute_90 (JIT)", "value", "11.0")}
+    assert {Path(f.used_at).name for f in report.findings} == {"moeTopKFuncs.cu:28"}
+    low = lint("vllm/moeTopKFuncs.cu", "sm_80 sm_86 compute_86")
+    assert {f.device.cc_text for f in low.findings} == set(BLACKWELL_UP)  # 9.0: 900/100 < 10
+
+
+def test_vllm_a_host_dtype_switch_decides_which_images_have_the_bf16_kernels() -> None:
+    """custom_all_reduce.cu line 107: the bf16 case of the host switch, under `__CUDA_ARCH__ >=
+    800 || !defined(__CUDA_ARCH__)`, instantiates `allreduce<nv_bfloat16>`, whose launch macros
+    name the reduction kernels. cu130 and sm_80/sm_86/compute_86: every pass >= 8.0 has it
+    (7.5 drops it in its own compile too). With only sm_75 + compute_75, the devices above 7.5
+    JIT an image without the bf16 kernels: a missing kernel (and line 6's bf16 helpers)."""
+    assert not lint("vllm/custom_all_reduce.cu").findings
+    assert not lint("vllm/custom_all_reduce.cu", "sm_80 sm_86 compute_86").findings
+    report = lint("vllm/custom_all_reduce.cu", SM75_PTX)
+    assert found(report) == {
+        *(
+            ("custom_all_reduce.cu", 107, cc, "compute_75 (JIT)", "missing-kernel", cc)
+            for cc in ABOVE_75
+        ),
+        *(("custom_all_reduce.cu", 6, cc, "compute_75 (JIT)", "empty", cc) for cc in ABOVE_75),
+    }
+
+
+def test_flash_attn_type_and_value_regions_are_judged_by_their_uses() -> None:
+    """kernel_traits.h: `>= 800` / `>= 750` regions set only `using` types and `static
+    constexpr bool Has_cp_async`; their uses (the kernels) are not in the excerpt, and every
+    device >= 8.0 loads an image >= 8.0 with cu130: no finding, even with only compute_75."""
+    for wheel in (CU130, "sm_80 sm_86 compute_86", SM75_PTX):
+        report = lint("flash_attn/kernel_traits.cu", wheel)
+        assert not report.findings and not report.not_understood, wheel
+
+
+def test_gptqmodel_a_stub_entry_point_for_old_arches_is_dead_code_here() -> None:
+    """gptq_marlin.cu line 13: `defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 750` around host
+    code (a stub permute kernel and entry point; #else: the real dispatch and launch). No image
+    of these lists is below 7.5, so the stub side is dead and every pass has the real one."""
+    for wheel in (CU130, "sm_80 sm_86 compute_86", SM75_PTX):
+        report = lint("gptqmodel/gptq_marlin.cu", wheel)
+        assert not report.findings and not report.errors, wheel
+        assert 13 in {d.line for d in report.dead if Path(d.file).name == "gptq_marlin.cu"}

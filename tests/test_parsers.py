@@ -386,7 +386,9 @@ def test_kernel_names(text: str, names: set[str]) -> None:
         (["  k<<<grid, block>>>(x);"], True),
         (["  cudaLaunchKernelExC(&config, kernel, args);"], True),
         (["  DISPATCH(topk_kernel, T, 1);"], True),  # names a kernel the files define
+        (["  fa->allreduce<nv_bfloat16>(stream, out, n);"], True),  # instantiates a launcher
         (["  run_on_host(x);"], False),
+        (["  y = static_cast<float>(x);", "  std::vector<int> v;"], False),
     ],
 )
 def test_host_code_that_launches(body: list[str], found: bool) -> None:

@@ -103,6 +103,7 @@ def run(
             text=True,
             timeout=timeout,
             check=False,
+            shell=False,
             env=None if env is None else dict(env),
         )
     except (OSError, subprocess.TimeoutExpired) as exc:

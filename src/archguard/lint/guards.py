@@ -293,6 +293,7 @@ def _findings(walk: Walk, configs: _Configs, torch_targets: Targets | None, repo
                 )
             )
     _dead(walk, configs, arch_regions, ordered, report)
+    _value_findings(walk, configs, torch_targets, report)
 
 
 @dataclass
@@ -343,16 +344,9 @@ def _device_hazards(
 ) -> Iterator[tuple[Region, Region | None, Arch]]:
     """The regions a device's own native target compiles and the image it loads does not:
     (region, the branch the image takes instead, the target that fixes it)."""
-    device, image, own = served
-    # A device that loads its own compile is compared only with its more specific
-    # targets (plain sm_90 with sm_90a); one that loads a lower plain image, with all of
-    # them; one that loads a lower family cubin (10.3 on sm_100f), with its own f and a
-    # targets (its plain compile is less than what it loads).
-    loaded = configs.targets[image].arch
-    lowest = _RANK[loaded.suffix] if loaded is not None else 0
-    floor = _RANK[own.suffix] if own is not None else lowest - 1
+    image = served[1]
     natives = configs.natives
-    variants = [a for a in natives if a.cc == device.cc and _RANK[a.suffix] > floor]
+    variants = _compared(configs, served)
     reported: set[tuple[str, int]] = set()
     for key in ordered:
         region = walk.regions[key]
@@ -372,6 +366,57 @@ def _device_hazards(
             continue
         reported.add(key)
         yield region, taken, active[0]
+
+
+def _compared(configs: _Configs, served: tuple[Device, int, Arch | None]) -> list[Arch]:
+    """The device's own targets its loaded image is compared with. A device that loads its
+    own compile: only its more specific targets (plain sm_90 with sm_90a); one that loads a
+    lower plain image: all of them; one that loads a lower family cubin (10.3 on sm_100f):
+    its own f and a targets (its plain compile is less than what it loads)."""
+    device, image, own = served
+    loaded = configs.targets[image].arch
+    lowest = _RANK[loaded.suffix] if loaded is not None else 0
+    floor = _RANK[own.suffix] if own is not None else lowest - 1
+    return [a for a in configs.natives if a.cc == device.cc and _RANK[a.suffix] > floor]
+
+
+def _value_findings(
+    walk: Walk, configs: _Configs, torch_targets: Targets | None, report: Report
+) -> None:
+    """constexpr values computed from an arch macro (``kFAST = (__CUDA_ARCH__ / 100) >= 10``)
+    that differ between the image a device loads and its own compile, where something
+    scanned uses them."""
+    for (file, line), value in sorted(walk.values.items()):
+        use: Use | bool | None = False  # looked up once, when first needed
+        for device, image, label, own in configs.served:
+            loaded = value.values[image]
+            differs = [
+                a
+                for a in _compared(configs, (device, image, own))
+                if value.values[configs.natives[a]] is not None
+                and loaded is not None
+                and value.values[configs.natives[a]] != loaded
+            ]
+            if not differs:
+                continue
+            if use is False:
+                use = first_use({value.name}, walk.lines, {(file, line)})
+            if not isinstance(use, Use):
+                break  # nothing scanned uses it
+            runs = runs_on(torch_targets, device.cc) if torch_targets is not None else None
+            report.findings.append(
+                Finding(
+                    file,
+                    line,
+                    value.text,
+                    device,
+                    label,
+                    "value",
+                    runs,
+                    differs[0],
+                    f"{use.file}:{use.line}",
+                )
+            )
 
 
 def _dead(

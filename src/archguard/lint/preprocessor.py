@@ -33,6 +33,7 @@ from archguard.lint.expressions import (
     Macros,
     Tri,
     Unparsable,
+    Value,
     and_,
     evaluate,
     not_,
@@ -41,6 +42,7 @@ from archguard.lint.expressions import (
     tri,
 )
 from archguard.lint.lines import Line, directive, include_guard, logical_lines, pragma_once
+from archguard.lint.regions import ARCH_VALUE
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,16 @@ class Region:
     parent: tuple[str, int] | None  # the enclosing region, if any
     body: tuple[str, ...] = ()  # the branch's own lines (nested directives included)
     span: tuple[int, int] = (0, 0)  # the line numbers of its first and last body line
+
+
+@dataclass(frozen=True)
+class ArchValue:
+    """A constexpr value computed from an arch macro: its name, its declaration, and its
+    value per configuration (None where it is not compiled or not evaluated)."""
+
+    name: str
+    text: str
+    values: list[Value]
 
 
 @dataclass
@@ -72,6 +84,8 @@ class Walk:
     files: set[str] = field(default_factory=set)
     lines: dict[str, list[Line]] = field(default_factory=dict)  # each walked file's lines
     unfinished: list[str] = field(default_factory=list)  # roots the budget left unscanned
+    # constexpr values computed from an arch macro: (file, line) -> the value per configuration
+    values: dict[tuple[str, int], ArchValue] = field(default_factory=dict)
     seconds: float = 0.0
 
 
@@ -292,6 +306,8 @@ class _FileWalk:
             for key in list(self.region_lines):
                 self.region_lines[key].append(line)
             if found is None:
+                if "__CUDA_ARCH" in line.text:
+                    self._value(line)
                 continue
             name, rest = found
             if name in ("if", "ifdef", "ifndef"):
@@ -304,6 +320,21 @@ class _FileWalk:
                 self._statement(name, rest, line)
         for frame in self.frames:  # an unterminated #if: close what is open
             self._close(frame.region)
+
+    def _value(self, line: Line) -> None:
+        """A ``constexpr`` declaration whose initializer reads an arch macro, evaluated as
+        each configuration that compiles it sees it."""
+        match = ARCH_VALUE.match(line.text)
+        if match is None:
+            return
+        values: list[Value] = []
+        for m, s in zip(self.macros, self.state, strict=True):
+            try:
+                values.append(evaluate(match["init"], m).value if s is True else None)
+            except (Unparsable, RecursionError):
+                values.append(None)
+        key = (self.path, line.number)
+        self.result.values.setdefault(key, ArchValue(match["name"], line.text.strip(), values))
 
     @property
     def state(self) -> list[Tri]:

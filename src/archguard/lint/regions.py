@@ -21,11 +21,18 @@ _DEFINES = re.compile(r"\s*#\s*(define|undef)\b")
 # `static constexpr bool X = ...;`, `inline constexpr int X = ...;`, `using X = ...;`,
 # `struct X : std::bool_constant<...> {};`: lines that only carry a value on
 _VALUE = re.compile(
-    r"^\s*(?:(?:static|inline|extern)\s+)*(?:constexpr|constinit)\s+[\w:<>,\s]*?"
+    r"^\s*(?:template\s*<[^>]*>\s*)?(?:(?:static|inline|extern)\s+)*(?:constexpr|constinit)\s+"
+    r"[\w:<>,\s]*?"
     r"\b(?P<const>[A-Za-z_]\w*)\s*(?:=|\{)"
     r"|^\s*using\s+(?P<alias>[A-Za-z_]\w*)\s*="
     r"|^\s*(?:template\s*<[^>]*>\s*)?struct\s+(?P<trait>[A-Za-z_]\w*)\s*:\s*(?:public\s+)?"
     r"std::(?:bool|integral)_constant\b"
+)
+# `static constexpr bool kFAST = (__CUDA_ARCH__ / 100) >= 10;`: a value computed from the arch
+ARCH_VALUE = re.compile(
+    r"^\s*(?:template\s*<[^>]*>\s*)?(?:(?:static|inline|extern)\s+)*(?:constexpr|constinit)\s+"
+    r"[\w:<>,\s]*?"
+    r"\b(?P<name>[A-Za-z_]\w*)\s*=\s*(?P<init>[^;{}]*__CUDA_ARCH[^;{}]*);"
 )
 _KERNEL_ATTRIBUTES = {
     "__launch_bounds__",
@@ -36,6 +43,11 @@ _KERNEL_ATTRIBUTES = {
     "alignas",
 }
 _LAUNCH = re.compile(r"<<<|\bcudaLaunch\w*\s*\(|\bcuLaunch\w*\s*\(")
+# `fa->allreduce<nv_bfloat16>(...)`: a template instantiated from host code, which may launch
+# kernels in turn (casts and the standard library's templates are not)
+_INSTANTIATION = re.compile(
+    r"(?<![\w:])(?!(?:static|reinterpret|const|dynamic)_cast\b)[A-Za-z_]\w*\s*<[^<>;()]*>\s*\("
+)
 
 STUB_KINDS = ("trap", "empty", "alternative")
 
@@ -82,7 +94,8 @@ def declared_values(body: Sequence[str]) -> set[str] | None:
     """The names a branch declares when it holds only value declarations (``constexpr``
     constants, aliases, ``bool_constant`` traits); None when it holds other code."""
     names: set[str] = set()
-    for line in code_lines(body):
+    joined = statements([Line(i, text) for i, text in enumerate(code_lines(body))])
+    for line in (j.text for j in joined):
         if not _CODE.search(line) or line.strip() in ("};", "}"):
             continue
         match = _VALUE.match(line)
@@ -108,9 +121,10 @@ def first_use(
     tracked = set(names)
     found: Use | None = None
     changed = True
+    joined = {path: statements(lines) for path, lines in files.items()}
     while changed:
         changed = False
-        for path, lines in files.items():
+        for path, lines in joined.items():
             for line in lines:
                 if (path, line.number) in skip or line.text.lstrip().startswith("#"):
                     continue
@@ -127,6 +141,28 @@ def first_use(
                 if found is None:
                     found = Use(path, line.number, line.text.strip())
     return found
+
+
+def statements(lines: Sequence[Line]) -> list[Line]:
+    """Code lines joined into statements (up to a line ending in ``;``, ``{`` or ``}``),
+    each numbered by its first line; directives stay lines of their own."""
+    out: list[Line] = []
+    parts: list[str] = []
+    start = 0
+    for line in lines:
+        text = line.text.strip()
+        if text.startswith("#"):
+            out.append(line)
+            continue
+        if not parts:
+            start = line.number
+        parts.append(text)
+        if text.endswith((";", "{", "}")):
+            out.append(Line(start, " ".join(parts)))
+            parts = []
+    if parts:
+        out.append(Line(start, " ".join(parts)))
+    return out
 
 
 def kernel_names(lines: Iterable[Line]) -> set[str]:
@@ -167,8 +203,9 @@ def _kernel_after(text: str, i: int) -> str | None:
 
 
 def launches(body: Sequence[str], kernels: set[str]) -> bool:
-    """Does host code in ``body`` define, launch or take the address of a kernel?"""
+    """Does host code in ``body`` define, launch or take the address of a kernel, or
+    instantiate a template (which may launch one)?"""
     text = "\n".join(code_lines(body))
-    if "__global__" in text or _LAUNCH.search(text):
+    if "__global__" in text or _LAUNCH.search(text) or _INSTANTIATION.search(text):
         return True
     return bool(kernels & set(re.findall(r"[A-Za-z_]\w*", text)))
