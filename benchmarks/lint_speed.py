@@ -8,7 +8,10 @@
   (g) grouped_gemm 0.3.0's extension as its build compiles it: csrc/ops.cu and
       csrc/grouped_gemm.cu with its own include directories (third_party/cutlass/include:
       568 vendored CUTLASS headers, and csrc), the released sdist fetched with pip and
-      checked against its pinned sha256 (or ``--grouped-gemm DIR``, an unpacked tree).
+      checked against its pinned sha256 (or ``--grouped-gemm DIR``, an unpacked tree);
+  (s) a synthetic stress file: 2,000 `#if __CUDA_ARCH__` regions that only set a constexpr
+      value, 2,000 constexpr values computed from `__CUDA_ARCH__`, 30,000 other lines (42,001
+      lines): following each value to its uses must cost its uses, not the whole file again.
 
 Each case is linted ``--runs`` times (no budget, as ``archguard lint`` runs); the script
 prints the best and median wall time, the files the walk read, and each case's ratio to (e).
@@ -103,6 +106,21 @@ def cases(grouped_gemm: Path) -> dict[str, tuple[list[str], list[Path], list[Pat
     }
 
 
+def stress_file(work: Path) -> Path:
+    parts = [
+        f"#if __CUDA_ARCH__ >= 900\nstatic constexpr bool v{i} = true;\n#else\n"
+        f"static constexpr bool v{i} = false;\n#endif\n"
+        f"static constexpr int a{i} = __CUDA_ARCH__ / 10;\n"
+        for i in range(2000)
+    ]
+    parts += [f"int f{j}(int x) {{ return x + {j}; }}\n" for j in range(30000)]
+    parts.append("__global__ void k() { if constexpr (v5) { } }\n")
+    path = work / "stress" / "values.cu"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(parts))
+    return path
+
+
 def timed(
     roots: list[str], dirs: list[Path], inside: list[Path], flags: list[str], runs: int
 ) -> tuple[list[float], Report]:
@@ -130,7 +148,17 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         tree = args.grouped_gemm or fetch_grouped_gemm(Path(tmp))
         results: dict[str, tuple[list[float], Report]] = {}
-        for name, (roots, dirs, inside, flags) in cases(tree).items():
+        stress = stress_file(Path(tmp))
+        every = {
+            **cases(tree),
+            "(s) synthetic: 4,000 values in 42,001 lines": (
+                [str(stress)],
+                [stress.parent],
+                [stress.parent],
+                [],
+            ),
+        }
+        for name, (roots, dirs, inside, flags) in every.items():
             results[name] = timed(roots, dirs, inside, flags, args.runs)
     base = min(results["(e) example_package"][0])
     print(f"archguard lint, full cu130 list ({CU130}), {args.runs} runs each")

@@ -30,10 +30,10 @@ from archguard.lint.expressions import Macro, tokenize
 from archguard.lint.preprocessor import Preprocessor, Region, Scan, Walk
 from archguard.lint.regions import (
     Use,
+    UseIndex,
     classify,
     configuration_only,
     declared_values,
-    first_use,
     has_code,
     holds_nothing,
     kernel_names,
@@ -280,7 +280,8 @@ def _findings(walk: Walk, configs: _Configs, torch_targets: Targets | None, repo
     arch_regions = _arch_dependent(walk)
     ordered = sorted(arch_regions, key=lambda k: (k[0], k[1]))
     kernels = {name for lines in walk.lines.values() for name in kernel_names(lines)}
-    reading = _Reading(kernels, _value_uses(walk, ordered))
+    reading = _Reading(walk, kernels)
+    reading.uses = _value_uses(reading, ordered)
     for device, image, label, own in configs.served:
         runs = runs_on(torch_targets, device.cc) if torch_targets is not None else None
         for region, taken, fix in _device_hazards(
@@ -293,7 +294,7 @@ def _findings(walk: Walk, configs: _Configs, torch_targets: Targets | None, repo
                 )
             )
     _dead(walk, configs, arch_regions, ordered, report)
-    _value_findings(walk, configs, torch_targets, report)
+    _value_findings(reading, configs, torch_targets, report)
 
 
 @dataclass
@@ -301,8 +302,16 @@ class _Reading:
     """What the hazards of one walk share: the kernels its files define, and each value
     region's first use (None: unused)."""
 
+    walk: Walk
     kernels: set[str]
     uses: dict[tuple[str, int], Use | None] = field(default_factory=dict)
+    _index: UseIndex | None = None
+
+    def index(self) -> UseIndex:
+        """Where each identifier is used, built on the first question."""
+        if self._index is None:
+            self._index = UseIndex(self.walk.lines)
+        return self._index
 
 
 def _kind(
@@ -319,19 +328,23 @@ def _kind(
 
 
 def _value_uses(
-    walk: Walk, regions: Iterable[tuple[str, int]]
+    reading: _Reading, regions: Iterable[tuple[str, int]]
 ) -> dict[tuple[str, int], Use | None]:
     """For each region that only declares constexpr values: where the value is first used
     outside the declaring chain (None: nowhere in the scanned files)."""
+    walk = reading.walk
     out: dict[tuple[str, int], Use | None] = {}
+    chains: dict[tuple[str, int], list[Region]] = {}
+    for region in walk.regions.values():
+        chains.setdefault(region.chain, []).append(region)
     for key in regions:
         region = walk.regions[key]
         names = declared_values(region.body)
         if names is None:
             continue
-        chain = [r for r in walk.regions.values() if r.chain == region.chain]
+        chain = chains[region.chain]
         skip = {(r.file, n) for r in chain for n in range(r.line, r.span[1] + 1)}
-        out[key] = first_use(names, walk.lines, skip)
+        out[key] = reading.index().first_use(names, skip)
     return out
 
 
@@ -381,11 +394,12 @@ def _compared(configs: _Configs, served: tuple[Device, int, Arch | None]) -> lis
 
 
 def _value_findings(
-    walk: Walk, configs: _Configs, torch_targets: Targets | None, report: Report
+    reading: _Reading, configs: _Configs, torch_targets: Targets | None, report: Report
 ) -> None:
     """constexpr values computed from an arch macro (``kFAST = (__CUDA_ARCH__ / 100) >= 10``)
     that differ between the image a device loads and its own compile, where something
     scanned uses them."""
+    walk = reading.walk
     for (file, line), value in sorted(walk.values.items()):
         use: Use | bool | None = False  # looked up once, when first needed
         for device, image, label, own in configs.served:
@@ -400,7 +414,7 @@ def _value_findings(
             if not differs:
                 continue
             if use is False:
-                use = first_use({value.name}, walk.lines, {(file, line)})
+                use = reading.index().first_use({value.name}, {(file, line)})
             if not isinstance(use, Use):
                 break  # nothing scanned uses it
             runs = runs_on(torch_targets, device.cc) if torch_targets is not None else None

@@ -112,35 +112,53 @@ class Use:
     text: str
 
 
-def first_use(
-    names: set[str], files: Mapping[str, Sequence[Line]], skip: set[tuple[str, int]]
-) -> Use | None:
-    """Where a value declared by ``names`` first matters: a line outside ``skip`` (the
-    declaring branches) that uses one of them and is not itself a value declaration. A
-    declaration that uses one passes the value on (its name is followed in turn)."""
-    tracked = set(names)
-    found: Use | None = None
-    changed = True
-    joined = {path: statements(lines) for path, lines in files.items()}
-    while changed:
-        changed = False
-        for path, lines in joined.items():
-            for line in lines:
-                if (path, line.number) in skip or line.text.lstrip().startswith("#"):
+class UseIndex:
+    """Where each identifier occurs in the scanned files, statement by statement: built once
+    per walk, so that following a value to its uses costs its uses, not the whole tree
+    again for every value."""
+
+    def __init__(self, files: Mapping[str, Sequence[Line]]) -> None:
+        self.where: dict[str, list[tuple[int, str, Line]]] = {}
+        for rank, (path, lines) in enumerate(files.items()):
+            for line in statements(lines):
+                if line.text.lstrip().startswith("#"):
                     continue
-                used = tracked & set(re.findall(r"[A-Za-z_]\w*", line.text))
-                if not used:
+                for word in set(_WORD.findall(line.text)):
+                    self.where.setdefault(word, []).append((rank, path, line))
+
+    def first_use(self, names: set[str], skip: set[tuple[str, int]]) -> Use | None:
+        """Where a value declared by ``names`` first matters: a statement outside ``skip``
+        (the declaring branches) that uses one of them and is not itself a value
+        declaration. A declaration that uses one passes the value on (its name is followed
+        in turn)."""
+        tracked = set(names)
+        todo = list(names)
+        found: tuple[int, int, Use] | None = None
+        while todo:
+            name = todo.pop()
+            for rank, path, line in self.where.get(name, ()):
+                if (path, line.number) in skip:
                     continue
                 match = _VALUE.match(line.text)
                 if match is not None:
-                    name = match["const"] or match["alias"] or match["trait"]
-                    if name not in tracked and name not in used:
-                        tracked.add(name)
-                        changed = True
+                    declared = match["const"] or match["alias"] or match["trait"]
+                    if declared not in tracked:
+                        tracked.add(declared)
+                        todo.append(declared)
                     continue
-                if found is None:
-                    found = Use(path, line.number, line.text.strip())
-    return found
+                if found is None or (rank, line.number) < found[:2]:
+                    found = (rank, line.number, Use(path, line.number, line.text.strip()))
+        return None if found is None else found[2]
+
+
+_WORD = re.compile(r"[A-Za-z_]\w*")
+
+
+def first_use(
+    names: set[str], files: Mapping[str, Sequence[Line]], skip: set[tuple[str, int]]
+) -> Use | None:
+    """:meth:`UseIndex.first_use` over ``files``."""
+    return UseIndex(files).first_use(names, skip)
 
 
 def statements(lines: Sequence[Line]) -> list[Line]:
