@@ -5,11 +5,14 @@ nothing makes it raise."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from packaging.version import Version
 
 from archguard.core.arch import Arch, parse_targets
@@ -20,7 +23,7 @@ from archguard.detect.nvcc import detect_toolkit
 from archguard.lint.guards import Target, Wheel, analyse
 from archguard.lint.regions import classify
 from archguard.lint.sources import Sources
-from realtools import REPO, needs_nvcc, nvcc, run_main
+from realtools import CUDA_HOME, REPO, is_cu130, needs_cuda_torch, needs_nvcc, nvcc, run_main
 
 CU130 = parse_targets(
     "sm_75 sm_80 sm_86 sm_90 sm_100 sm_120 compute_90 compute_120", "t", known=known_arches()
@@ -412,11 +415,16 @@ def test_past_its_budget_the_lint_lists_what_it_did_not_scan() -> None:
     assert any("budget" in line and "k.cu" in line for line in text_lines(report, "cu130"))
 
 
-def test_toolkit_version_macros_are_known(tmp_path: Path) -> None:
-    """CUDART_VERSION (nvcc includes cuda_runtime.h in every .cu) and CUDA_VERSION (once
-    cuda.h, which is outside the scan, is included) are the toolkit's own values."""
+@pytest.mark.parametrize(
+    "include",
+    ["<cuda.h>", "<torch/extension.h>", '"ATen/cuda/CUDAContext.h"', "<c10/cuda/CUDAGuard.h>"],
+)
+def test_toolkit_version_macros_are_known(tmp_path: Path, include: str) -> None:
+    """CUDART_VERSION (nvcc includes cuda_runtime.h in every .cu) and CUDA_VERSION (once a
+    header that reaches cuda.h, outside the scan, is included: bundled cuda_headers.yml) are
+    the toolkit's own values."""
     source = (
-        "#include <cuda.h>\n"
+        f"#include {include}\n"
         "__global__ void k(float* x) {\n"
         "#if CUDA_VERSION >= 12080 && CUDART_VERSION >= 12080 && defined(__CUDA_ARCH__) "
         "&& __CUDA_ARCH__ >= 890\n"
@@ -425,6 +433,69 @@ def test_toolkit_version_macros_are_known(tmp_path: Path) -> None:
     report = lint_text(tmp_path, source, "sm_80 sm_90 compute_90")
     assert not report.not_understood, report.not_understood
     assert [f.device.cc for f in report.findings] == [(8, 9)]  # 8.9 loads sm_80
+    newer = source.replace("CUDA_VERSION >= 12080 &&", "CUDA_VERSION >= 13010 &&", 1)
+    report = lint_text(tmp_path, newer, "sm_80 sm_90 compute_90")  # 13.0 is below: dead
+    assert not report.not_understood and not report.findings
+
+
+def test_cuda_version_after_headers_that_do_not_reach_cuda_h_is_undefined(
+    tmp_path: Path,
+) -> None:
+    """cuda_fp16.h, cuda_runtime.h and <vector> leave CUDA_VERSION undefined (the probe says
+    so), and nvcc's implicit cuda_runtime.h does too: 0 in #if, so the guarded code is in no
+    image and the guard is decided."""
+    source = (
+        "#include <cuda_fp16.h>\n#include <cuda_runtime.h>\n#include <vector>\n"
+        "__global__ void k(float* x) {\n"
+        "#if CUDA_VERSION >= 12080 && __CUDA_ARCH__ >= 890\n  x[0] = 1;\n#endif\n}\n"
+    )
+    report = lint_text(tmp_path, source, "sm_80 sm_90 compute_90")
+    assert not report.not_understood and not report.findings
+    bare = source.split("__global__", 1)[1]  # no include at all: still undefined
+    report = lint_text(tmp_path, "__global__" + bare, "sm_80 sm_90 compute_90")
+    assert not report.not_understood and not report.findings
+
+
+def test_cuda_version_after_a_header_no_probe_knows_is_undecided_and_says_which(
+    tmp_path: Path,
+) -> None:
+    """A header outside the scan that the bundled table does not list may reach cuda.h: the
+    lint does not guess, and names the header; a later cuda.h settles it again."""
+    source = (
+        "#include <cuda_fp16.h>\n#include <somelib/config.h>\n"
+        "__global__ void k(float* x) {\n"
+        "#if CUDA_VERSION >= 12080 && __CUDA_ARCH__ >= 890\n  x[0] = 1;\n#endif\n}\n"
+    )
+    report = lint_text(tmp_path, source, "sm_80 sm_90 compute_90")
+    assert [(f, n) for f, n, _ in report.not_understood] == [("k.cu", 4)]
+    assert "CUDA_VERSION, which <somelib/config.h> (outside the scan" in report.not_understood[0][2]
+    settled = source.replace(
+        "#include <somelib/config.h>\n", "#include <somelib/config.h>\n#include <cuda.h>\n"
+    )
+    report = lint_text(tmp_path, settled, "sm_80 sm_90 compute_90")
+    assert not report.not_understood
+    assert [f.device.cc for f in report.findings] == [(8, 9)]
+
+
+@needs_nvcc
+@needs_cuda_torch
+def test_the_bundled_cuda_headers_are_what_the_probe_finds() -> None:
+    """scripts/probe_cuda_headers.py, run on the real toolkit and torch, regenerates the
+    bundled table's header lists (its comments name the toolkit and torch it was made with)."""
+    if not is_cu130():
+        pytest.skip("the bundled table was probed with torch cu130 and nvcc 13.0")
+    run = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "probe_cuda_headers.py")],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "CUDA_HOME": CUDA_HOME},
+    )
+    bundled = (REPO / "src" / "archguard" / "defaults" / "cuda_headers.yml").read_text()
+    found = yaml.safe_load(run.stdout)
+    assert found == yaml.safe_load(bundled)
+    assert "cuda.h" in found["toolkit"] and "ATen/cuda/CUDAContext.h" in found["torch"]
+    assert {"cuda_runtime.h", "cuda_fp16.h", "cub/cub.cuh", "vector"} <= set(found["undefined"])
 
 
 def test_a_forced_include_is_read_before_the_source() -> None:

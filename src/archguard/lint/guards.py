@@ -27,6 +27,7 @@ from archguard.core.coverage import Device, known_devices, loaded_image, runs_on
 from archguard.core.cuda import CudaVersion
 from archguard.core.toolkit import Toolkit
 from archguard.lint.expressions import Macro, tokenize
+from archguard.lint.outside import OUTSIDE_NAMES, outside_macros
 from archguard.lint.preprocessor import Preprocessor, Region, Scan, Walk
 from archguard.lint.regions import (
     Use,
@@ -230,11 +231,11 @@ def _scan(wheel: Wheel, sources: Sources, configs: _Configs) -> tuple[list[dict[
     ]
     undefined = frozenset(name for name, value in sources.defines.items() if value is None)
     undefined |= {name for name in OTHER_COMPILERS if name not in sources.defines}
-    version = wheel.toolkit.version.major * 1000 + wheel.toolkit.version.minor * 10
-    headers = {  # the toolkit's headers are outside the scan; what they define is known
-        name: [Macro("CUDA_VERSION", (str(version),))] for name in ("cuda.h", "cudaTypedefs.h")
-    }
-    scan = Scan(sources.read, sources.resolve, undefined, sources.forced, sources.budget, headers)
+    headers = outside_macros(wheel.toolkit.version)  # outside the scan; what they define is known
+    outside = OUTSIDE_NAMES - sources.defines.keys()  # a -D/-U on the command line wins
+    scan = Scan(
+        sources.read, sources.resolve, undefined, sources.forced, sources.budget, headers, outside
+    )
     return tables, scan
 
 

@@ -25,7 +25,6 @@ import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from archguard.lint.expressions import (
     MAYBE,
@@ -81,6 +80,8 @@ class Walk:
     arch_chains: set[tuple[str, int]] = field(default_factory=set)  # a condition uses an arch macro
     skipped: dict[str, str] = field(default_factory=dict)  # path -> why
     missing: set[str] = field(default_factory=set)  # includes not found (outside the scan)
+    # an outside name (CUDA_VERSION) made unknown -> the first unknown header that did it
+    outside_unknown: dict[str, str] = field(default_factory=dict)
     files: set[str] = field(default_factory=set)
     lines: dict[str, list[Line]] = field(default_factory=dict)  # each walked file's lines
     unfinished: list[str] = field(default_factory=list)  # roots the budget left unscanned
@@ -124,8 +125,11 @@ class Scan:
     undefined: frozenset[str] = frozenset()  # -U names: undefined in every configuration
     forced: tuple[str, ...] = ()  # -include / --pre-include files, before each unit
     budget: float | None = None  # seconds for the whole walk; None: no limit
-    # headers outside the scan whose macros are known (cuda.h: CUDA_VERSION)
+    # headers outside the scan whose macros are known (cuda.h: CUDA_VERSION; cuda_fp16.h: none)
     toolkit_headers: Mapping[str, Sequence[Macro]] = field(default_factory=dict)
+    # names only headers outside the scan define: undefined at the start of a unit, and
+    # unknown after an outside header not in ``toolkit_headers``
+    outside_names: frozenset[str] = frozenset()
     max_depth: int = 64
 
 
@@ -155,7 +159,10 @@ class Preprocessor:
             self._walked = {}
             try:
                 owned = self._owned(root, result)
-                macros = [Macros(c, owned, self.scan.undefined) for c in self.initial]
+                macros = [
+                    Macros(c, owned, self.scan.undefined | (self.scan.outside_names - c.keys()))
+                    for c in self.initial
+                ]
                 unit = _Unit(result)
                 for forced in self.scan.forced:  # nvcc -include: read before the unit itself
                     self._file(forced, macros, [True] * len(macros), unit)
@@ -251,13 +258,27 @@ class Preprocessor:
         if name is None:
             return  # a computed include: not followed
         if target is None:
-            walk.unit.result.missing.add(name)
-            for macro in self.scan.toolkit_headers.get(name, ()):
-                _define(macros, state, macro)
+            self._outside(name, macros, state, walk.unit.result)
             return
         here = walk.frames[-1].region if walk.frames else walk.unit.parent
         inner = _Unit(walk.unit.result, walk.unit.depth + 1, walk.unit.stack | {path}, here)
         self._file(target, macros, state, inner)
+
+    def _outside(self, name: str, macros: list[Macros], state: list[Tri], result: Walk) -> None:
+        """An ``#include`` outside the scan: what it defines is known, or it may define any
+        of the outside names still undefined."""
+        result.missing.add(name)
+        known = self.scan.toolkit_headers.get(name)
+        if known is not None:
+            for macro in known:
+                _define(macros, state, macro)
+            return
+        for outside in self.scan.outside_names:
+            for m, s in zip(macros, state, strict=True):
+                if s is not False and outside in m.absent:
+                    m.absent.discard(outside)
+                    m.unknown.add(outside)
+                    result.outside_unknown.setdefault(outside, name)
 
 
 @dataclass(frozen=True)
@@ -427,17 +448,29 @@ class _FileWalk:
         if arch_unknown:
             self.result.not_understood.setdefault(
                 where,
-                f"{label}: depends on {', '.join(sorted(arch_unknown))}, which the scanned "
-                "files leave undecided (never defined, or defined under a condition not "
-                "evaluated; settle it with -D/-U)",
+                f"{label}: depends on {self._why_unknown(arch_unknown)} (never defined, or "
+                "defined under a condition not evaluated; settle it with -D/-U)",
             )
         elif before:
             self.result.not_understood.setdefault(
                 where,
-                f"{label}: the branches before it depend on "
-                f"{', '.join(sorted(before))}, which the scanned files leave undecided "
+                f"{label}: the branches before it depend on {self._why_unknown(before)} "
                 "(settle it with -D/-U)",
             )
+
+    def _why_unknown(self, names: set[str]) -> str:
+        """The names, and what left them undecided: the scanned files, or a header outside
+        the scan that archguard's bundled cuda_headers.yml does not know."""
+        outside = self.result.outside_unknown
+        own = sorted(n for n in names if n not in outside)
+        parts = [f"{', '.join(own)}, which the scanned files leave undecided"] if own else []
+        parts += [
+            f"{n}, which <{outside[n]}> (outside the scan, not in archguard's bundled "
+            "cuda_headers.yml) may define"
+            for n in sorted(names)
+            if n in outside
+        ]
+        return "; ".join(parts)
 
     def _open(self, region: Region, state: list[Tri]) -> None:
         key = (region.file, region.line)
@@ -458,27 +491,3 @@ class _FileWalk:
             self.result.regions[key] = dataclasses.replace(
                 region, body=tuple(line.text for line in own), span=span
             )
-
-
-def file_resolver(include_dirs: Sequence[Path], inside: Sequence[Path]) -> Resolver:
-    """Resolve ``#include`` names on disk: quoted ones beside the including file first, then
-    ``include_dirs``; only files under one of ``inside`` are followed (the package's own
-    sources and headers, not torch's or the toolkit's)."""
-    roots = [p.resolve() for p in inside]
-
-    def resolve(name: str, quoted: bool, including: str) -> str | None:
-        candidates = ([Path(including).parent / name] if quoted else []) + [
-            d / name for d in include_dirs
-        ]
-        for candidate in candidates:
-            try:
-                if candidate.is_file():
-                    real = candidate.resolve()
-                    if any(real == r or r in real.parents for r in roots):
-                        return str(real)
-                    return None
-            except (OSError, ValueError):
-                continue
-        return None
-
-    return resolve

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from archguard.detect.sources import tree_files
-from archguard.lint.preprocessor import Reader, Resolver, file_resolver
+from archguard.lint.preprocessor import Reader, Resolver
 
 CUDA_ROOTS = (".cu",)
 
@@ -124,3 +124,27 @@ def include_flags(flags: Sequence[str], root: Path) -> tuple[list[Path], list[st
         elif path.is_file():
             forced.append(str(path.resolve()))
     return dirs, forced
+
+
+def file_resolver(include_dirs: Sequence[Path], inside: Sequence[Path]) -> Resolver:
+    """Resolve ``#include`` names on disk: quoted ones beside the including file first, then
+    ``include_dirs``; only files under one of ``inside`` are followed (the package's own
+    sources and headers, not torch's or the toolkit's)."""
+    roots = [p.resolve() for p in inside]
+
+    def resolve(name: str, quoted: bool, including: str) -> str | None:
+        candidates = ([Path(including).parent / name] if quoted else []) + [
+            d / name for d in include_dirs
+        ]
+        for candidate in candidates:
+            try:
+                if candidate.is_file():
+                    real = candidate.resolve()
+                    if any(real == r or r in real.parents for r in roots):
+                        return str(real)
+                    return None
+            except (OSError, ValueError):
+                continue
+        return None
+
+    return resolve
