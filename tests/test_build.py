@@ -283,6 +283,39 @@ def test_arch_text_in_an_include_path_does_not_fool_it(tmp_path: Path) -> None:
     assert "monarch/include" in log  # the flag itself passed through
 
 
+def test_the_in_build_lint_reads_the_extensions_forced_include_and_include_dirs(
+    tmp_path: Path,
+) -> None:
+    """nvcc's `-include cfg/forced.h` defines MINI_FAST; `-Iinc` is where `<mini_scale.h>`
+    (found nowhere else) guards its fast path on `MINI_FAST && __CUDA_ARCH__ >= 890`. The
+    lint of the build sees both: 8.9 loads sm_80, whose compile takes the #else where 8.9's
+    own takes the #if. Without the forced include the guard would be undecided; without
+    the -I the header would not be read at all."""
+    where = tmp_path / "minicuda"  # minicuda() writes the package there
+    nvcc = ["-O2", "-include", str(where / "cfg" / "forced.h"), f"-I{where / 'inc'}"]
+    root = minicuda(tmp_path, nvcc=nvcc)
+    (root / "cfg").mkdir()
+    (root / "cfg" / "forced.h").write_text("#define MINI_FAST 1\n")
+    (root / "inc").mkdir()
+    (root / "inc" / "mini_scale.h").write_text(
+        "__device__ inline float mini_scale(float v) {\n"
+        "#if MINI_FAST && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890\n"
+        "  return v * 2.0f;\n#else\n  return v;\n#endif\n}\n"
+    )
+    kernel = (root / "kernel.cu").read_text()
+    (root / "kernel.cu").write_text(
+        "#include <mini_scale.h>\n" + kernel.replace("+= 1.0f", "+= mini_scale(1.0f)")
+    )
+    env = build_env(ARCHGUARD_ARCH_LIST="8.0;9.0")
+    log, found, _ = build_and_check(root, tmp_path, env)
+    assert found == ["sm_80", "sm_90", "compute_90"]
+    lint = [line for line in log.splitlines() if "lint: extension _minicuda" in line]
+    assert any(line.endswith("_minicuda: 3 files read") for line in lint), lint
+    assert any("mini_scale.h:2" in line for line in lint), lint
+    assert any("8.9" in line and "sm_80" in line for line in lint), lint
+    assert not any("undecided" in line or "not understood" in line for line in lint), lint
+
+
 def test_hard_coded_gencode_flags_go_through_the_clamp(tmp_path: Path) -> None:
     root = minicuda(
         tmp_path,

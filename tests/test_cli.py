@@ -105,7 +105,8 @@ def test_empty_override_fails_loudly_with_the_table_and_no_list(run_cli, project
     assert "[tool.archguard] arch_list" in proc.stderr  # the override that caused it
     assert "Traceback" not in proc.stderr
     explain = run_cli("explain", "--project", str(root), "--cuda", "12.6", "--torch", "2.8")
-    assert explain.returncode == 1
+    assert explain.returncode == 2  # the exit rule: an archguard error, as `list` says
+    assert "archguard error [empty-arch-list]" in explain.stderr
     assert "Effective list  (empty: no cubin left)" in explain.stdout
 
 

@@ -158,3 +158,16 @@ def test_readme_environment_table_lists_every_variable() -> None:
 
     tools = _table_names("### Environment", r"`([A-Z_]+)`")
     assert {t.variable for t in TOOLS} | {"MAX_JOBS", "NVCC_THREADS", "CUDA_HOME"} <= tools
+
+
+def test_readme_environment_table_names_only_variables_the_code_reads() -> None:
+    """The other way round: every variable the table names is one archguard reads or sets
+    (a quoted name in its source), so the table cannot keep a variable the code dropped."""
+    from archguard.settings.config import ENV_KNOWN
+
+    named = _table_names("### Environment", r"`([A-Z][A-Z0-9_]+)(?:=[^`]*)?`")
+    named |= _table_names("### Environment", r"\(`([A-Z][A-Z0-9_]+)` still read\)")
+    source = "\n".join(p.read_text() for p in (REPO / "src" / "archguard").rglob("*.py"))
+    unread = {n for n in named if n not in ENV_KNOWN and f'"{n}"' not in source}
+    assert not unread, unread
+    assert {n for n in named if n.startswith("ARCHGUARD_")} == set(ENV_KNOWN)

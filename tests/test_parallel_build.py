@@ -12,8 +12,10 @@ from pathlib import Path
 import pytest
 
 from realtools import (
+    REPO,
     build_env,
     cli,
+    copy_tree,
     needs_cuda_torch,
     needs_cuobjdump,
     needs_nvcc,
@@ -142,3 +144,29 @@ def test_explain_and_the_build_agree_on_an_ignored_max_jobs(tmp_path: Path) -> N
     assert re.search(
         r"archguard: parallel: extension _one: \d+ parallel compile jobs? \(chosen\)", log
     )
+
+
+_SUMMARY = (
+    r"(\d+) parallel compile jobs? \((.+?)\), nvcc --threads (\d+) \(set by (?:extension "
+    r"archguard_example\._C|setup\.py:\d+)'s nvcc flags \('--threads 2'\)\)"
+)
+
+
+def test_explain_and_the_build_of_the_example_agree_on_who_decided(tmp_path: Path) -> None:
+    """MAX_JOBS=0 on example_package, whose setup.py gives nvcc `--threads 2`: explain (which
+    reads setup.py's flag lists, never runs it) and the build (which reads the extension's
+    flags) both ignore MAX_JOBS, give nvcc the package's 2 threads and choose the jobs."""
+    root = copy_tree(REPO / "example_package", tmp_path / "example_package")
+    env = build_env(ARCHGUARD_ENABLE="1", ARCHGUARD_ARCH_LIST="8.0", MAX_JOBS="0")
+    explain = cli("explain", "--project", str(root), env=env)
+    said = re.search(r"Build parallelism here: " + _SUMMARY, " ".join(explain.stdout.split()))
+    assert said, explain.stdout
+    proc = pip_wheel(root, tmp_path / "out", env=env)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log[-5000:]
+    did = re.search(r"archguard: parallel: extension archguard_example\._C: " + _SUMMARY, log)
+    assert did, log[-4000:]
+    assert said.groups() == did.groups()
+    assert said[2] == "chosen" and said[3] == "2"  # MAX_JOBS=0 ignored by both
+    assert "MAX_JOBS='0' is not a positive whole number" in explain.stdout
+    assert "archguard: warning: MAX_JOBS='0' is not a positive whole number" in log

@@ -25,29 +25,29 @@ are left out and runs of padding spaces shortened, as the readers skip them.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+import zipfile
 from pathlib import Path
 
 import pytest
 
+from archguard.binaries.record import read_record
 from archguard.binaries.stubs import analyse as stub_analyse
 from archguard.core.arch import Arch
-from archguard.core.coverage import Device, Image, loaded_image
+from archguard.core.coverage import Device, Image, Tier, loaded_image
 from archguard.core.cuda import CudaVersion
+from archguard.core.kinds import BRANCH_KINDS, EMPTY, REAL, STUB_KINDS, TRAP
 from archguard.detect.cuobjdump import combine, parse_headers, parse_listing
-from archguard.detect.sass import (
-    EMPTY,
-    REAL,
-    TRAP,
-    classify_ptx,
-    classify_sass,
-    parse_ptx,
-    parse_sass,
-)
-from archguard.detect.tools import CUOBJDUMP, NVDISASM
+from archguard.detect.sass import classify_ptx, classify_sass, parse_ptx, parse_sass
+from archguard.detect.tools import CUOBJDUMP, NVDISASM, ToolFailed, run
+from archguard.errors import BinaryReadError, IndexUnreachable
 from archguard.lint.expressions import Macro, Macros, Unparsable, evaluate, tokenize
 from archguard.lint.guards import Target
 from archguard.lint.lines import logical_lines
-from archguard.lint.regions import declared_values, first_use, kernel_names, launches
+from archguard.lint.regions import classify, declared_values, first_use, kernel_names, launches
+from archguard.user import doctor, variant, watch
 
 # each image's header, as cuobjdump prints it before the image's contents
 ELF_86 = """
@@ -427,3 +427,68 @@ def test_one_search_order(tmp_path: Path, tool: object) -> None:
         Path(expected).unlink()  # the next in the order answers
     assert tool.find(env, [beside]) == str(Path(beside, tool.name))
     assert tool.variable in tool.order and tool.package in tool.order
+
+
+# --- one runner for every external command ---------------------------------------------------
+
+
+def test_the_runner_fails_one_way(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    missing = str(tmp_path / "no-such-tool")
+    with pytest.raises(ToolFailed, match=f"`{missing} -V` could not run") as failed:
+        run([missing, "-V"])
+    assert not failed.value.timed_out
+    with pytest.raises(BinaryReadError, match="could not run"):
+        run([missing], BinaryReadError)
+    with pytest.raises(ToolFailed) as slow:
+        run([sys.executable, "-c", "import time; time.sleep(10)"], None, 0.2)
+    assert slow.value.timed_out
+    echo = run([sys.executable, "-c", "import sys; print(sys.stdin.read().upper())"], stdin="ab")
+    assert echo.returncode == 0 and echo.stdout.strip() == "AB"
+    for cause, says in (
+        (OSError(2, "gone"), "could not start"),
+        (subprocess.TimeoutExpired("pip", 1), "did not answer"),
+    ):
+        failure = ToolFailed(["pip"], cause)
+        monkeypatch.setattr(watch, "run", lambda *_, f=failure, **__: (_ for _ in ()).throw(f))
+        with pytest.raises(IndexUnreachable, match=says):  # pip: one clear error, never OSError
+            watch.available(timeout=1)
+
+
+# --- the record, read in one place -----------------------------------------------------------
+
+
+def _record(stubs: object, schema: str = "archguard.resolution/2") -> str:
+    targets = {"cubins": ["sm_80", "sm_90"], "ptx": []}
+    ext = {"name": "pkg._C", "file": "pkg/_C.so", "targets": targets, "stubs": stubs}
+    return json.dumps(
+        {"schema": schema, "cuda": {"version": "13.0"}, "targets": targets}
+        | {"build": {"extensions": [ext]}}
+    )
+
+
+def test_doctor_and_variant_read_the_record_through_its_module(tmp_path: Path) -> None:
+    recorded = read_record(_record({"k": {"sm_80": "trap", "sm_90": "real"}}), "w")
+    assert recorded.cuda == "13.0"
+    assert recorded.stubs == {"pkg/_C.so": {"k": {"sm_80": TRAP, "sm_90": REAL}}}
+    binary = doctor._from_record(recorded, "site/pkg/_C.so")
+    assert binary is not None and binary.built_with == (13, 0) and binary.source == "record"
+    assert doctor._from_record(recorded, "site/other/_C.so") is None
+    with pytest.raises(BinaryReadError, match="stub kind 'odd'"):
+        read_record(_record({"k": {"sm_80": "odd"}}), "w")
+    ada = Device((8, 9), "Ada")
+    package = doctor.Package("pkg", "1.0", [binary])
+    (finding,) = doctor.diagnose([ada], [package], None)
+    assert (finding.tier, finding.word, finding.stubs) == (Tier.NATIVE, "native", ("k (trap)",))
+    diagnosis = doctor.Diagnosis([(ada, "--device")], None, [package], [finding], None, [])
+    assert diagnosis.record()["findings"][0]["tier"] == "native"  # type: ignore[index]
+    unread = doctor.Package("pkg", "1.0", [doctor.Binary("x.so", None, "not read: why")])
+    (none,) = doctor.diagnose([ada], [unread], None)
+    assert none.tier is None and none.word == "unread" and not doctor.failed([none])
+    for schema, cuda in (("archguard.resolution/2", "13.0"), ("other/1", None)):
+        wheel = tmp_path / f"pkg-{cuda}-py3-none-any.whl"
+        with zipfile.ZipFile(wheel, "w") as zf:
+            zf.writestr("pkg-1.0.dist-info/archguard.json", _record({}, schema))
+        assert variant.recorded_cuda(wheel) == cuda
+    # the stub kinds have one owner (archguard.core.kinds), the lint's branch kinds beside them
+    assert set(STUB_KINDS) == {"real", "empty", "trap"}
+    assert {classify(["__trap();"]), classify([]), classify(["x = 1;"])} == set(BRANCH_KINDS)

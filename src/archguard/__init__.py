@@ -1,9 +1,9 @@
 """archguard: one owned CUDA arch policy for PyTorch extension wheels.
 
-The package is laid out by concept: a pure core (``arch``, ``coverage``, ``policy``,
-``toolkit``, ``torchbuild``, ``config``, ``resolve``) that never imports torch or runs a
-process, thin edges that detect the real world (``detect``) or plug into setuptools
-(``_integration``, ``cpp_extension``), and reports (``report``, ``verify``, ``matrix``).
+Subpackages by job, imports running downhill: ``core`` (pure: arches, coverage, policy,
+resolution; it imports none of the others) <- ``settings``, ``nvcc``, ``lint``, ``detect``,
+``binaries``, ``reports``, ``user`` <- the edges ``_integration`` (setuptools) and ``_cli``.
+The top level keeps the public surface: ``errors``, ``cpp_extension`` and ``__main__``.
 
 Importing this module imports nothing else: the setuptools hook runs in every build.
 """

@@ -1,10 +1,4 @@
-"""The command line: ``python -m archguard explain | list | env | matrix | verify |
-check-policy | lint | wheel | ...``.
-
-``main(argv) -> int``; every :class:`~archguard.errors.ArchguardError` becomes one
-paragraph on stderr and exit status 2 (could not run), never a traceback; 1 is for
-findings or differences, 0 for fine (:mod:`archguard._cli.common`).
-"""
+"""The command line: main(argv) for each command; one exit rule: 0 fine, 1 findings, 2 failed."""
 
 from __future__ import annotations
 

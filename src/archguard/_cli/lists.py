@@ -7,7 +7,7 @@ import argparse
 import os
 import sys
 
-from archguard._cli.common import EXIT_FAIL, EXIT_OK, environment_notes, query, write
+from archguard._cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, environment_notes, query, write
 from archguard.core.arch import parse_arch
 from archguard.core.resolve import Resolution
 from archguard.core.toolkit import known_arches
@@ -40,7 +40,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
             res.require_cubins()
         except ArchguardError as exc:  # the table is printed above: the message alone
             print(exc.render(), file=sys.stderr)
-        return EXIT_FAIL
+        return EXIT_USAGE  # an archguard error: nothing to build, as `list` says with 2
     return EXIT_OK
 
 

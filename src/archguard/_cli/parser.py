@@ -49,7 +49,7 @@ def main_parser() -> argparse.ArgumentParser:
         group(sub)
     parser.epilog = (
         "Exit status, every command: 0 fine; 1 findings or differences; 2 could not run "
-        "(bad input, a missing tool, nothing left to build)."
+        "(bad input, a missing tool, nothing left to build); 130 when interrupted (Ctrl-C)."
     )
     return parser
 

@@ -34,7 +34,7 @@ from archguard.binaries.record import (
     write_record,
 )
 from archguard.core.arch import Targets
-from archguard.detect.sources import tree_files
+from archguard.detect.sources import CUDA_FILES, CUDA_SOURCES, CXX_SOURCES, tree_files
 from archguard.errors import ArchguardError, CompileFailed
 from archguard.nvcc.flags import threads_flag
 from archguard.nvcc.parallel import (
@@ -51,12 +51,11 @@ from archguard.nvcc.parallel import (
 from archguard.nvcc.plan import ExtensionPlan, Rule, list_text, plan_extension
 from archguard.reports.text import extension_lines
 from archguard.settings.config import (
-    ENV_ENABLE,
     env_disabled,
     env_enabled,
 )
+from archguard.settings.optin import ENV_ENABLE
 
-CUDA_SUFFIXES = (".cu", ".cuh")
 NVCC_KEYS = ("nvcc", "nvcc_dlink")
 
 
@@ -69,12 +68,12 @@ def is_torch_build_extension(cls: type) -> bool:
 
 
 def _has_cuda_sources(ext: Any) -> bool:
-    return any(str(s).endswith(CUDA_SUFFIXES) for s in getattr(ext, "sources", ()))
+    return any(str(s).endswith(CUDA_FILES) for s in getattr(ext, "sources", ()))
 
 
 def _tree_has_cuda_sources(root: str) -> bool:
     """Does the source tree hold a .cu/.cuh file? (The one bounded tree walk.)"""
-    return any(name.endswith(CUDA_SUFFIXES) for name in tree_files(root))
+    return any(name.endswith(CUDA_FILES) for name in tree_files(root))
 
 
 def cuda_extensions(extensions: list[Any], root: str, farm: bool) -> list[Any]:
@@ -107,9 +106,6 @@ def _variables(values: dict[str, str | None]) -> Iterator[None]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
-
-
-CXX_SUFFIXES = (".c", ".cc", ".cpp", ".cxx")
 
 
 def _build_mode(cmd: Any) -> tuple[BuildMode, str]:
@@ -155,8 +151,8 @@ def choose_parallelism(
                 say(f"warning: {warning}")
         sources = [str(s) for s in getattr(ext, "sources", ())]
         work = Workload(
-            cuda_sources=sum(s.endswith(".cu") for s in sources),
-            cxx_sources=sum(s.endswith(CXX_SUFFIXES) for s in sources),
+            cuda_sources=sum(s.endswith(CUDA_SOURCES) for s in sources),
+            cxx_sources=sum(s.endswith(CXX_SOURCES) for s in sources),
             targets=device_compiles(plan.gencode),
         )
         runs = RunsAs(mode, mode_from, sharing)

@@ -5,7 +5,6 @@ cache the build's compiles go through."""
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -91,7 +90,7 @@ def compiler_cache(cmd: Any, session: Session) -> tuple[dict[str, str | None], A
     function that reads the cache's counters after the build (None when off)."""
     tool, origin = _cache_choice(session)
     if tool == "off":
-        wrapped = [t for t in TOOLS if shutil.which(t)]
+        wrapped = [t for t in TOOLS if find_cache(t, beside_python=False)]
         if wrapped and not os.environ.get("TORCH_NO_COMPILER_WRAPPER"):
             say(
                 f"compiler cache: off for archguard ({origin}); torch itself wraps the "
@@ -128,7 +127,7 @@ def compiler_cache(cmd: Any, session: Session) -> tuple[dict[str, str | None], A
         values["PYTORCH_NVCC"] = f"sccache {nvcc}"  # the ninja path, even beside a ccache
     elif os.environ.get("PYTORCH_NVCC"):
         say(f"compiler cache: your PYTORCH_NVCC={os.environ['PYTORCH_NVCC']!r} wins")
-    if tool == "sccache" and shutil.which("ccache"):
+    if tool == "sccache" and find_cache("ccache", beside_python=False):
         say(
             "compiler cache: ccache is also on PATH, and torch prefers it for the host "
             "compiler; nvcc goes through sccache (PYTORCH_NVCC)"

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -24,10 +23,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from archguard.core.arch import Targets
+from archguard.detect.tools import BUILD_TIMEOUT_S, run
 from archguard.errors import ArchguardError, ConfigError
 from archguard.reports.text import build_variables
-from archguard.settings.config import ENV_CONFIG, ENV_ENABLE, env_wheel_variant
+from archguard.settings.config import ENV_CONFIG, env_wheel_variant
 from archguard.settings.inputs import Query, gather
+from archguard.settings.optin import ENV_ENABLE
 
 if TYPE_CHECKING:
     from archguard.binaries.verify import Checked
@@ -162,13 +163,9 @@ def build_one(source: Path, out: Path, config: Path | None, pip_args: Sequence[s
         file=sys.stderr,
         flush=True,
     )
-    proc = subprocess.run(
-        argv,
-        env={**os.environ, **env_vars},
-        stdout=sys.stderr,  # the build log; stdout is the one line per wheel (or JSON)
-        stderr=subprocess.STDOUT,
-        check=False,
-    )
+    # no timeout (BUILD_TIMEOUT_S, see archguard.detect.tools); the build log goes to stderr,
+    # stdout is the one line per wheel (or JSON)
+    proc = run(argv, ConfigError, BUILD_TIMEOUT_S, {**os.environ, **env_vars}, log=sys.stderr)
     after = _wheels_in(out)
     made = sorted(p for p, t in after.items() if before.get(p) != t)
     built = Built(str(source), proc.returncode, env_vars, reads)

@@ -85,6 +85,7 @@ def lint_build(
         if report.ok and not report.not_understood and not report.unfinished:
             say(f"lint: extension {ext.name}: no stub hazard in {report.files} files")
             continue
+        say(f"lint: extension {ext.name}: {report.files} files read")
         hazards += len(report.findings)  # a proved #error drops its targets instead
         for error in report.errors:
             where = f"{relative(error.file, root)}:{error.line}"

@@ -20,19 +20,25 @@ import os
 from typing import Any
 
 from archguard._integration.common import announce_once, project_root
-from archguard.settings.optin import opted_in
+from archguard.settings.optin import (
+    ENV_DISABLE,
+    ENV_ENABLE,
+    OFF_WORDS,
+    ON_WORDS,
+    opted_in,
+    switch_word,
+)
 
 
 def _disabled() -> bool:
     """ARCHGUARD_DISABLE is on. A value that is neither on nor off is not "on": the build
     command then stops with archguard's error about it instead of silently switching off."""
-    return os.environ.get("ARCHGUARD_DISABLE", "").strip().lower() in ("1", "true", "yes", "on")
+    return switch_word(os.environ, ENV_DISABLE) in ON_WORDS
 
 
 def _farm_enabled() -> bool:
     """ARCHGUARD_ENABLE is set to something other than an "off" word."""
-    value = os.environ.get("ARCHGUARD_ENABLE", "").strip().lower()
-    return value not in ("", "0", "false", "no", "off")
+    return switch_word(os.environ, ENV_ENABLE) not in OFF_WORDS
 
 
 def finalize_distribution_options(dist: Any) -> None:
@@ -49,8 +55,8 @@ def finalize_distribution_options(dist: Any) -> None:
     if _disabled():
         announce_once(
             "disabled",
-            f"disabled by ARCHGUARD_DISABLE="
-            f"{os.environ['ARCHGUARD_DISABLE']}: building {root} "
+            f"disabled by {ENV_DISABLE}="
+            f"{os.environ[ENV_DISABLE]}: building {root} "
             "without an arch policy",
         )
         return

@@ -7,6 +7,7 @@ This module owns the record's file name, its schema, writing it and reading it b
 from __future__ import annotations
 
 import json
+import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Literal
 from archguard import __version__
 from archguard.core.arch import Arch, Targets, parse_targets
 from archguard.core.coverage import runs_on
+from archguard.core.kinds import STUB_KINDS, StubKind
 from archguard.core.resolve import Resolution
 from archguard.core.toolkit import known_arches
 from archguard.errors import BinaryReadError
@@ -195,21 +197,34 @@ def is_record_name(name: str) -> bool:
     return len(parts) >= 2 and parts[-1] == RECORD_NAME and parts[-2].endswith(".dist-info")
 
 
+# kernel -> image -> kind: one extension's stub classification, as its record holds it
+Stubs = dict[str, dict[str, StubKind]]
+
+
 @dataclass(frozen=True)
 class RecordedTargets:
     """What a record promises: the wheel's targets and a label naming the record and its
-    list, and per extension (by its file inside the wheel) that extension's own targets."""
+    list, per extension (by its file inside the wheel) that extension's own targets and its
+    kernels' stub kinds, and the CUDA version that compiled it."""
 
     targets: Targets
     label: str
     extensions: dict[str, tuple[str, Targets]] = field(default_factory=dict)  # file -> name
+    stubs: dict[str, Stubs] = field(default_factory=dict)  # file -> its kernels' kinds
+    cuda: str | None = None  # "13.0"
+
+    def file_for(self, member: str) -> str | None:
+        """The recorded file of the extension whose binary ``member`` is (a path in a wheel
+        or a tree)."""
+        for file in self.extensions:
+            if member == file or member.endswith("/" + file):
+                return file
+        return None
 
     def for_file(self, member: str) -> tuple[str, Targets] | None:
         """The extension whose binary ``member`` is (a path in a wheel or a tree)."""
-        for file, found in self.extensions.items():
-            if member == file or member.endswith("/" + file):
-                return found
-        return None
+        file = self.file_for(member)
+        return None if file is None else self.extensions[file]
 
 
 def targets_from_record(value: object, where: str) -> Targets:
@@ -224,27 +239,73 @@ def targets_from_record(value: object, where: str) -> Targets:
     return parse_targets(names, where, known=known_arches())
 
 
-def read_record(text: str, where: str) -> RecordedTargets:
-    """The targets a record promises (:class:`BinaryReadError` if it is not a record)."""
+def _stubs(value: object) -> Stubs:
+    """An extension's ``stubs`` (ValueError if malformed)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
+        raise ValueError("stubs must map each kernel to {image: kind}")
+    out: Stubs = {}
+    for kernel, images in value.items():
+        out[str(kernel)] = {}
+        for image, kind in images.items():
+            if kind not in STUB_KINDS:
+                raise ValueError(f"stub kind {kind!r} is not one of {', '.join(STUB_KINDS)}")
+            out[str(kernel)][str(image)] = kind
+    return out
+
+
+def parse_record(text: str, where: str) -> dict[str, object]:
+    """A record's data, its schema checked (:class:`BinaryReadError` if it is not JSON or not
+    a record this archguard reads)."""
     try:
         data = json.loads(text)
-        if not isinstance(data, dict) or data.get("schema") not in READABLE_SCHEMAS:
-            raise ValueError(f"not an {' or '.join(READABLE_SCHEMAS)} record")
+    except ValueError as exc:
+        raise BinaryReadError(f"{where} is not a readable archguard record ({exc}).") from None
+    if not isinstance(data, dict) or data.get("schema") not in READABLE_SCHEMAS:
+        raise BinaryReadError(
+            f"{where} is not a readable archguard record "
+            f"(not an {' or '.join(READABLE_SCHEMAS)} record)."
+        )
+    return data
+
+
+def read_record(text: str, where: str) -> RecordedTargets:
+    """What a record promises (:class:`BinaryReadError` if it is not a record)."""
+    data = parse_record(text, where)
+    try:
         targets = targets_from_record(data["targets"], where)
         extensions: dict[str, tuple[str, Targets]] = {}
+        stubs: dict[str, Stubs] = {}
         build = data.get("build")
         for ext in build.get("extensions", []) if isinstance(build, dict) else []:
             if isinstance(ext, dict) and ext.get("file") and "targets" in ext:
-                name = str(ext.get("name"))
-                extensions[str(ext["file"])] = (
+                name, file = str(ext.get("name")), str(ext["file"])
+                extensions[file] = (
                     name,
                     targets_from_record(ext["targets"], f"{where} extension {name}"),
                 )
-        cuda: dict[str, object] = data["cuda"] if isinstance(data.get("cuda"), dict) else {}
-        torch: dict[str, object] = data["torch"] if isinstance(data.get("torch"), dict) else {}
+                stubs[file] = _stubs(ext.get("stubs"))
+        raw_cuda, raw_torch = data.get("cuda"), data.get("torch")
+        cuda: dict[str, object] = raw_cuda if isinstance(raw_cuda, dict) else {}
+        torch: dict[str, object] = raw_torch if isinstance(raw_torch, dict) else {}
         label = (
             f"{where} ({data.get('effective')}; {cuda.get('tag')}, torch {torch.get('version')})"
         )
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise BinaryReadError(f"{where} is not a readable archguard record ({exc}).") from None
-    return RecordedTargets(targets, label, extensions)
+    version = str(cuda["version"]) if cuda.get("version") else None
+    return RecordedTargets(targets, label, extensions, stubs, version)
+
+
+def read_wheel_record(wheel: zipfile.ZipFile, where: str) -> RecordedTargets | None:
+    """The record inside an open wheel (None when it has none; :class:`BinaryReadError` if
+    it is unreadable)."""
+    names = [n for n in wheel.namelist() if is_record_name(n)]
+    if not names:
+        return None
+    try:
+        text = wheel.read(names[0]).decode("utf-8")
+    except (OSError, zipfile.BadZipFile, UnicodeDecodeError) as exc:
+        raise BinaryReadError(f"{where}!{names[0]} could not be read ({exc}).") from None
+    return read_record(text, f"{where}!{names[0]}")

@@ -16,14 +16,13 @@ from dataclasses import dataclass
 
 from archguard.core.arch import Arch
 from archguard.core.coverage import Device, Image, known_devices, loaded_image
-
-REAL = "real"
+from archguard.core.kinds import REAL, StubKind
 
 
 @dataclass(frozen=True)
 class Kernel:
     name: str  # demangled
-    kinds: tuple[tuple[str, str], ...]  # (image name, kind), images ascending
+    kinds: tuple[tuple[str, StubKind], ...]  # (image name, kind), images ascending
 
     @property
     def stub_everywhere(self) -> bool:
@@ -34,7 +33,7 @@ class Kernel:
         return not self.stub_everywhere and any(kind != REAL for _, kind in self.kinds)
 
     def summary(self) -> str:
-        by_kind: dict[str, list[str]] = {}
+        by_kind: dict[StubKind, list[str]] = {}
         for image, kind in self.kinds:
             by_kind.setdefault(kind, []).append(image)
         return "; ".join(
@@ -47,7 +46,7 @@ class StubFinding:
     kernel: str
     device: Device
     image: str  # the image it loads
-    kind: str  # what the kernel is there: empty or trap
+    kind: StubKind  # what the kernel is there: empty or trap
     real_in: tuple[str, ...]  # the images where it is real
     fix: Arch  # a cubin of the device's own
 
@@ -63,7 +62,7 @@ def _order(image: Image) -> tuple[int, int, bool, str]:
 
 
 def analyse(
-    kernels: Mapping[Image, Mapping[str, str]],
+    kernels: Mapping[Image, Mapping[str, StubKind]],
     names: Mapping[str, str] | None = None,
     devices: Sequence[Device] | None = None,
 ) -> StubReport:
@@ -73,7 +72,7 @@ def analyse(
     cubins = {image.arch for image in kernels if not image.ptx}
     ptxs = {image.arch for image in kernels if image.ptx}
     all_names = sorted({k for per in kernels.values() for k in per})
-    table: dict[str, dict[Image, str]] = {k: {} for k in all_names}
+    table: dict[str, dict[Image, StubKind]] = {k: {} for k in all_names}
     for image, per in kernels.items():
         for k, what in per.items():
             table[k][image] = what
@@ -116,7 +115,7 @@ def lines(report: StubReport) -> list[str]:
     for view in shown:
         what = "a stub in every image" if view.stub_everywhere else view.summary()
         out.append(f"  stub       {view.name}: {what}")
-    grouped: dict[tuple[str, str, str, tuple[str, ...]], list[StubFinding]] = {}
+    grouped: dict[tuple[str, str, StubKind, tuple[str, ...]], list[StubFinding]] = {}
     for f in report.findings:
         grouped.setdefault((f.kernel, f.image, f.kind, f.real_in), []).append(f)
     for (kernel, image, kind, real_in), items in grouped.items():

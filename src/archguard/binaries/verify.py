@@ -23,6 +23,7 @@ from archguard.binaries.stubs import analyse as analyse_stubs
 from archguard.binaries.stubs import lines as stub_lines
 from archguard.core.arch import Targets, parse_arch_list
 from archguard.core.coverage import Device, Tier, coverage
+from archguard.core.formats import Format
 from archguard.core.toolkit import known_arches
 from archguard.detect.cuobjdump import read_binary
 from archguard.detect.sass import demangle, read_kernels
@@ -245,7 +246,7 @@ def verdict(results: list[Checked], paths: Sequence[Path]) -> Report:
     return Report(results, problems)
 
 
-def render(report: Report, fmt: str) -> str:
+def render(report: Report, fmt: Format) -> str:
     """``verify``'s output, text or json."""
     results, problems, ok = report.results, report.problems, report.ok
     cuda_binaries = [r for r in results if r.found is not None]

@@ -135,7 +135,7 @@ class TorchClamp:
                 Step.TORCH,
                 Outcome.DROPPED,
                 f"{arch.sm} would serve no known device in this list (nothing in "
-                "devices.yml lies in its interval), so it is dead weight",
+                "archguard's bundled devices.yml lies in its interval), so it is dead weight",
             )
         runnable = [d for d in served if runs_on(torch.targets, d.cc)]
         if runnable:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 from packaging.version import Version
 
@@ -23,10 +24,16 @@ from archguard.core.arch import Arch, ArchEntry, format_list
 from archguard.core.coverage import Device, describe_devices, known_devices, runs_on, served_devices
 from archguard.core.cuda import CudaVersion
 from archguard.core.decisions import torch_gap
+from archguard.core.formats import Format
 from archguard.core.policy import Policy
 from archguard.core.toolkit import Toolkit
 from archguard.core.torchbuild import BundledBuild
 from archguard.errors import UnknownTorchBuild
+
+# The derivation's steps, in order: PyTorch's union, the policy's decided drops, what the
+# toolkit cannot emit, the torch clamp (recorded as exceptions), the PTX nets.
+DeriveStep = Literal["start", "drop", "toolkit", "torch", "ptx"]
+_DROPPING: tuple[DeriveStep, ...] = ("drop", "toolkit")  # the steps that take an arch out
 
 
 @dataclass(frozen=True)
@@ -46,7 +53,7 @@ class Derived:
     union_cubins: frozenset[Arch]
     union_ptx: frozenset[Arch]
     entries: tuple[ArchEntry, ...]
-    steps: tuple[tuple[str, str], ...]  # (step, what it did and why)
+    steps: tuple[tuple[DeriveStep, str], ...]  # (step, what it did and why)
     reason: str  # the proposed row's reason, in the policy's style
     exceptions: tuple[ProposedException, ...]
     differences: tuple[str, ...] = field(default=())  # against the policy's row, with why
@@ -138,7 +145,7 @@ def derive(
     union = frozenset(a for c in cells for a in c.build.targets.cubins if a.suffix != "a")
     union_ptx = frozenset(a for c in cells for a in c.build.targets.ptx)
     releases = tuple(c.torch for c in cells)
-    steps: list[tuple[str, str]] = [
+    steps: list[tuple[DeriveStep, str]] = [
         (
             "start",
             f"PyTorch's {cuda.tag} union over torch {', '.join(releases)}: SASS "
@@ -259,7 +266,7 @@ def _why_in(derived: Derived, arch: Arch) -> str:
 
 def _why_out(derived: Derived, arch: Arch) -> str:
     for step, text in derived.steps:
-        if step in ("drop", "toolkit") and text.startswith(f"{arch}:"):
+        if step in _DROPPING and text.startswith(f"{arch}:"):
             return text
     return f"PyTorch's {derived.cuda.tag} union ({_names(derived.union_cubins)}) does not have it"
 
@@ -267,7 +274,7 @@ def _why_out(derived: Derived, arch: Arch) -> str:
 DERIVE_SCHEMA = "archguard.derive/1"
 
 
-def render(derived: Derived, policy_source: str, fmt: str = "text") -> str:
+def render(derived: Derived, policy_source: str, fmt: Format = "text") -> str:
     """``archguard derive``: the proposed row and exceptions, with the steps and the
     difference from the policy's row. A proposal for a reviewed PR: nothing is written."""
     tag = derived.cuda.tag

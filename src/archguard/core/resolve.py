@@ -141,28 +141,23 @@ class Resolution:
         return "not requested"
 
     def why(self, arch: Arch) -> tuple[Decision, ...]:
-        """Every decision about ``arch``; for an arch nobody asked for, what would happen."""
+        """Every decision about ``arch``; for an arch nobody asked for, what would happen:
+        the same steps (:class:`_Run`) run on this request with ``arch`` added, its
+        decisions read off that run, the torch step judged as a what-if."""
         known = self.decisions_for(arch)
         if any(d.step is Step.REQUEST for d in known):
             return known
-        out = [
-            Decision(
-                arch,
-                Step.REQUEST,
-                Outcome.NOT_REQUESTED,
-                f"{self.request.origin} does not list it (it asks for {self.requested_text})",
-            )
-        ]
-        for exc in applicable_exceptions(self.policy, self.tag, self.torch):
-            if arch in exc.drop:
-                out.append(
-                    Decision(arch, Step.EXCEPTION, Outcome.DROPPED, exception_reason(self.tag, exc))
-                )
-        out.append(toolkit_decision(self.toolkit, arch))
-        if self.toolkit.emits_cubin(arch):
-            cubins = {e.arch for e in self.effective} | {arch}
-            out.append(self.clamp.decide(arch, cubins, Judged.WHAT_IF))
-        return (*out, *known)
+        asked = Decision(
+            arch,
+            Step.REQUEST,
+            Outcome.NOT_REQUESTED,
+            f"{self.request.origin} does not list it (it asks for {self.requested_text})",
+        )
+        request = Request((*self.request.entries, ArchEntry(arch, False)), self.request.origin)
+        run = _Run(self.policy, self.toolkit, self.torch, self.devices, request, what_if=arch)
+        run.steps_2_to_4()
+        found = [d for d in run.decisions if d.arch == arch and d.step is not Step.REQUEST]
+        return (asked, *found, *known)
 
     @property
     def clamp(self) -> TorchClamp:
@@ -225,6 +220,7 @@ class _Run:
     orphans: dict[Arch, str] = field(default_factory=dict)  # +PTX that lost its arch, why
     recorded: dict[Arch, ArchException] = field(default_factory=dict)
     ptx_on: set[Arch] = field(default_factory=set)
+    what_if: Arch | None = None  # explain's "why?" for an arch nobody asked for
 
     @property
     def tag(self) -> str:
@@ -263,6 +259,13 @@ class _Run:
                 f"{self.request.origin} asks for {entry}",
             )
         self.declared_ptx = {a for a, p in self.current.items() if p}
+
+    def steps_2_to_4(self) -> None:
+        """The request, its recorded exceptions and both clamps (step 5 places the nets)."""
+        self.requested()
+        self.exceptions()
+        self.toolkit_clamp()
+        self.torch_clamp()
 
     # Step 2 -------------------------------------------------------------------------------
     def exceptions(self) -> None:
@@ -316,6 +319,8 @@ class _Run:
         # Highest first, so each cubin's interval is final when it is judged.
         for arch in sorted(self.current, reverse=True):
             judged = Judged.LIVE if arch in self.recorded else Judged.UNRECORDED
+            if arch == self.what_if:
+                judged = Judged.WHAT_IF
             decision = self.clamp.decide(arch, set(self.current), judged)
             if decision.outcome is Outcome.DROPPED:
                 self.drop(
@@ -429,10 +434,7 @@ def resolve(  # noqa: PLR0913 - SPEC §4's inputs of one resolution, each named 
         tuple(devices or known_devices((toolkit.version.major, toolkit.version.minor))),
         choose_request(policy, toolkit.version, package, override),
     )
-    run.requested()
-    run.exceptions()
-    run.toolkit_clamp()
-    run.torch_clamp()
+    run.steps_2_to_4()
     run.ptx()
     return Resolution(
         toolkit.tag,

@@ -17,6 +17,7 @@ from archguard.core.arch import Targets
 from archguard.core.coverage import Device, known_devices
 from archguard.core.cuda import CudaVersion
 from archguard.core.derive import ProposedException, implied_exceptions
+from archguard.core.formats import Format
 from archguard.core.policy import ArchException, Policy
 from archguard.core.torchbuild import BundledBuild, TorchBuild
 
@@ -128,7 +129,7 @@ def render(
     probes: Sequence[Probed],
     builds: Sequence[BundledBuild],
     policy: Policy,
-    fmt: str = "text",
+    fmt: Format = "text",
     check: bool = False,
 ) -> tuple[str, bool]:
     """``archguard probe-torch``: each torch's row; with ``check``, how the table differs and

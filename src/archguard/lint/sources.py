@@ -9,10 +9,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from archguard.detect.sources import tree_files
+from archguard.detect.sources import CUDA_HEADERS, CUDA_SOURCES, tree_files
 from archguard.lint.preprocessor import Reader, Resolver
-
-CUDA_ROOTS = (".cu",)
 
 
 @dataclass(frozen=True)
@@ -49,7 +47,7 @@ class Sources:
 def project_sources(root: Path) -> list[str]:
     """Every .cu file under a project (:func:`archguard.detect.sources.tree_files`): what
     its CUDA extensions compile, as far as a reading of the tree can tell."""
-    return [name for name in tree_files(root) if name.endswith(CUDA_ROOTS)]
+    return [name for name in tree_files(root) if name.endswith(CUDA_SOURCES)]
 
 
 def path_sources(paths: Sequence[Path]) -> list[str]:
@@ -60,11 +58,7 @@ def path_sources(paths: Sequence[Path]) -> list[str]:
         if path.is_dir():
             found = project_sources(path)
             if not found:
-                found = [
-                    str(p)
-                    for p in sorted(path.rglob("*"))
-                    if p.is_file() and p.name.endswith((".cuh", ".cu.h", ".h", ".hpp"))
-                ]
+                found = [name for name in tree_files(path) if name.endswith(CUDA_HEADERS)]
             out += found
         else:
             out.append(str(path))

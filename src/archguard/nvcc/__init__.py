@@ -1,2 +1,1 @@
-"""nvcc's command line: spelling a list, reading hard-coded flags, per-extension planning and
-parallelism."""
+"""nvcc's command line: spelling a list, hard-coded flags, per-extension plans, parallelism."""

@@ -29,21 +29,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from archguard.core.arch import Arch, ArchEntry, Targets, format_list, split_target
-from archguard.core.decisions import Outcome
+from archguard.core.decisions import Outcome, Step
 from archguard.core.resolve import Resolution
 from archguard.errors import ArchSpecificFlag, EmptyExtension
 from archguard.nvcc.flags import ArchFlag, find_arch_flags, gencode_flags
-
-
-class ArchSpecificMode(str, enum.Enum):
-    """``[tool.archguard] hardcoded_arch_specific``: what a hard-coded ``a``/``f`` becomes."""
-
-    KEEP = "keep"
-    DROP = "drop"
-    ERROR = "error"
-
-    def __str__(self) -> str:
-        return self.value
+from archguard.settings.config import DEFAULT_ARCH_SPECIFIC, ArchSpecific
 
 
 class Rule(str, enum.Enum):
@@ -122,7 +112,7 @@ def _why_not(res: Resolution, arch: Arch) -> str:
 def _effective_origins(res: Resolution) -> dict[str, str]:
     origins = {a.sm: f"the effective list ({res.request.origin})" for a in res.targets.cubins}
     for d in res.decisions:
-        if d.ptx and d.step.value == "ptx" and d.outcome is not Outcome.DROPPED:
+        if d.ptx and d.step is Step.PTX and d.outcome is not Outcome.DROPPED:
             origins[d.arch.plain.compute] = f"a PTX net of the effective list: {d.reason}"
     return {name: origins[name] for name in res.targets.names() if name in origins}
 
@@ -133,9 +123,7 @@ def _union(flags: list[ArchFlag]) -> Targets:
     return Targets(cubins, ptx)
 
 
-def _intent(
-    flags: list[ArchFlag], hard: Targets, res: Resolution, mode: ArchSpecificMode
-) -> Intent:
+def _intent(flags: list[ArchFlag], hard: Targets, res: Resolution, mode: ArchSpecific) -> Intent:
     every = hard.cubins | hard.ptx
     if not every:
         return Intent(Rule.LIST, "it hard-codes no target: the effective list")
@@ -148,7 +136,7 @@ def _intent(
     texts = {
         a: " ".join(f.tokens) for f in reversed(flags) for a in f.targets.cubins | f.targets.ptx
     }
-    if mode is ArchSpecificMode.KEEP and hard.cubins and all(a.suffix for a in every):
+    if mode == "keep" and hard.cubins and all(a.suffix for a in every):
         names = " ".join(a.sm for a in sorted(hard.cubins))
         flag = "; ".join(sorted({texts[a] for a in hard.cubins}))
         return Intent(
@@ -279,7 +267,7 @@ def plan_extension(
     name: str,
     arg_lists: dict[str, list[str]],
     res: Resolution,
-    arch_specific: str = ArchSpecificMode.KEEP.value,
+    arch_specific: ArchSpecific = DEFAULT_ARCH_SPECIFIC,
     proven: Mapping[str, str] | None = None,
 ) -> ExtensionPlan:
     """Every arch flag out of each nvcc argument list and this extension's targets in (the
@@ -288,13 +276,13 @@ def plan_extension(
     ``arch_specific = "drop"`` treats a hard-coded ``a``/``f`` target like a plain one (a
     cost choice); ``"error"`` stops with :class:`ArchSpecificFlag`.
     """
-    mode = ArchSpecificMode(arch_specific)
+    mode = arch_specific
     split = {key: find_arch_flags(list(args)) for key, args in arg_lists.items()}
     flags = [f for _, found in split.values() for f in found]
     hard = _union(flags)
     effective = res.targets
     specific = sorted(a for a in hard.cubins if a.suffix and a not in effective.cubins)
-    if specific and mode is ArchSpecificMode.ERROR:
+    if specific and mode == "error":
         texts = sorted({" ".join(f.tokens) for f in flags})
         raise ArchSpecificFlag(
             f"extension {name} hard-codes the arch-specific target"
@@ -308,7 +296,7 @@ def plan_extension(
     res, cubins, ptx, left_out = _bounded(name, res, intent, hard)
     kept: dict[Arch, Arch | None] = {}
     refused: dict[Arch, str] = {}
-    if mode is ArchSpecificMode.KEEP:
+    if mode == "keep":
         wanted = sorted(a for a in hard.cubins if a.suffix and a not in cubins)
         kept, refused = _keep_specific(wanted, cubins, hard, res)
     displaced = {twin for twin in kept.values() if twin is not None}
@@ -364,7 +352,7 @@ class _Why:
     proofs."""
 
     res: Resolution
-    mode: ArchSpecificMode
+    mode: ArchSpecific
     refused: Mapping[Arch, str]
     proofs: Mapping[str, str]
 
@@ -389,11 +377,7 @@ def _flag_lines(
             reasons = [
                 f"{a.sm}: "
                 + (proofs.get(a.sm) or refused.get(a) or _why_not(res, a))
-                + (
-                    " (hardcoded_arch_specific = 'drop')"
-                    if a.suffix and mode is ArchSpecificMode.DROP
-                    else ""
-                )
+                + (" (hardcoded_arch_specific = 'drop')" if a.suffix and mode == "drop" else "")
                 for a in out_cubins
             ]
             nets = " ".join(a.compute for a in sorted(targets.ptx)) or "none"

@@ -16,6 +16,7 @@ from archguard import __version__
 from archguard.core.arch import format_list
 from archguard.core.coverage import Tier, known_devices, runs_on
 from archguard.core.cuda import CudaVersion
+from archguard.core.formats import MatrixFormat
 from archguard.core.policy import Policy
 from archguard.core.resolve import Resolution
 from archguard.core.toolkit import bundled_toolkit
@@ -295,7 +296,7 @@ one column per known device. Hover a cell for its reason.</p>
 """
 
 
-def render(cells: list[Cell], settings: Settings, fmt: str) -> str:
+def render(cells: list[Cell], settings: Settings, fmt: MatrixFormat) -> str:
     """The page in one of: text, markdown, html, json, github."""
     policy = settings.policy
     if fmt == "json":

@@ -16,6 +16,7 @@ from archguard.binaries.record import targets_record
 from archguard.core.arch import Arch
 from archguard.core.coverage import DeviceCoverage, Tier, coverage
 from archguard.core.decisions import Decision, Outcome, Step
+from archguard.core.formats import EnvFormat, ListFormat
 from archguard.core.resolve import Resolution
 from archguard.errors import ArchguardError, EmptyArchList, NotRepresentable
 from archguard.nvcc.flags import cmake_architectures, gencode_flags, torch_arch_list
@@ -128,7 +129,7 @@ def dumps(data: object) -> str:
     return json.dumps(data, indent=2, sort_keys=False) + "\n"
 
 
-def list_text(res: Resolution, fmt: str) -> str:
+def list_text(res: Resolution, fmt: ListFormat) -> str:
     """``archguard list`` output in one of: text (default), torch, cmake, gencode, json."""
     if fmt == "text":
         return res.effective_text + "\n"
@@ -291,7 +292,7 @@ def cache_variables(tool: str) -> dict[str, str]:
     return out
 
 
-def env_text(res: Resolution, fmt: str, cache: str | None = None) -> tuple[str, list[str]]:
+def env_text(res: Resolution, fmt: EnvFormat, cache: str | None = None) -> tuple[str, list[str]]:
     """``archguard env``: (stdout text, notes for stderr) in sh, github or json. ``cache``:
     the compile cache chosen (``compiler_cache``), whose variables are printed too."""
     import shlex  # noqa: PLC0415

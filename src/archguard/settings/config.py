@@ -13,14 +13,23 @@ import sys
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, Literal, cast, get_args
 
 from archguard.core.arch import Arch, ArchEntry, parse_arch_list
 from archguard.core.cuda import CudaVersion
 from archguard.core.problems import Problems, closest
 from archguard.core.toolkit import known_arches
 from archguard.errors import ConfigError, InvalidArch
-from archguard.settings.optin import DISTRIBUTION, OptIn, opt_in
+from archguard.settings.optin import (
+    DISTRIBUTION,
+    ENV_DISABLE,
+    ENV_ENABLE,
+    OFF_WORDS,
+    ON_WORDS,
+    OptIn,
+    opt_in,
+    switch_word,
+)
 
 CONFIG_KEYS: dict[str, str] = {
     "arch_list": "arch list for every CUDA version (overrides the policy row)",
@@ -38,7 +47,8 @@ CONFIG_KEYS: dict[str, str] = {
     "wheel_variant": "archguard wheel also writes a wheel-variant copy of each verified wheel "
     "(true or false; ARCHGUARD_WHEEL_VARIANT wins)",
 }
-# The modes, as types: a check (verify, lint), what a hard-coded a/f target becomes, the cache.
+# The modes, as types, owned here: a check (verify, lint), what a hard-coded a/f target becomes
+# (read by :func:`archguard.nvcc.plan.plan_extension`), the compile cache.
 Check = Literal["error", "warn", "off"]
 ArchSpecific = Literal["keep", "drop", "error"]
 CompilerCache = Literal["off", "sccache", "ccache"]
@@ -46,19 +56,24 @@ DEFAULT_VERIFY: Check = "error"  # when cuobjdump is found
 DEFAULT_LINT: Check = "warn"
 DEFAULT_ARCH_SPECIFIC: ArchSpecific = "keep"
 DEFAULT_COMPILER_CACHE: CompilerCache = "off"
+
+
+def _words(default: str, mode: object) -> tuple[str, ...]:
+    """A mode's words (the Literal ``mode``), the default first."""
+    return (default, *(w for w in get_args(mode) if w != default))
+
+
 # Keys whose value is one of a few words; the first is the default.
 CHOICES: dict[str, tuple[str, ...]] = {
-    "verify": (DEFAULT_VERIFY, "warn", "off"),
-    "hardcoded_arch_specific": (DEFAULT_ARCH_SPECIFIC, "drop", "error"),
-    "lint": (DEFAULT_LINT, "error", "off"),
-    "compiler_cache": (DEFAULT_COMPILER_CACHE, "sccache", "ccache"),
+    "verify": _words(DEFAULT_VERIFY, Check),
+    "hardcoded_arch_specific": _words(DEFAULT_ARCH_SPECIFIC, ArchSpecific),
+    "lint": _words(DEFAULT_LINT, Check),
+    "compiler_cache": _words(DEFAULT_COMPILER_CACHE, CompilerCache),
 }
 COUNTS = ("nvcc_threads", "max_jobs")  # positive integers
 
 ENV_ARCH_LIST = "ARCHGUARD_ARCH_LIST"
 ENV_POLICY = "ARCHGUARD_POLICY"
-ENV_DISABLE = "ARCHGUARD_DISABLE"
-ENV_ENABLE = "ARCHGUARD_ENABLE"
 ENV_CONFIG = "ARCHGUARD_CONFIG"
 ENV_VERIFY = "ARCHGUARD_VERIFY"
 ENV_LINT = "ARCHGUARD_LINT"
@@ -77,8 +92,6 @@ ENV_KNOWN = (
     ENV_COMPILER_CACHE,
     ENV_WHEEL_VARIANT,
 )
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"", "0", "false", "no", "off"}
 
 
 def _did_you_mean(key: str, allowed: Collection[str]) -> str:
@@ -299,10 +312,10 @@ def load_project(root: str | Path) -> Project:
 
 
 def _env_switch(environ: Mapping[str, str], name: str, fix: str) -> bool:
-    value = environ.get(name, "").strip().lower()
-    if value in _TRUE:
+    value = switch_word(environ, name)
+    if value in ON_WORDS:
         return True
-    if value in _FALSE:
+    if value in OFF_WORDS:
         return False
     raise ConfigError(
         f"{name}={environ[name]!r} is neither on (1, true, yes, on) nor off "

@@ -40,7 +40,7 @@ from archguard.core.torchbuild import (
 )
 from archguard.errors import ConfigError, CudaMismatch, UnknownToolkit
 from archguard.nvcc.flags import arch_specific_mentions, target_mentions
-from archguard.nvcc.parallel import BuildMode
+from archguard.nvcc.parallel import BuildMode, Decided
 from archguard.settings.config import (
     DEFAULT_ARCH_SPECIFIC,
     ENV_CONFIG,
@@ -316,12 +316,12 @@ def torch_facts(builds: str | None = None) -> tuple[BundledBuild, ...]:
 def count_sources(root: Path) -> tuple[int, int]:
     """(.cu, C/C++) files under a project (:func:`archguard.detect.sources.tree_files`):
     what explain can know before a build about its compile jobs."""
-    from archguard.detect.sources import tree_files  # noqa: PLC0415
+    from archguard.detect.sources import CUDA_SOURCES, CXX_SOURCES, tree_files  # noqa: PLC0415
 
     cu = cxx = 0
     for name in tree_files(root):
-        cu += name.endswith(".cu")
-        cxx += name.endswith((".c", ".cc", ".cpp", ".cxx"))
+        cu += name.endswith(CUDA_SOURCES)
+        cxx += name.endswith(CXX_SOURCES)
     return cu, cxx
 
 
@@ -342,6 +342,39 @@ def _preview_mode(root: Path) -> tuple[BuildMode, str]:
     return BuildMode.NINJA, "torch's BuildExtension with ninja"
 
 
+def _setup_py_threads(root: Path) -> Decided | None:
+    """The ``--threads N`` / ``-t N`` that the flag lists written in setup.py give nvcc,
+    read (never run) through the build's own parser
+    (:func:`archguard.nvcc.flags.threads_flag`), so that explain names the decider the build
+    will name. A list assembled at run time is not seen."""
+    import ast  # noqa: PLC0415
+
+    from archguard.nvcc.flags import threads_flag  # noqa: PLC0415
+
+    try:
+        tree = ast.parse((root / "setup.py").read_text(encoding="utf-8", errors="replace"))
+    except (OSError, SyntaxError, ValueError):
+        return None
+    found: list[tuple[int, tuple[int, str]]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.List | ast.Tuple):
+            words = [
+                e.value
+                for e in node.elts
+                if isinstance(e, ast.Constant) and isinstance(e.value, str)
+            ]
+            hit = threads_flag(words)
+            if hit is not None:
+                found.append((node.lineno, hit))
+    if not found:
+        return None
+    line, (value, written) = min(found)
+    origin = f"setup.py:{line}'s nvcc flags ({written!r})"
+    if len({hit[0] for _, hit in found}) > 1:
+        origin += "; other lists there give other values: the build decides per extension"
+    return Decided(value, origin)
+
+
 def parallel_preview(settings: Settings, res: Resolution, environ: Mapping[str, str]) -> str:
     """What a build here would choose for nvcc --threads and parallel jobs (explain): the
     same reading of the settings and the same rule as the build
@@ -357,7 +390,7 @@ def parallel_preview(settings: Settings, res: Resolution, environ: Mapping[str, 
     )
 
     cu, cxx = count_sources(settings.project.root)
-    chosen = asked(environ, settings.package)
+    chosen = asked(environ, settings.package, _setup_py_threads(settings.project.root))
     mode, mode_from = _preview_mode(settings.project.root)
     choice = decided_parallelism(
         detect_machine(),

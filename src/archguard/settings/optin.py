@@ -15,6 +15,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+# The environment switches, and the words that turn one on or off: one owner, read by the
+# setuptools hook (standard library only) and by settings.config (strictly, with errors).
+ENV_DISABLE = "ARCHGUARD_DISABLE"
+ENV_ENABLE = "ARCHGUARD_ENABLE"
+ON_WORDS = frozenset({"1", "true", "yes", "on"})
+OFF_WORDS = frozenset({"", "0", "false", "no", "off"})
+
+
+def switch_word(environ: Mapping[str, str], name: str) -> str:
+    """A switch's value as compared with :data:`ON_WORDS` / :data:`OFF_WORDS`."""
+    return environ.get(name, "").strip().lower()
+
+
 DISTRIBUTION = "torch-archguard"
 UNRELATED_NAME = "archguard"  # an unrelated project on the public index (SPEC §1)
 _NAME = re.compile(r"\s*([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)")

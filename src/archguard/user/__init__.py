@@ -1,2 +1,1 @@
-"""The wheel's users and upkeep: variant metadata, doctor on a user's machine, the torch-
-release watcher."""
+"""The wheel's users and upkeep: variant metadata, doctor, the torch-release watcher."""

@@ -13,19 +13,23 @@ read: torch is judged from the bundled torch table. Nothing here imports torch.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
-from archguard.binaries.record import READABLE_SCHEMAS, targets_from_record
+from archguard.binaries.record import RECORD_NAME, RecordedTargets, Stubs, read_record
 from archguard.core.arch import Targets
 from archguard.core.coverage import Device, Tier, device_coverage
+from archguard.core.kinds import REAL
+from archguard.errors import BinaryReadError
 
 DOCTOR_SCHEMA = "archguard.doctor/1"
 _RUNTIME = ("torch", "triton", "pytorch-triton")
 _RUNTIME_PREFIXES = ("nvidia-", "cuda-")
+# the word doctor prints and records for each tier; a binary not read has no tier: "unread"
+TIER_WORDS = {Tier.NATIVE: "native", Tier.JIT: "jit-only", Tier.DEAD: "nothing"}
+UNREAD = "unread"
 
 
 @dataclass
@@ -33,7 +37,7 @@ class Binary:
     file: str  # inside the distribution
     targets: Targets | None  # None: not read
     source: str  # "record", "cuobjdump", or why it is unread
-    stubs: dict[str, dict[str, str]] = field(default_factory=dict)  # kernel -> image -> kind
+    stubs: Stubs = field(default_factory=dict)  # kernel -> image -> kind
     built_with: tuple[int, int] | None = None  # the CUDA toolkit that compiled it
 
 
@@ -49,10 +53,15 @@ class Finding:
     gpu: Device
     package: str
     binary: str
-    tier: str  # "native", "jit-only", "nothing", "unread"
+    tier: Tier | None  # None: the binary was not read
     via: str | None
     stubs: tuple[str, ...] = ()  # "kernel (trap)" in the image this GPU loads
     jit_note: str = ""
+
+    @property
+    def word(self) -> str:
+        """The tier as doctor prints and records it: native, jit-only, nothing, unread."""
+        return UNREAD if self.tier is None else TIER_WORDS[self.tier]
 
 
 def _runtime(name: str) -> bool:
@@ -64,21 +73,21 @@ def _shared_object(name: str) -> bool:
     return name.endswith(".so") or ".so." in name
 
 
-def _record(dist: metadata.Distribution) -> dict[str, object] | None:
+def _record(dist: metadata.Distribution) -> RecordedTargets | None:
+    """The distribution's archguard record (None: none, or not one this archguard reads)."""
     try:
-        text = dist.read_text("archguard.json")
+        text = dist.read_text(RECORD_NAME)
     except OSError:
         return None
     if not text:
         return None
     try:
-        data = json.loads(text)
-    except ValueError:
+        return read_record(text, f"{dist.metadata['Name']}'s {RECORD_NAME}")
+    except BinaryReadError:
         return None
-    return data if isinstance(data, dict) and data.get("schema") in READABLE_SCHEMAS else None
 
 
-def _version_pair(text: object) -> tuple[int, int] | None:
+def _version_pair(text: str | None) -> tuple[int, int] | None:
     try:
         major, minor = str(text).split(".")[:2]
         return int(major), int(minor)
@@ -86,27 +95,18 @@ def _version_pair(text: object) -> tuple[int, int] | None:
         return None
 
 
-def _from_record(record: dict[str, object], file: str) -> Binary | None:
-    build = record.get("build")
-    cuda = record.get("cuda")
-    built_with = _version_pair(cuda.get("version")) if isinstance(cuda, dict) else None
-    extensions = build.get("extensions", []) if isinstance(build, dict) else []
-    for ext in extensions if isinstance(extensions, list) else []:
-        own = str(ext.get("file") or "") if isinstance(ext, dict) else ""
-        if own and (file == own or file.endswith("/" + own)):
-            try:
-                targets = targets_from_record(ext["targets"], file)
-            except (ValueError, KeyError, TypeError):
-                return None
-            stubs = ext.get("stubs") if isinstance(ext.get("stubs"), dict) else {}
-            return Binary(file, targets, "record", dict(stubs), built_with)
-    return None
+def _from_record(record: RecordedTargets, file: str) -> Binary | None:
+    own = record.file_for(file)
+    if own is None:
+        return None
+    _, targets = record.extensions[own]
+    return Binary(file, targets, "record", record.stubs.get(own, {}), _version_pair(record.cuda))
 
 
 def _binary(
     dist: metadata.Distribution,
     file: metadata.PackagePath,
-    record: dict[str, object] | None,
+    record: RecordedTargets | None,
     cuobjdump: str | None,
 ) -> Binary | None:
     """What one installed .so holds (None: no device code)."""
@@ -196,15 +196,15 @@ def _finding(
     gpu: Device, package: Package, binary: Binary, driver_cuda: tuple[int, int] | None
 ) -> Finding:
     if binary.targets is None:
-        return Finding(gpu, package.name, binary.file, "unread", None)
+        return Finding(gpu, package.name, binary.file, None, None)
     cov = device_coverage(binary.targets, gpu)
     if cov.tier is Tier.DEAD:
-        return Finding(gpu, package.name, binary.file, "nothing", None)
+        return Finding(gpu, package.name, binary.file, Tier.DEAD, None)
     image = cov.via or ""
     stubs = tuple(
         f"{kernel} ({images[image]})"
         for kernel, images in sorted(binary.stubs.items())
-        if images.get(image, "real") != "real"
+        if images.get(image, REAL) != REAL
     )
     note = ""
     if cov.tier is Tier.JIT:
@@ -215,8 +215,7 @@ def _finding(
                 f"CUDA {binary.built_with[0]}.{binary.built_with[1]} that wrote the PTX: it "
                 "cannot JIT it"
             )
-    tier = "native" if cov.tier is Tier.NATIVE else "jit-only"
-    return Finding(gpu, package.name, binary.file, tier, cov.via, stubs, note)
+    return Finding(gpu, package.name, binary.file, cov.tier, cov.via, stubs, note)
 
 
 def torch_line(gpu: Device, torch: tuple[str, Targets | None]) -> str:
@@ -293,7 +292,7 @@ def record(d: Diagnosis) -> dict[str, object]:
                 "gpu": f.gpu.cc_text,
                 "package": f.package,
                 "binary": f.binary,
-                "tier": f.tier,
+                "tier": f.word,
                 "via": f.via,
                 "stubs": list(f.stubs),
                 "note": f.jit_note,
@@ -306,7 +305,7 @@ def record(d: Diagnosis) -> dict[str, object]:
 
 
 def failed(findings: Iterable[Finding]) -> list[Finding]:
-    return [f for f in findings if f.tier == "nothing"]
+    return [f for f in findings if f.tier is Tier.DEAD]
 
 
 def text(d: Diagnosis) -> str:
@@ -323,11 +322,11 @@ def text(d: Diagnosis) -> str:
             lines.append(f"  {torch_line(gpu, torch)}")
         for f in (f for f in findings if f.gpu == gpu):
             where = f"  {f.package}: {f.binary}"
-            if f.tier == "native":
+            if f.tier is Tier.NATIVE:
                 lines.append(f"{where}: native ({f.via} cubin)")
-            elif f.tier == "jit-only":
+            elif f.tier is Tier.JIT:
                 lines.append(f"{where}: JIT-only via {f.via}: {f.jit_note}")
-            elif f.tier == "nothing":
+            elif f.tier is Tier.DEAD:
                 lines.append(
                     f"{where}: NOTHING for {gpu.cc_text}: 'no kernel image is available for "
                     "execution on the device' at its first kernel launch"

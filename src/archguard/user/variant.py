@@ -192,17 +192,16 @@ def write(p: Plan, out_dir: Path, label: str | None = None) -> Path:
 
 
 def recorded_cuda(wheel: Path) -> str | None:
-    """The CUDA version (``"13.0"``) the wheel's archguard record says compiled it."""
-    from archguard.binaries.record import is_record_name  # noqa: PLC0415
+    """The CUDA version (``"13.0"``) the wheel's archguard record says compiled it (None: no
+    record, or not one this archguard reads)."""
+    from archguard.binaries.record import read_wheel_record  # noqa: PLC0415
 
     try:
         with zipfile.ZipFile(wheel) as zf:
-            names = [n for n in zf.namelist() if is_record_name(n)]
-            data = json.loads(zf.read(names[0])) if names else {}
-    except (OSError, zipfile.BadZipFile, ValueError):
+            recorded = read_wheel_record(zf, wheel.name)
+    except (OSError, zipfile.BadZipFile, BinaryReadError):
         return None
-    cuda = data.get("cuda") if isinstance(data, dict) else None
-    return str(cuda["version"]) if isinstance(cuda, dict) and cuda.get("version") else None
+    return recorded.cuda if recorded is not None else None
 
 
 def read_variant(wheel: Path) -> dict[str, object]:

@@ -5,32 +5,42 @@ The index is asked through pip's own machinery (``pip index versions torch --jso
 user's index configuration (``--index-url``, ``--find-links``, ``pip.conf``) holds; with
 ``--probe`` each missing release is downloaded (``pip download --no-deps``) and read with
 cuobjdump (:mod:`archguard.detect.torchlibs`) into a proposed table the owner reviews. Every
-pip call has a timeout: offline is one clear error, never a hang.
+pip call goes through :func:`archguard.detect.tools.run` with a timeout
+(``INDEX_TIMEOUT_S``, a download ``DOWNLOAD_TIMEOUT_S``): offline is one clear error, never a
+hang.
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from packaging.version import InvalidVersion, Version
 
 from archguard.core.torchbuild import BundledBuild, release_minor
+from archguard.detect.tools import DOWNLOAD_TIMEOUT_S, INDEX_TIMEOUT_S, ToolFailed, run
 from archguard.errors import ConfigError, IndexUnreachable
 
+if TYPE_CHECKING:
+    import subprocess
+
 WATCH_SCHEMA = "archguard.watch/1"
-PIP_TIMEOUT = 120  # seconds for one pip call (a wheel download gets ten times that)
+PIP_TIMEOUT = INDEX_TIMEOUT_S  # seconds for one pip call (a download: DOWNLOAD_TIMEOUT_S)
 
 
 def _pip(args: Sequence[str], timeout: float) -> subprocess.CompletedProcess[str]:
-    argv = [sys.executable, "-m", "pip", *args]
     try:
-        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired:
+        return run([sys.executable, "-m", "pip", *args], None, timeout)
+    except ToolFailed as failed:
+        if not failed.timed_out:
+            raise IndexUnreachable(
+                f"`pip {' '.join(args)}` could not start ({failed.cause}). Check that pip is "
+                f"installed for {sys.executable}."
+            ) from None
         raise IndexUnreachable(
             f"`pip {' '.join(args)}` did not answer within {timeout:g} s (offline, or the index "
             "does not respond). Check the network or point pip at a reachable index "
@@ -100,7 +110,7 @@ def download(version: Version, dest: Path, pip_args: Sequence[str] = ()) -> Path
     dest.mkdir(parents=True, exist_ok=True)
     proc = _pip(
         ["download", "--no-deps", f"torch=={version}", "-d", str(dest), *pip_args],
-        PIP_TIMEOUT * 10,
+        DOWNLOAD_TIMEOUT_S,
     )
     found = sorted(dest.glob(f"torch-{version}-*.whl"))
     if proc.returncode != 0 or not found:
