@@ -9,6 +9,10 @@
       csrc/grouped_gemm.cu with its own include directories (third_party/cutlass/include:
       568 vendored CUTLASS headers, and csrc), the released sdist fetched with pip and
       checked against its pinned sha256 (or ``--grouped-gemm DIR``, an unpacked tree);
+  (n) NATTEN 0.21.7's Blackwell FNA unit with its own include directories (csrc/include and
+      its vendored CUTLASS 4.3.5), NATTEN_WITH_CUTLASS left undecided: every CUTLASS header
+      is reached under a "maybe" branch (before the fix it was walked once per include
+      path and did not finish in 5 minutes);
   (s) a synthetic stress file: 2,000 `#if __CUDA_ARCH__` regions that only set a constexpr
       value, 2,000 constexpr values computed from `__CUDA_ARCH__`, 30,000 other lines (42,001
       lines): following each value to its uses must cost its uses, not the whole file again.
@@ -18,7 +22,7 @@ prints the best and median wall time, the files the walk read, and each case's r
 The issue's bar: (g) well inside 30 s on 2 cores; the in-build lint has a budget
 (ARCHGUARD_LINT_BUDGET, default 10 s per extension) on top.
 
-Usage: python benchmarks/lint_speed.py [--runs 3] [--grouped-gemm DIR]
+Usage: python benchmarks/lint_speed.py [--runs 3] [--grouped-gemm DIR] [--natten DIR]
 """
 
 from __future__ import annotations
@@ -44,11 +48,14 @@ from archguard.lint.sources import Sources, include_dirs_of, parse_defines, proj
 
 REPO = Path(__file__).resolve().parent.parent
 CU130 = "sm_75 sm_80 sm_86 sm_90 sm_100 sm_120 compute_90 compute_120"
-GROUPED_GEMM = ("0.3.0", "f0555da33a975610e9160f52449082c5e699525524581a0e5f990b14b02676a3")
+SDISTS = {
+    "grouped_gemm": ("0.3.0", "f0555da33a975610e9160f52449082c5e699525524581a0e5f990b14b02676a3"),
+    "natten": ("0.21.7", "8417236b74db079b2d23899ec8f77514fb2dc73d4bbd6b346a45b6967fc05ffb"),
+}
 
 
-def fetch_grouped_gemm(work: Path) -> Path:
-    version, sha256 = GROUPED_GEMM
+def fetch(name: str, work: Path) -> Path:
+    version, sha256 = SDISTS[name]
     dl = work / "dl"
     subprocess.run(
         [
@@ -60,7 +67,7 @@ def fetch_grouped_gemm(work: Path) -> Path:
             "--no-binary",
             ":all:",
             "--no-build-isolation",
-            f"grouped_gemm=={version}",
+            f"{name}=={version}",
             "-d",
             str(dl),
         ],
@@ -69,16 +76,18 @@ def fetch_grouped_gemm(work: Path) -> Path:
         # its setup.py asks the GPU for its capability unless the list is set
         env={**os.environ, "TORCH_CUDA_ARCH_LIST": "8.0"},
     )
-    (archive,) = dl.glob(f"grouped_gemm-{version}.tar.gz")
+    (archive,) = dl.glob(f"{name}-{version}.tar.gz")
     digest = hashlib.sha256(archive.read_bytes()).hexdigest()
     if digest != sha256:
         raise SystemExit(f"{archive} is not the pinned sdist (sha256 {digest})")
     with tarfile.open(archive) as tf:
         tf.extractall(work / "src", filter="data")
-    return work / "src" / f"grouped_gemm-{version}"
+    return work / "src" / f"{name}-{version}"
 
 
-def cases(grouped_gemm: Path) -> dict[str, tuple[list[str], list[Path], list[Path], list[str]]]:
+def cases(
+    grouped_gemm: Path, natten: Path
+) -> dict[str, tuple[list[str], list[Path], list[Path], list[str]]]:
     """name -> (translation units, include dirs, the dirs the walk may enter, -D/-U flags)."""
     example = REPO / "example_package"
     corpus = REPO / "tests" / "lint_corpus"
@@ -102,6 +111,14 @@ def cases(grouped_gemm: Path) -> dict[str, tuple[list[str], list[Path], list[Pat
             [gg / "third_party" / "cutlass" / "include", gg / "csrc"],
             [gg],
             ["-std=c++17"],
+        ),
+        # its own #if NATTEN_WITH_CUTLASS left undecided (no -D): every CUTLASS header is
+        # reached under a "maybe" branch, the case that used to be walked once per path
+        "(n) NATTEN 0.21.7 blackwell_fna_forward.cu": (
+            [str(natten / "csrc" / "src" / "blackwell_fna_forward.cu")],
+            [natten / "csrc" / "include", natten / "third_party" / "cutlass" / "include"],
+            [natten],
+            [],
         ),
     }
 
@@ -144,13 +161,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--grouped-gemm", type=Path, help="an unpacked grouped_gemm 0.3.0 tree")
+    parser.add_argument("--natten", type=Path, help="an unpacked natten 0.21.7 tree")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        tree = args.grouped_gemm or fetch_grouped_gemm(Path(tmp))
+        tree = args.grouped_gemm or fetch("grouped_gemm", Path(tmp))
+        natten = args.natten or fetch("natten", Path(tmp))
         results: dict[str, tuple[list[float], Report]] = {}
         stress = stress_file(Path(tmp))
         every = {
-            **cases(tree),
+            **cases(tree, natten),
             "(s) synthetic: 4,000 values in 42,001 lines": (
                 [str(stress)],
                 [stress.parent],

@@ -22,6 +22,22 @@ Issue #17 (farm mode never breaks a package that builds without it):
 - dbscan-torch 0.2.0 (MIT): includes ATen/cuda/CUDAContext.h, whose cusparse.h the
   nvcc-only toolkit lacks; built with no CPATH.
 
+Issue #19 (the lint on real kernels, through each package's own include chain; nothing
+built, nothing vendored here):
+
+- NATTEN 0.21.7 (MIT; CUTLASS 4.3.5 vendored under third_party/cutlass, BSD-3-Clause): its
+  Blackwell FNA kernel prints an error instead of running unless CUTLASS's
+  `CUTLASS_ARCH_MMA_SM100A_ENABLED` / `..._SM100F_ENABLED` is defined, which CUTLASS's
+  `arch/config.h` does from `__CUDA_ARCH_FEAT_SM100_ALL` or `CUDA_ARCH_FAMILY(1000)`:
+  `(__CUDA_ARCH_FAMILY_SPECIFIC__ == 1000)` on `f` targets, `(false)` on plain ones. Linted
+  as its CMake build compiles it (`-I csrc/include -I third_party/cutlass/include`,
+  `-DNATTEN_WITH_CUTLASS -DNATTEN_WITH_BLACKWELL_FNA=1`).
+- gptqmodel 7.7.0 (Apache-2.0; the Swordfish shim is AGPL-3.0, so read from the sdist, never
+  copied here): its Swordfish JIT build passes nvcc `-include swordfish_arch_macros.cuh`,
+  which defines CUTLASS's SM100 family switches on `__CUDA_ARCH__ == 1000/1030/1100` (plain
+  targets included); linted with the CUTLASS NATTEN vendors (Swordfish fetches CUTLASS at
+  build time), the forced include decides CuTe's SM100 copy atoms.
+
 Each sdist is pinned by its sha256, so the test builds exactly the sources the README names.
 """
 
@@ -33,10 +49,17 @@ import re
 import subprocess
 import sys
 import tarfile
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
+from archguard.core.arch import parse_targets
+from archguard.core.toolkit import bundled_toolkit, known_arches
+from archguard.core.torchbuild import bundled_torch
+from archguard.lint.guards import Report, Wheel, analyse
+from archguard.lint.sources import Sources, parse_defines
 from realtools import (
     build_env,
     cli,
@@ -75,6 +98,14 @@ SDISTS = {
     "dbscan_torch": (
         "0.2.0",
         "ae596989050fafa415c2a7d2199a75e0baae2d401cb71da6cd1b042f82a1b653",
+    ),
+    "natten": (
+        "0.21.7",
+        "8417236b74db079b2d23899ec8f77514fb2dc73d4bbd6b346a45b6967fc05ffb",
+    ),
+    "gptqmodel": (
+        "7.7.0",
+        "039874c39fb56ba75b750dd4870968e7fe83b6ca28890a53e94ad3c46be699d0",
     ),
 }
 
@@ -226,3 +257,70 @@ def test_grouped_gemm_a_setup_time_reader_builds_through_archguard_wheel(tmp_pat
     # -I third_party/cutlass/include (298 of the 568 vendored)
     assert int(lint[1]) > 250, lint[0]
     assert "budget" not in proc.stderr  # finished well inside it
+
+
+CU130_TEXT = " ".join(CU130)
+FAMILY = "sm_75 sm_80 sm_86 sm_90a sm_100f sm_120f"
+
+
+def lint(
+    unit: Path,
+    dirs: list[Path],
+    inside: list[Path],
+    wheel: str,
+    flags: Sequence[str] = (),
+    forced: Sequence[Path] = (),
+) -> Report:
+    """The lint as a build of the package runs it: its -I directories, -D flags and forced
+    includes, for a wheel holding ``wheel`` (torch 2.13.0+cu130, nvcc 13.0 facts)."""
+    targets = parse_targets(wheel, "test", known=known_arches())
+    torch = bundled_torch((13, 0), Version("2.13")).targets
+    sources = Sources.on_disk(dirs, inside, parse_defines(list(flags)), [str(f) for f in forced])
+    return analyse([str(unit)], Wheel(targets, bundled_toolkit((13, 0)), torch), sources)
+
+
+def at(report: Report, name: str, line: int) -> set[tuple[str, str, str]]:
+    """(device, image, fix) of the findings at ``name:line``."""
+    return {
+        (f.device.cc_text, f.image, str(f.fix))
+        for f in report.findings
+        if Path(f.file).name == name and f.line == line
+    }
+
+
+def test_natten_blackwell_kernel_guard_through_its_vendored_cutlass(tmp_path: Path) -> None:
+    """sm100_fna_fwd_kernel_tma_warpspecialized.hpp:242: a plain sm_100 cubin (what 10.0 and
+    10.3 load from the cu130 list) compiles the kernel to its error printf, because CUTLASS's
+    CUDA_ARCH_FAMILY(1000) is (false) there; sm_100f compiles the real kernel for both. The
+    guard is decided (no "depends on false"), and the walk over CUTLASS's headers, all reached
+    under NATTEN's own #if, finishes in seconds."""
+    src = fetch("natten", tmp_path)
+    unit = src / "csrc" / "src" / "blackwell_fna_forward.cu"
+    dirs = [src / "csrc" / "include", src / "third_party" / "cutlass" / "include"]
+    flags = ["-DNATTEN_WITH_CUTLASS", "-DNATTEN_WITH_BLACKWELL_FNA=1"]
+    kernel = "sm100_fna_fwd_kernel_tma_warpspecialized.hpp"
+    report = lint(unit, dirs, [src], CU130_TEXT, flags=flags)
+    assert not report.unfinished
+    assert report.files > 300  # NATTEN's headers and CUTLASS's, through its own -I
+    assert at(report, kernel, 242) == {("10.0", "sm_100", "10.0f"), ("10.3", "sm_100", "10.3f")}
+    assert not [n for n in report.not_understood if "false" in n[2] or "FAMILY" in n[2]]
+    family = lint(unit, dirs, [src], FAMILY, flags=flags)
+    assert at(family, kernel, 242) == set()
+
+
+def test_gptqmodel_forced_include_decides_cutes_sm100_atoms(tmp_path: Path) -> None:
+    """CuTe's SM100_LOAD_256bit (copy_sm100.hpp:60) traps unless
+    CUTE_ARCH_LOAD256_SM100A_ENABLED, which CUTLASS derives from the SM100A switch: on the
+    plain sm_100 cubin 10.0 and 10.3 load, a trap, until Swordfish's forced include defines
+    the switch for __CUDA_ARCH__ == 1000. 11.0 JIT-compiles compute_90 either way."""
+    natten = fetch("natten", tmp_path / "natten")
+    gptq = fetch("gptqmodel", tmp_path / "gptqmodel")
+    cutlass = natten / "third_party" / "cutlass" / "include"
+    header = cutlass / "cute" / "arch" / "copy_sm100.hpp"
+    shim = gptq / "gptqmodel_ext" / "swordfish" / "swordfish_arch_macros.cuh"
+    assert '"-include",' in (gptq / "gptqmodel" / "utils" / "swordfish.py").read_text()
+    plain = lint(header, [cutlass], [cutlass], CU130_TEXT)
+    assert {"10.0", "10.3", "11.0"} <= {d for d, _, _ in at(plain, "copy_sm100.hpp", 60)}
+    forced = lint(header, [cutlass], [cutlass, shim.parent], CU130_TEXT, forced=[shim])
+    devices = {d for d, _, _ in at(forced, "copy_sm100.hpp", 60)}
+    assert "11.0" in devices and not devices & {"10.0", "10.3"}

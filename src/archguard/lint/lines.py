@@ -37,12 +37,17 @@ def logical_lines(text: str) -> list[Line]:
     return out
 
 
+# a string or character literal (to its end, or the line's), a line comment, a block comment
+_LEXEMES = re.compile(r"\"(?:\\.|[^\"\\])*\"?|'(?:\\.|[^'\\])*'?|//|/\*")
+
+
 def _strip_comments(raw: str, in_block: bool) -> tuple[str, bool]:
+    if not in_block and "/*" not in raw and '"' not in raw and "'" not in raw:
+        cut = raw.find("//")  # most lines: no string and no block comment to respect
+        return (raw if cut < 0 else raw[:cut]).rstrip(), False
     out: list[str] = []
     i, n = 0, len(raw)
-    quote = ""
     while i < n:
-        c = raw[i]
         if in_block:
             end = raw.find("*/", i)
             if end < 0:
@@ -51,28 +56,18 @@ def _strip_comments(raw: str, in_block: bool) -> tuple[str, bool]:
             i = end + 2
             out.append(" ")
             continue
-        if quote:
-            out.append(c)
-            if c == "\\" and i + 1 < n:
-                out.append(raw[i + 1])
-                i += 2
-                continue
-            if c == quote:
-                quote = ""
-            i += 1
-            continue
-        if c in "\"'":
-            quote = c
-            out.append(c)
-        elif raw.startswith("//", i):
+        match = _LEXEMES.search(raw, i)
+        if match is None:
+            out.append(raw[i:])
             break
-        elif raw.startswith("/*", i):
+        out.append(raw[i : match.start()])
+        i = match.end()
+        if match[0] == "//":
+            break
+        if match[0] == "/*":
             in_block = True
-            i += 2
-            continue
         else:
-            out.append(c)
-        i += 1
+            out.append(match[0])  # a literal, kept whole: no comment starts inside it
     return "".join(out).rstrip(), in_block
 
 
