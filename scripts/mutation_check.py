@@ -63,7 +63,7 @@ MUTATIONS = [
     Mutation(
         "arch-specific-suffix-dropped",
         "src/archguard/nvcc/plan.py",
-        "    if mode is ArchSpecificMode.KEEP:\n        wanted = ",
+        '    if mode == "keep":\n        wanted = ',
         "    if False:\n        wanted = ",
         (
             "tests/test_arch_specific.py::test_a_kernel_that_only_assembles_for_sm_90a_builds"
@@ -131,7 +131,7 @@ MUTATIONS = [
     Mutation(
         "lint-arch-computed-values-ignored",
         "src/archguard/lint/guards.py",
-        "    _value_findings(walk, configs, torch_targets, report)\n",
+        "    _value_findings(reading, configs, torch_targets, report)\n",
         "",
         (
             "tests/test_lint_corpus.py::test_vllm_a_constexpr_computed_from_the_arch_is_judged"
@@ -262,8 +262,8 @@ MUTATIONS = [
     Mutation(
         "shell-subprocess",
         "src/archguard/detect/tools.py",
-        "            argv,\n            capture_output=True,",
-        "            ' '.join(argv),\n            capture_output=True,",
+        "            argv,\n            input=stdin,",
+        "            ' '.join(argv),\n            input=stdin,",
         ("tests/test_side_effects.py::test_only_nvcc_with_fixed_arguments_and_no_shell",),
         (("            shell=False,", "            shell=True,"),),
     ),
@@ -340,6 +340,43 @@ MUTATIONS = [
         "        from archguard.reports.text import render_error",
         "    except KeyError as exc:\n        from archguard.reports.text import render_error",
         ("tests/test_errors.py::test_reachable_from_the_command_line",),
+    ),
+    Mutation(
+        "lint-cuda-version-left-unknown",
+        "src/archguard/lint/outside.py",
+        'OUTSIDE_NAMES = frozenset({"CUDA_VERSION"})',
+        "OUTSIDE_NAMES: frozenset[str] = frozenset()",
+        (
+            "tests/test_lint.py::test_cuda_version_after_headers_that_do_not_reach_cuda_h_is_"
+            "undefined",
+        ),
+    ),
+    Mutation(
+        "lint-rewalks-under-maybe",
+        "src/archguard/lint/preprocessor.py",
+        "n is False or b is True or (b is MAYBE and n is MAYBE)",
+        "n is False or b is True",
+        (
+            "tests/test_lint.py::test_guarded_headers_reached_under_an_undecided_branch_are_"
+            "walked_once",
+        ),
+    ),
+    Mutation(
+        "explain-ignores-setup-py-threads",
+        "src/archguard/settings/inputs.py",
+        "chosen = asked(environ, settings.package, _setup_py_threads(settings.project.root))",
+        "chosen = asked(environ, settings.package)",
+        ("tests/test_parallel.py::test_explain_reads_the_threads_setup_py_writes",),
+    ),
+    Mutation(
+        "why-what-if-outside-the-run",
+        "src/archguard/core/resolve.py",
+        "        run.steps_2_to_4()\n        found = ",
+        "        run.requested()\n        run.toolkit_clamp()\n        run.torch_clamp()\n"
+        "        found = ",
+        (
+            "tests/test_resolve.py::test_why_for_an_arch_nobody_asked_for_is_what_the_resolution_would_do",
+        ),
     ),
 ]
 

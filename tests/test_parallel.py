@@ -3,6 +3,7 @@ with the machine given as data; and the cgroup / meminfo parsers on real file fo
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -205,3 +206,31 @@ def test_a_serial_build_gets_the_cores_as_nvcc_threads() -> None:
     assert decided_parallelism(machine(16, 6), work, Asked(), RunsAs(BuildMode.SERIAL)).threads == 2
     shared = decided_parallelism(machine(8, 64), work, Asked(), RunsAs(BuildMode.SERIAL, "x", 2))
     assert shared.threads == 4 and "shared by 2 extensions" in shared.why
+
+
+@pytest.mark.parametrize(
+    ("setup", "said"),
+    [
+        ('nvcc = ["-O2", "--threads", "2"]\n', "set by setup.py:1's nvcc flags ('--threads 2')"),
+        ('flags = ("-t4",)\n', "set by setup.py:1's nvcc flags ('-t4')"),
+        ("n = 3\nflags = ['--threads', str(n)]\n", "(chosen)"),  # built at run time
+        ("this is not python(\n", "(chosen)"),
+    ],
+)
+def test_explain_reads_the_threads_setup_py_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, setup: str, said: str
+) -> None:
+    """explain reads the `--threads` a package's setup.py writes in a flag list (as the
+    build will find it on the extension), never running setup.py; a list built at run time
+    or a file that does not parse leaves the choice to archguard."""
+    from realtools import run_main
+
+    (tmp_path / "setup.py").write_text(setup)
+    (tmp_path / "k.cu").write_text("__global__ void k() {}\n")
+    monkeypatch.setenv("MAX_JOBS", "1")
+    proc = run_main("explain", "--project", str(tmp_path), "--cuda", "13.0", "--torch", "2.13")
+    assert proc.returncode == 0, proc.stderr
+    text = " ".join(proc.stdout.split())
+    threads = re.search(r"nvcc --threads \d+ (\((?:chosen|set by [^)]*\)[^)]*)\))", text)
+    assert threads, text
+    assert said in threads[0]

@@ -83,6 +83,21 @@ def test_volta_on_cu128_torch_27_is_dropped_by_the_record_and_the_clamp_agrees()
     assert "no PTX at or below 7.2" in steps["torch"].reason
 
 
+def test_why_for_an_arch_nobody_asked_for_is_what_the_resolution_would_do() -> None:
+    """An override without 7.0 on cu128/torch 2.7: asked why 7.0 is not there, the answer is
+    the resolution's own steps run with 7.0 added. The recorded exception drops it at step 2
+    (it never reaches the toolkit), and the torch step says whether the live clamp agrees."""
+    override = (parse_arch_list("8.0;9.0", "test", known=known_arches()), "the test")
+    res = resolve_combo("cu128", "2.7", override=override)
+    why = res.why(Arch(7, 0))
+    assert [(d.step.value, d.outcome.value) for d in why] == [
+        ("request", "not-requested"),
+        ("exception", "dropped"),
+        ("torch", "note"),
+    ]
+    assert "the recorded exception still drops it" in why[-1].reason
+
+
 def test_volta_on_cu130_is_a_toolkit_drop_even_though_nobody_asked() -> None:
     res = resolve_combo("cu130", "2.13")
     why = res.why(Arch(7, 0))
