@@ -342,6 +342,13 @@ MUTATIONS = [
         ("tests/test_errors.py::test_reachable_from_the_command_line",),
     ),
     Mutation(
+        "lint-reports-a-trap-the-device-would-take",
+        "src/archguard/lint/guards.py",
+        "        if is_stub(region.body) and not launches(region.body, reading.kernels):",
+        "        if False:",
+        ("tests/test_lint.py::test_a_trap_the_devices_own_compile_would_take_is_not_a_hazard",),
+    ),
+    Mutation(
         "lint-cuda-version-left-unknown",
         "src/archguard/lint/outside.py",
         'OUTSIDE_NAMES = frozenset({"CUDA_VERSION"})',

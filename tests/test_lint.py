@@ -140,6 +140,28 @@ def test_what_each_target_defines_is_what_nvcc_defines(
 
 
 @needs_nvcc
+def test_alternative_tokens_read_as_nvcc_reads_them(tmp_path: Path) -> None:
+    """`and`/`or`/`not` in #if are C++ operators for nvcc, in the host pass and each device
+    pass: the lint reads the same guard the same way (sm_90 takes it, sm_80 and the host do
+    not)."""
+    guard = "defined(__CUDA_ARCH__) and __CUDA_ARCH__ >= 900 and not (0 or 0)"
+    src = tmp_path / "alt.cu"
+    src.write_text(f"#if {guard}\n#error taken\n#endif\n__global__ void k() {{}}\n")
+    for arch, taken in (("sm_90", True), ("sm_80", False)):
+        proc = subprocess.run(
+            [nvcc(), "-c", str(src), f"-arch={arch}", "-o", str(tmp_path / "a.o")],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert (proc.returncode != 0 and "taken" in proc.stderr) is taken, proc.stderr
+        wanted = parse_targets(arch, "t", known=known_arches())
+        report = lint_text(tmp_path, src.read_text(), str(wanted))
+        assert not report.not_understood
+        assert bool(report.errors) is taken
+
+
+@needs_nvcc
 def test_what_nvcc_never_defines_on_linux(tmp_path: Path) -> None:
     """The other compilers' names the lint takes as undefined (clang, NVHPC, MSVC, hipcc...)
     are undefined in nvcc's host pass and in each device pass."""
@@ -560,3 +582,51 @@ def test_guarded_headers_reached_under_an_undecided_branch_are_walked_once() -> 
     report = analyse(["k.cu"], Wheel(wanted, TOOLKIT, TORCH), sources)
     assert not report.unfinished
     assert report.files == depth + 1
+
+
+@pytest.mark.parametrize(
+    ("guard", "device"),
+    [
+        ("__CUDA_ARCH__ == 1000", "10.3"),  # 10.3 loads sm_100: the image takes the real path
+        ("__CUDA_ARCH__ <= 900", "11.0"),  # 11.0 JIT-compiles compute_90: the same
+    ],
+)
+def test_a_trap_the_devices_own_compile_would_take_is_not_a_hazard(
+    tmp_path: Path, guard: str, device: str
+) -> None:
+    """CUTLASS keys real paths on `== 1000` / `<= 900` with a trap in the #else: the device's
+    own plain compile would take the trap, the image it loads takes the real path. Nothing
+    is lost, so nothing is reported (the fix would have been to add the arch: a trap). The
+    opposite direction is still a finding."""
+    source = (
+        "__device__ void fast();\n__global__ void k() {\n"
+        f"#if {guard}\n  fast();\n#else\n  __trap();\n#endif\n}}\n"
+    )
+    report = lint_text(tmp_path, source, "sm_80 sm_90 sm_100 sm_120 compute_90")
+    assert device not in {f.device.cc_text for f in report.findings}
+    inverted = source.replace("  fast();\n#else\n  __trap();", "  __trap();\n#else\n  fast();")
+    report = lint_text(tmp_path, inverted, "sm_80 sm_90 sm_100 sm_120 compute_90")
+    assert device in {f.device.cc_text for f in report.findings}
+
+
+def test_lint_project_leaves_vendored_translation_units_out_and_says_so(tmp_path: Path) -> None:
+    """xformers' sdist carries CUTLASS's 153 example .cu files under third_party/cutlass: not
+    the package's translation units (337 s of lint). `lint --project` reads the package's
+    own .cu files, follows their includes into the vendored tree, and names what it left
+    out; a vendored file named on the command line is linted."""
+    (tmp_path / "csrc").mkdir()
+    (tmp_path / "csrc" / "k.cu").write_text('#include "../third_party/lib/h.cuh"\n')
+    examples = tmp_path / "third_party" / "lib" / "examples"
+    examples.mkdir(parents=True)
+    (tmp_path / "third_party" / "lib" / "h.cuh").write_text("__device__ int h();\n")
+    (examples / "e.cu").write_text("#if __CUDA_ARCH__ >= 890\n__global__ void e() {}\n#endif\n")
+    args = ["lint", "--project", str(tmp_path), "--cuda", "13.0", "--torch", "2.13"]
+    text = run_main(*args).stdout
+    assert "archguard lint: 2 files read" in text  # k.cu and the vendored header it includes
+    assert "Not linted: 1 .cu files under vendored directories (third_party/lib/examples)" in (
+        " ".join(text.split())
+    )
+    report = json.loads(run_main(*args, "--format", "json").stdout)
+    assert report["vendored_not_linted"] == ["third_party/lib/examples/e.cu"]
+    named = run_main("lint", str(examples / "e.cu"), "--cuda", "13.0", "--torch", "2.13")
+    assert "archguard lint: 1 files read" in named.stdout

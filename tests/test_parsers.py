@@ -283,6 +283,10 @@ def table(base: dict[str, Macro], **defines: str) -> Macros:
         ("__has_include(<cuda_fp8.h>)", ARCH_90, None),
         ("0x10 + 010 - 'A' + (3 ? 2 : 1) * 2", ARCH_90, 16 + 8 - 65 + 4),
         ("-1 < 0 && ~0 == -1 && (7 % 3) == 1 && (1 << 4) == 16", ARCH_90, 1),
+        # C++ alternative tokens (deepspeed's `defined(__HIP_PLATFORM_AMD__) and ...`)
+        ("defined(__CUDA_ARCH__) and __CUDA_ARCH__ >= 900 and not (0 or 0)", ARCH_90, 1),
+        ("(6 bitand 3) == 2 and (4 bitor 1) == 5 and (6 xor 3) == 5 and 1 not_eq 2", ARCH_90, 1),
+        ("compl 0 == -1", ARCH_90, 1),
     ],
 )
 def test_expressions(expression: str, base: dict[str, Macro], value: int | None) -> None:

@@ -289,7 +289,7 @@ def at(report: Report, name: str, line: int) -> set[tuple[str, str, str]]:
 
 
 def test_natten_blackwell_kernel_guard_through_its_vendored_cutlass(tmp_path: Path) -> None:
-    """sm100_fna_fwd_kernel_tma_warpspecialized.hpp:242: a plain sm_100 cubin (what 10.0 and
+    """sm100_fna_fwd_kernel_tma_warpspecialized.hpp:249 (the #else of line 242: the real kernel): a plain sm_100 cubin (what 10.0 and
     10.3 load from the cu130 list) compiles the kernel to its error printf, because CUTLASS's
     CUDA_ARCH_FAMILY(1000) is (false) there; sm_100f compiles the real kernel for both. The
     guard is decided (no "depends on false"), and the walk over CUTLASS's headers, all reached
@@ -302,10 +302,10 @@ def test_natten_blackwell_kernel_guard_through_its_vendored_cutlass(tmp_path: Pa
     report = lint(unit, dirs, [src], CU130_TEXT, flags=flags)
     assert not report.unfinished
     assert report.files > 300  # NATTEN's headers and CUTLASS's, through its own -I
-    assert at(report, kernel, 242) == {("10.0", "sm_100", "10.0f"), ("10.3", "sm_100", "10.3f")}
+    assert at(report, kernel, 249) == {("10.0", "sm_100", "10.0f"), ("10.3", "sm_100", "10.3f")}
     assert not [n for n in report.not_understood if "false" in n[2] or "FAMILY" in n[2]]
     family = lint(unit, dirs, [src], FAMILY, flags=flags)
-    assert at(family, kernel, 242) == set()
+    assert at(family, kernel, 249) == set()
 
 
 def test_gptqmodel_forced_include_decides_cutes_sm100_atoms(tmp_path: Path) -> None:

@@ -100,6 +100,7 @@ def cmd_lint(args: argparse.Namespace) -> int:
         parse_defines,
         path_sources,
         project_sources,
+        vendored_sources,
     )
 
     _, res = _resolved(args)
@@ -110,6 +111,7 @@ def cmd_lint(args: argparse.Namespace) -> int:
     forced = [str(f.resolve()) for f in args.forced]
     sources = Sources.on_disk(include_dirs, inside, parse_defines(args.macros), forced)
     report = analyse(roots, Wheel(res.targets, res.toolkit, res.torch.targets), sources)
+    report.vendored = [] if args.paths else vendored_sources(project)
     write(render(report, res.tag, args.format, base=project))
     return EXIT_OK if report.ok else EXIT_FAIL
 

@@ -36,6 +36,19 @@ class Unparsable(Exception):
     """An expression the evaluator does not understand (a cast, a string...)."""
 
 
+# C++'s alternative tokens ([lex.digraph]): operators, never identifiers, in #if as anywhere
+ALTERNATIVE_TOKENS = {
+    "and": "&&",
+    "or": "||",
+    "not": "!",
+    "bitand": "&",
+    "bitor": "|",
+    "xor": "^",
+    "compl": "~",
+    "not_eq": "!=",
+}
+
+
 def tokenize(text: str) -> list[str]:
     tokens, i = [], 0
     text = text.strip()
@@ -50,8 +63,10 @@ def tokenize(text: str) -> list[str]:
             tokens.append(match["num"])
         elif match["chr"]:
             tokens.append(str(ord(match["chr"][1:-1][-1])))
+        elif match["id"]:
+            tokens.append(ALTERNATIVE_TOKENS.get(match["id"], match["id"]))
         else:
-            tokens.append(match["id"] or match["op"])
+            tokens.append(match["op"])
     return tokens
 
 

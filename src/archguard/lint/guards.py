@@ -38,6 +38,7 @@ from archguard.lint.regions import (
     declared_values,
     has_code,
     holds_nothing,
+    is_stub,
     kernel_names,
     launches,
 )
@@ -151,6 +152,7 @@ class Report:
     skipped: dict[str, str] = field(default_factory=dict)
     not_scanned: list[str] = field(default_factory=list)  # includes outside the scan
     unfinished: list[str] = field(default_factory=list)  # sources the budget left unscanned
+    vendored: list[str] = field(default_factory=list)  # a project's vendored .cu, not linted
     seconds: float = 0.0
     files: int = 0
     targets: str = ""
@@ -381,6 +383,8 @@ def _device_hazards(
         if holds_nothing(region.body) or reading.uses.get(key, False) is None:
             # only an #error (reported as reached), or a value nothing scanned uses
             continue
+        if is_stub(region.body) and not launches(region.body, reading.kernels):
+            continue  # the device's own compile has a trap or nothing here: nothing lost
         reported.add(key)
         yield region, taken, active[0]
 

@@ -72,6 +72,34 @@ def code_lines(body: Sequence[str]) -> list[str]:
     return [line for line in body if not line.lstrip().startswith("#")]
 
 
+_OPENS = re.compile(r"\s*#\s*if(?:n?def)?\b")
+_CLOSES = re.compile(r"\s*#\s*endif\b")
+
+
+def own_lines(body: Sequence[str]) -> list[str]:
+    """A branch's lines outside the ``#if`` blocks nested in it (those are regions of their
+    own, judged on their own)."""
+    out: list[str] = []
+    depth = 0
+    for line in body:
+        if _OPENS.match(line):
+            depth += 1
+        elif _CLOSES.match(line):
+            depth = max(0, depth - 1)
+        elif depth == 0:
+            out.append(line)
+    return out
+
+
+def is_stub(body: Sequence[str]) -> bool:
+    """A branch whose own code is a trap or nothing: a device whose own compile takes it
+    loses nothing when the image it loads takes another branch (CUTLASS's
+    `#else CUTE_INVALID_CONTROL_PATH(...)` on 10.3 loading sm_100, whose `== 1000` branch
+    is the real path)."""
+    own = own_lines(body)
+    return holds_nothing(own) or (has_code(own) and classify(own) == TRAP)
+
+
 def has_code(body: Sequence[str]) -> bool:
     return any(_CODE.search(line) for line in code_lines(body))
 

@@ -56,6 +56,7 @@ def render(report: Report, tag: str, fmt: Format = "text", base: Path | None = N
             "not_understood": [at(f, n, why=t) for f, n, t in report.not_understood],
             "skipped": report.skipped,
             "not_scanned": report.not_scanned,
+            "vendored_not_linted": [relative(v, base) for v in report.vendored],
         }
         return json.dumps(data, indent=2) + "\n"
     return "\n".join(text_lines(report, tag, base)) + "\n"
@@ -130,6 +131,15 @@ def _other_lines(report: Report, base: Path | None) -> list[str]:
     if report.skipped:
         out += ["", "Skipped (unreadable)"]
         out += [f"  {path}: {why}" for path, why in sorted(report.skipped.items())]
+    if report.vendored:
+        where = sorted({str(Path(relative(v, base)).parent) for v in report.vendored})
+        shown = ", ".join(where[:3]) + (f" and {len(where) - 3} more" if len(where) > 3 else "")
+        out += [
+            "",
+            f"Not linted: {len(report.vendored)} .cu files under vendored directories "
+            f"({shown}); their headers are read where the package includes them (name a "
+            "file to lint it)",
+        ]
     if report.unfinished:
         out += [
             "",

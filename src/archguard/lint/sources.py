@@ -44,10 +44,34 @@ class Sources:
         return cls(read, resolve, dict(defines or {}), tuple(forced), budget)
 
 
+# Directories that hold other projects' code a package vendors (CUTLASS's examples and tools
+# under third_party/cutlass): their .cu files are not the package's translation units (their
+# headers are still read wherever the package's sources include them)
+VENDORED_DIRS = frozenset({"third_party", "3rdparty", "thirdparty", "third-party", "vendor"})
+
+
 def project_sources(root: Path) -> list[str]:
-    """Every .cu file under a project (:func:`archguard.detect.sources.tree_files`): what
-    its CUDA extensions compile, as far as a reading of the tree can tell."""
-    return [name for name in tree_files(root) if name.endswith(CUDA_SOURCES)]
+    """Every .cu file under a project (:func:`archguard.detect.sources.tree_files`) outside
+    its vendored directories: what its CUDA extensions compile, as far as a reading of the
+    tree can tell."""
+    return [
+        name
+        for name in tree_files(root)
+        if name.endswith(CUDA_SOURCES) and not _vendored(Path(name), root)
+    ]
+
+
+def vendored_sources(root: Path) -> list[str]:
+    """The .cu files :func:`project_sources` leaves out, for the lint to name."""
+    return [
+        name
+        for name in tree_files(root)
+        if name.endswith(CUDA_SOURCES) and _vendored(Path(name), root)
+    ]
+
+
+def _vendored(path: Path, root: Path) -> bool:
+    return any(part.lower() in VENDORED_DIRS for part in path.relative_to(root).parts[:-1])
 
 
 def path_sources(paths: Sequence[Path]) -> list[str]:
