@@ -289,8 +289,9 @@ def at(report: Report, name: str, line: int) -> set[tuple[str, str, str]]:
 
 
 def test_natten_blackwell_kernel_guard_through_its_vendored_cutlass(tmp_path: Path) -> None:
-    """sm100_fna_fwd_kernel_tma_warpspecialized.hpp:249 (the #else of line 242: the real kernel): a plain sm_100 cubin (what 10.0 and
-    10.3 load from the cu130 list) compiles the kernel to its error printf, because CUTLASS's
+    """sm100_fna_fwd_kernel_tma_warpspecialized.hpp:249 (the #else of line 242: the real
+    kernel): a plain sm_100 cubin (what 10.0 and 10.3 load from the cu130 list) compiles
+    the kernel to its error printf instead, because CUTLASS's
     CUDA_ARCH_FAMILY(1000) is (false) there; sm_100f compiles the real kernel for both. The
     guard is decided (no "depends on false"), and the walk over CUTLASS's headers, all reached
     under NATTEN's own #if, finishes in seconds."""
