@@ -111,11 +111,9 @@ class _OutOfTime(Exception):
 
 def _covered(before: Sequence[Tri], now: Sequence[Tri]) -> bool:
     """Does an earlier walk of a guarded file (per-config states ``before``) cover one now?
-    A config must be off now, or have been certainly on before, or be "maybe" now as it was
-    before: a second walk under an undecided branch adds only what the first already
-    recorded as "maybe" (without this, a tree of guarded headers reached under an undecided
-    ``#if``, such as NATTEN's CUTLASS under ``NATTEN_WITH_CUTLASS``, is walked once per
-    include path: minutes instead of seconds)."""
+    Each config is off now, was certainly on before, or is "maybe" now as before (a second
+    "maybe" walk adds nothing; NATTEN's CUTLASS under its undecided ``#if`` was walked once
+    per include path without that rule)."""
     return all(
         n is False or b is True or (b is MAYBE and n is MAYBE)
         for b, n in zip(before, now, strict=True)

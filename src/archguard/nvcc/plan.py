@@ -263,6 +263,36 @@ def _apply_proofs(
     return out
 
 
+def _specific_refused(name: str, flags: list[ArchFlag], specific: list[Arch]) -> ArchSpecificFlag:
+    """hardcoded_arch_specific = 'error' and the extension hard-codes an a/f target."""
+    texts = sorted({" ".join(f.tokens) for f in flags})
+    return ArchSpecificFlag(
+        f"extension {name} hard-codes the arch-specific target"
+        f"{'s' if len(specific) > 1 else ''} {' '.join(a.sm for a in specific)} "
+        f"({'; '.join(repr(f) for f in texts)}) and [tool.archguard] "
+        "hardcoded_arch_specific = 'error'. Keep it for this extension with "
+        "hardcoded_arch_specific = 'keep', replace it by the effective list with 'drop', "
+        "or declare the arch in [tool.archguard] arch_list_by_cuda."
+    )
+
+
+def _no_cubin(
+    name: str, intent: Intent, left_out: dict[str, str], refused: dict[Arch, str]
+) -> EmptyExtension:
+    """The extension is left with no cubin: what left it so, and the fix."""
+    why = "; ".join(f"{n}: {r}" for n, r in sorted(left_out.items()))
+    refusals = "; ".join(f"{a.sm}: {r}" for a, r in sorted(refused.items()))
+    return EmptyExtension(
+        f"extension {name} is left with no cubin ({intent.reason}"
+        + (f"; refused by the clamps: {refusals}" if refusals else "")
+        + (f"; left out: {why}" if why else "")
+        + "), so its binary would hold no SASS and archguard refuses to build it. Give the "
+        "extension an arch this toolkit emits, this torch runs and its kernels compile for: "
+        'in [tool.archguard] arch_list = "..." (or a file named by ARCHGUARD_CONFIG), or '
+        "ARCHGUARD_ARCH_LIST."
+    )
+
+
 def plan_extension(
     name: str,
     arg_lists: dict[str, list[str]],
@@ -283,15 +313,7 @@ def plan_extension(
     effective = res.targets
     specific = sorted(a for a in hard.cubins if a.suffix and a not in effective.cubins)
     if specific and mode == "error":
-        texts = sorted({" ".join(f.tokens) for f in flags})
-        raise ArchSpecificFlag(
-            f"extension {name} hard-codes the arch-specific target"
-            f"{'s' if len(specific) > 1 else ''} {' '.join(a.sm for a in specific)} "
-            f"({'; '.join(repr(f) for f in texts)}) and [tool.archguard] "
-            "hardcoded_arch_specific = 'error'. Keep it for this extension with "
-            "hardcoded_arch_specific = 'keep', replace it by the effective list with 'drop', "
-            "or declare the arch in [tool.archguard] arch_list_by_cuda."
-        )
+        raise _specific_refused(name, flags, specific)
     intent = _intent(flags, hard, res, mode)
     res, cubins, ptx, left_out = _bounded(name, res, intent, hard)
     kept: dict[Arch, Arch | None] = {}
@@ -314,17 +336,7 @@ def plan_extension(
             "target is a kernel requirement)"
         )
     if not targets.cubins:
-        why = "; ".join(f"{n}: {r}" for n, r in sorted(left_out.items()))
-        refusals = "; ".join(f"{a.sm}: {r}" for a, r in sorted(refused.items()))
-        raise EmptyExtension(
-            f"extension {name} is left with no cubin ({intent.reason}"
-            + (f"; refused by the clamps: {refusals}" if refusals else "")
-            + (f"; left out: {why}" if why else "")
-            + "), so its binary would hold no SASS and archguard refuses to build it. Give the "
-            "extension an arch this toolkit emits, this torch runs and its kernels compile for: "
-            'in [tool.archguard] arch_list = "..." (or a file named by ARCHGUARD_CONFIG), or '
-            "ARCHGUARD_ARCH_LIST."
-        )
+        raise _no_cubin(name, intent, left_out, refused)
     reasons = _Why(res, mode, refused, dropped_by_proof)
     per_key = {
         key: _flag_lines(name, found, targets, kept, reasons) for key, (_, found) in split.items()
