@@ -16,7 +16,7 @@ from archguard.settings.inputs import Gathered, Query, gather
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from archguard.binaries.record import resolution_record  # noqa: PLC0415
+    from archguard.binaries.record import explain_record  # noqa: PLC0415
     from archguard.reports.text import dumps, explain_text  # noqa: PLC0415
 
     why = [parse_arch(a, "the command line", known=known_arches()) for a in args.arches]
@@ -24,10 +24,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     res = gathered.resolve()
     warnings = environment_notes(gathered.warnings)
     if args.format == "json":
-        record = resolution_record(res, why)
-        record["warnings"] = warnings
-        record["build_time"] = list(gathered.settings.build_time)
-        write(dumps(record))
+        write(dumps(explain_record(res, why, warnings, gathered.settings.build_time)))
     else:
         build_time = gathered.settings.build_time
         if build_time and res.ok:

@@ -38,7 +38,6 @@ from archguard.detect.sources import CUDA_FILES, CUDA_SOURCES, CXX_SOURCES, tree
 from archguard.errors import ArchguardError, CompileFailed
 from archguard.nvcc.flags import threads_flag
 from archguard.nvcc.parallel import (
-    CHOSEN,
     BuildMode,
     Choice,
     Decided,
@@ -390,7 +389,7 @@ def archguard_build(cmd: Any) -> Iterator[None]:
     jobs = {  # torch's ninja run reads MAX_JOBS per extension: set as each one starts
         name: str(c.jobs)
         for name, c in choices.items()
-        if c.jobs_from == CHOSEN and c.mode is BuildMode.NINJA
+        if c.jobs_chosen and c.mode is BuildMode.NINJA
     }
     saved: list[tuple[Any, Any]] = []
     started = time.time()

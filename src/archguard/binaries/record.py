@@ -108,6 +108,18 @@ def resolution_record(res: Resolution, why: Sequence[Arch] = ()) -> dict[str, ob
     return record
 
 
+def explain_record(
+    res: Resolution, why: Sequence[Arch], warnings: Sequence[str], build_time: Sequence[str]
+) -> dict[str, object]:
+    """``explain --format json``: the resolution record, plus what this environment warned
+    about and what is known before a build about per-extension targets."""
+    return {
+        **resolution_record(res, why),
+        "warnings": list(warnings),
+        "build_time": list(build_time),
+    }
+
+
 @dataclass
 class BuildFacts:
     """What a build records beside its resolution: the record's ``build`` part."""

@@ -84,6 +84,11 @@ class Choice:
     mode_from: str = ""  # why that mode ("use_ninja=False", "ninja is not installed")
 
     @property
+    def jobs_chosen(self) -> bool:
+        """archguard chose the jobs (nobody set them)."""
+        return self.jobs_from == CHOSEN
+
+    @property
     def summary(self) -> str:
         if self.mode is BuildMode.SERIAL:
             return (
