@@ -562,11 +562,11 @@ def test_include_flags_reads_dirs_and_forced_includes(tmp_path: Path) -> None:
 
 
 def test_guarded_headers_reached_under_an_undecided_branch_are_walked_once() -> None:
-    """A diamond of 24 `#pragma once` headers (each includes the next two), all reached
-    under `#if UNDECIDED` (NATTEN's CUTLASS under `NATTEN_WITH_CUTLASS`): a second walk in
-    the same "maybe" state adds nothing, so each header is walked once (2^24 include paths
-    otherwise: the walk would never end, and the budget would stop it unfinished)."""
-    depth = 24
+    """A chain of 40 `#pragma once` headers, each including the next two, all reached under
+    `#if UNDECIDED` (NATTEN's CUTLASS under `NATTEN_WITH_CUTLASS`): a second walk in the same
+    "maybe" state adds nothing, so each header is walked once (about 10^8 include paths
+    otherwise: the budget would stop the walk unfinished)."""
+    depth = 40
     files = {
         f"h{i}.h": f'#pragma once\n#include "h{i + 1}.h"\n#include "h{i + 2}.h"\n'
         f"#if __CUDA_ARCH__ >= 890\n__device__ int v{i}() {{ return {i}; }}\n#endif\n"
@@ -578,7 +578,7 @@ def test_guarded_headers_reached_under_an_undecided_branch_are_walked_once() -> 
         return name if name in files else None
 
     wanted = parse_targets("sm_80 sm_90", "t", known=known_arches())
-    sources = Sources(files.__getitem__, resolve, budget=60.0)
+    sources = Sources(files.__getitem__, resolve, budget=30.0)
     report = analyse(["k.cu"], Wheel(wanted, TOOLKIT, TORCH), sources)
     assert not report.unfinished
     assert report.files == depth + 1
