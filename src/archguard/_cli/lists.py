@@ -96,19 +96,20 @@ def cmd_lint(args: argparse.Namespace) -> int:
         include_dirs_of,
         parse_defines,
         path_sources,
-        project_sources,
-        vendored_sources,
+        split_project_sources,
     )
 
     _, res = _resolved(args)
     project = args.project.resolve()
-    roots = path_sources(args.paths) if args.paths else project_sources(project)
+    roots, vendored = (
+        (path_sources(args.paths), []) if args.paths else split_project_sources(project)
+    )
     inside = [project, *args.include, *(p if p.is_dir() else p.parent for p in args.paths)]
     include_dirs = [*args.include, *include_dirs_of(project)]
     forced = [str(f.resolve()) for f in args.forced]
     sources = Sources.on_disk(include_dirs, inside, parse_defines(args.macros), forced)
     report = analyse(roots, Wheel(res.targets, res.toolkit, res.torch.targets), sources)
-    report.vendored = [] if args.paths else vendored_sources(project)
+    report.vendored = vendored
     write(render(report, res.tag, args.format, base=project))
     return EXIT_OK if report.ok else EXIT_FAIL
 

@@ -116,6 +116,15 @@ class Macros:
             self.table.pop(name, None)
             self.unknown.add(name)
 
+    def may_define(self, name: str) -> bool:
+        """A header the lint cannot read may define ``name``: certainly undefined becomes
+        unknown. True when it did."""
+        if name not in self.absent:
+            return False
+        self.absent.discard(name)
+        self.unknown.add(name)
+        return True
+
     def assume_absent(self, name: str) -> None:
         """An include guard seen for the first time: undefined, not unknown."""
         if name not in self.table and name not in self.unknown:

@@ -280,9 +280,7 @@ class Preprocessor:
             return
         for outside in self.scan.outside_names:
             for m, s in zip(macros, state, strict=True):
-                if s is not False and outside in m.absent:
-                    m.absent.discard(outside)
-                    m.unknown.add(outside)
+                if s is not False and m.may_define(outside):
                     result.outside_unknown.setdefault(outside, name)
 
 

@@ -54,20 +54,17 @@ def project_sources(root: Path) -> list[str]:
     """Every .cu file under a project (:func:`archguard.detect.sources.tree_files`) outside
     its vendored directories: what its CUDA extensions compile, as far as a reading of the
     tree can tell."""
-    return [
-        name
-        for name in tree_files(root)
-        if name.endswith(CUDA_SOURCES) and not _vendored(Path(name), root)
-    ]
+    return split_project_sources(root)[0]
 
 
-def vendored_sources(root: Path) -> list[str]:
-    """The .cu files :func:`project_sources` leaves out, for the lint to name."""
-    return [
-        name
-        for name in tree_files(root)
-        if name.endswith(CUDA_SOURCES) and _vendored(Path(name), root)
-    ]
+def split_project_sources(root: Path) -> tuple[list[str], list[str]]:
+    """(the project's own .cu files, those under its vendored directories), from one walk."""
+    own: list[str] = []
+    vendored: list[str] = []
+    for name in tree_files(root):
+        if name.endswith(CUDA_SOURCES):
+            (vendored if _vendored(Path(name), root) else own).append(name)
+    return own, vendored
 
 
 def _vendored(path: Path, root: Path) -> bool:

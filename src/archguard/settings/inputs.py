@@ -325,15 +325,20 @@ def count_sources(root: Path) -> tuple[int, int]:
     return cu, cxx
 
 
-def _preview_mode(root: Path) -> tuple[BuildMode, str]:
-    """The build mode a build here will run in, as far as the tree shows before it."""
-    import shutil  # noqa: PLC0415
-
+def _setup_py(root: Path) -> str:
+    """The project's setup.py as text ("" when there is none or it cannot be read)."""
     setup = root / "setup.py"
     try:
-        text = setup.read_text(encoding="utf-8", errors="replace") if setup.is_file() else ""
+        return setup.read_text(encoding="utf-8", errors="replace") if setup.is_file() else ""
     except OSError:
-        text = ""
+        return ""
+
+
+def _preview_mode(text: str) -> tuple[BuildMode, str]:
+    """The build mode a build here will run in, as far as setup.py (``text``) and the
+    machine show before it."""
+    import shutil  # noqa: PLC0415
+
     for number, line in enumerate(text.splitlines(), 1):
         if re.search(r"use_ninja\s*=\s*False", line):
             return BuildMode.SERIAL, f"use_ninja=False, setup.py:{number}"
@@ -342,7 +347,7 @@ def _preview_mode(root: Path) -> tuple[BuildMode, str]:
     return BuildMode.NINJA, "torch's BuildExtension with ninja"
 
 
-def _setup_py_threads(root: Path) -> Decided | None:
+def _setup_py_threads(text: str) -> Decided | None:
     """The ``--threads N`` / ``-t N`` that the flag lists written in setup.py give nvcc,
     read (never run) through the build's own parser
     (:func:`archguard.nvcc.flags.threads_flag`), so that explain names the decider the build
@@ -352,8 +357,8 @@ def _setup_py_threads(root: Path) -> Decided | None:
     from archguard.nvcc.flags import threads_flag  # noqa: PLC0415
 
     try:
-        tree = ast.parse((root / "setup.py").read_text(encoding="utf-8", errors="replace"))
-    except (OSError, SyntaxError, ValueError):
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
         return None
     found: list[tuple[int, tuple[int, str]]] = []
     for node in ast.walk(tree):
@@ -390,8 +395,9 @@ def parallel_preview(settings: Settings, res: Resolution, environ: Mapping[str, 
     )
 
     cu, cxx = count_sources(settings.project.root)
-    chosen = asked(environ, settings.package, _setup_py_threads(settings.project.root))
-    mode, mode_from = _preview_mode(settings.project.root)
+    setup_py = _setup_py(settings.project.root)  # read once, never run
+    chosen = asked(environ, settings.package, _setup_py_threads(setup_py))
+    mode, mode_from = _preview_mode(setup_py)
     choice = decided_parallelism(
         detect_machine(),
         Workload(cu, cxx, device_compiles(gencode_flags(res.effective))),
