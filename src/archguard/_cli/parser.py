@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TypeAlias
+from typing import TypeAlias, get_args
 
 from archguard import __version__
+from archguard.core.formats import EnvFormat, Format, ListFormat, MatrixFormat
 
 
 def _add_inputs(p: argparse.ArgumentParser) -> None:
@@ -57,7 +58,9 @@ def main_parser() -> argparse.ArgumentParser:
 Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
-def _format(p: argparse.ArgumentParser, *choices: str) -> None:
+def _format(p: argparse.ArgumentParser, formats: object = Format) -> None:
+    """``--format``, its words from :mod:`archguard.core.formats` (the first the default)."""
+    choices = get_args(formats)
     p.add_argument("--format", choices=choices, default=choices[0])
 
 
@@ -69,11 +72,11 @@ def _list_commands(sub: Subparsers) -> None:
     p = sub.add_parser("explain", help="the inputs, each arch's fate and why, the coverage")
     p.add_argument("arches", nargs="*", metavar="ARCH", help="arches to ask 'why?' about")
     _add_inputs(p)
-    _format(p, "text", "json")
+    _format(p)
 
     p = sub.add_parser("list", help="just the effective arch list")
     _add_inputs(p)
-    _format(p, "text", "torch", "cmake", "gencode", "json")
+    _format(p, ListFormat)
 
     p = sub.add_parser(
         "env",
@@ -81,7 +84,7 @@ def _list_commands(sub: Subparsers) -> None:
         'CUDAARCHS): eval "$(python -m archguard env)"',
     )
     _add_inputs(p)
-    _format(p, "sh", "github", "json")
+    _format(p, EnvFormat)
 
     p = sub.add_parser(
         "derive", help="propose a policy row for a CUDA index by the ADR's rule (writes nothing)"
@@ -90,7 +93,7 @@ def _list_commands(sub: Subparsers) -> None:
     p.add_argument("--policy", metavar="FILE", help="its decisions and rows (default: bundled)")
     p.add_argument("--toolkits", metavar="FILE", help="a toolkits.yml with that CUDA's row")
     p.add_argument("--torch-builds", metavar="FILE", help="a torch_builds.yml with its torch")
-    _format(p, "text", "json")
+    _format(p)
 
 
 def _binary_commands(sub: Subparsers) -> None:
@@ -103,7 +106,7 @@ def _binary_commands(sub: Subparsers) -> None:
     p.add_argument("--torch-builds", metavar="FILE", help="the table to check (default: bundled)")
     p.add_argument("--policy", metavar="FILE", help="whose arch_exceptions to check")
     _cuobjdump(p)
-    _format(p, "text", "json")
+    _format(p)
 
     p = sub.add_parser(
         "variant",
@@ -119,7 +122,7 @@ def _binary_commands(sub: Subparsers) -> None:
         help="for a wheel with no archguard record: the CUDA that compiled it",
     )
     _cuobjdump(p)
-    _format(p, "text", "json")
+    _format(p)
 
     p = sub.add_parser(
         "doctor",
@@ -146,7 +149,7 @@ def _binary_commands(sub: Subparsers) -> None:
         help="do not import torch to find the GPUs (nvidia-smi only)",
     )
     _cuobjdump(p)
-    _format(p, "text", "json")
+    _format(p)
 
 
 def _farm_commands(sub: Subparsers) -> None:
@@ -163,7 +166,7 @@ def _farm_commands(sub: Subparsers) -> None:
     p.add_argument("--download-dir", type=Path, default=Path("torch-wheels"), metavar="DIR")
     p.add_argument("-o", "--output", type=Path, metavar="FILE", help="write the proposed rows")
     _cuobjdump(p)
-    _format(p, "text", "json")
+    _format(p)
     p.epilog = "pip options for the index go after --: archguard watch -- --index-url URL"
 
     p = sub.add_parser(
@@ -179,7 +182,7 @@ def _farm_commands(sub: Subparsers) -> None:
         metavar="PKG.toml",
         help="a [tool.archguard] table (ARCHGUARD_CONFIG)",
     )
-    _format(p, "text", "json")
+    _format(p)
     p.epilog = "Extra pip options go after --: archguard wheel SRC -- --config-settings=..."
 
 
@@ -219,7 +222,7 @@ def _lint_command(sub: Subparsers) -> None:
         help="a file the build includes before each source (nvcc -include / --pre-include)",
     )
     _add_inputs(p)
-    _format(p, "text", "json")
+    _format(p)
 
 
 def _checks(sub: Subparsers) -> None:
@@ -242,7 +245,7 @@ def _checks(sub: Subparsers) -> None:
         help="apply this package's [tool.archguard] overrides",
     )
     p.add_argument("--policy", metavar="FILE")
-    _format(p, "text", "markdown", "html", "json", "github")
+    _format(p, MatrixFormat)
     p.add_argument("-o", "--output", type=Path, metavar="FILE", help="write here, not stdout")
 
     p = sub.add_parser(
@@ -267,4 +270,4 @@ def _checks(sub: Subparsers) -> None:
     p.add_argument(
         "--fail-on-stubs", action="store_true", help="exit 1 when a served device runs a stub"
     )
-    _format(p, "text", "json")
+    _format(p)
