@@ -370,7 +370,7 @@ MUTATIONS = [
     ),
     Mutation(
         "explain-ignores-setup-py-threads",
-        "src/archguard/settings/inputs.py",
+        "src/archguard/reports/parallel.py",
         "chosen = asked(environ, settings.package, _setup_py_threads(setup_py))",
         "chosen = asked(environ, settings.package)",
         ("tests/test_parallel.py::test_explain_reads_the_threads_setup_py_writes",),

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from archguard.detect.machine import (
+    Machine,
     detect_machine,
     parse_cfs,
     parse_cpu_max,
@@ -16,7 +17,7 @@ from archguard.detect.machine import (
     parse_memory_limit,
 )
 from archguard.nvcc.flags import threads_flag
-from archguard.nvcc.parallel import GIB, Decided, Machine, Workload, choose, device_compiles
+from archguard.nvcc.parallel import GIB, Decided, Workload, choose, device_compiles
 
 
 def machine(cores: int, gib: float) -> Machine:

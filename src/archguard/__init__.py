@@ -1,9 +1,11 @@
 """archguard: one owned CUDA arch policy for PyTorch extension wheels.
 
-Subpackages by job, imports running downhill: ``core`` (pure: arches, coverage, policy,
-resolution; it imports none of the others) <- ``settings``, ``nvcc``, ``lint``, ``detect``,
-``binaries``, ``reports``, ``user`` <- the edges ``_integration`` (setuptools) and ``_cli``.
-The top level keeps the public surface: ``errors``, ``cpp_extension`` and ``__main__``.
+Subpackages by job, in layers, imports running only downhill (checked by
+``tests/test_layout.py``): ``core`` (pure: arches, coverage, policy, resolution) <- ``detect``
+(reads the machine: tools, nvcc, torch, cores) <- ``nvcc`` (flags, plan, parallelism) and
+``lint`` <- ``settings`` (inputs assembled) <- ``binaries`` (verify, record, stubs) <-
+``reports`` and ``user`` (doctor, variant, watch) <- the edges: ``_integration`` (the
+setuptools hook, farm mode) <- ``_cli``. The top level keeps the public surface: ``errors``, ``cpp_extension`` and ``__main__``.
 
 Importing this module imports nothing else: the setuptools hook runs in every build.
 """

@@ -28,7 +28,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     else:
         build_time = gathered.settings.build_time
         if build_time and res.ok:
-            from archguard.settings.inputs import parallel_preview  # noqa: PLC0415
+            from archguard.reports.parallel import parallel_preview  # noqa: PLC0415
 
             build_time = (*build_time, parallel_preview(gathered.settings, res, os.environ))
         write(explain_text(res, gathered.shown, warnings, why, build_time))

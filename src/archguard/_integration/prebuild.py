@@ -14,12 +14,13 @@ from typing import Any, cast
 
 from archguard._integration.common import project_root, say
 from archguard._integration.session import Session, setup_error
+from archguard.core.modes import DEFAULT_LINT, Check
 from archguard.errors import ArchguardError, StubHazard
 from archguard.lint.guards import Wheel, analyse
 from archguard.lint.render import relative, text_lines
 from archguard.lint.sources import Sources, include_dirs_of, include_flags, parse_defines
 from archguard.nvcc.plan import ExtensionPlan
-from archguard.settings.config import DEFAULT_LINT, ENV_LINT, Check, env_choice, env_lint_budget
+from archguard.settings.config import ENV_LINT, env_choice, env_lint_budget
 
 
 def lint_mode(session: Session) -> Check:

@@ -11,15 +11,13 @@ from typing import Any, cast
 
 from archguard._integration.common import announce_once, project_root, say
 from archguard.binaries.record import BuildFacts
+from archguard.core.modes import DEFAULT_ARCH_SPECIFIC, ArchSpecific, Check
 from archguard.core.resolve import Resolution
 from archguard.errors import ArchguardError, NotRepresentable
 from archguard.nvcc.flags import cmake_architectures, torch_arch_list
 from archguard.reports.text import build_log_lines, render_error
 from archguard.settings.config import (
-    DEFAULT_ARCH_SPECIFIC,
     ENV_VERIFY,
-    ArchSpecific,
-    Check,
     PackageConfig,
     env_choice,
     env_disabled,

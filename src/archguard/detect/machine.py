@@ -10,9 +10,18 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
-from archguard.nvcc.parallel import Machine
+
+@dataclass(frozen=True)
+class Machine:
+    """What the build may use: cores and memory, each with where the number came from."""
+
+    cores: int
+    cores_from: str
+    memory: int  # bytes
+    memory_from: str
 
 
 def parse_cpu_max(text: str) -> float | None:

@@ -27,6 +27,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+from archguard.detect.machine import Machine
+
 GIB = 1 << 30
 # Peak resident memory of one nvcc compile thread of a .cu that includes torch headers:
 # 2.97 GB measured (/usr/bin/time -v, nvcc 13.0, torch 2.13 headers, the largest process
@@ -36,16 +38,6 @@ MEMORY_PER_THREAD = 3 * GIB
 
 # a count archguard chose itself (not set by MAX_JOBS, NVCC_THREADS or the package)
 CHOSEN = "chosen"
-
-
-@dataclass(frozen=True)
-class Machine:
-    """What the build may use: cores and memory, each with where the number came from."""
-
-    cores: int
-    cores_from: str
-    memory: int  # bytes
-    memory_from: str
 
 
 @dataclass(frozen=True)

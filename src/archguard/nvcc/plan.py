@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 
 from archguard.core.arch import Arch, ArchEntry, Targets, format_list, split_target
 from archguard.core.decisions import Outcome, Step
+from archguard.core.modes import DEFAULT_ARCH_SPECIFIC, ArchSpecific
 from archguard.core.resolve import Resolution
 from archguard.errors import ArchSpecificFlag, EmptyExtension
 from archguard.nvcc.flags import ArchFlag, find_arch_flags, gencode_flags
-from archguard.settings.config import DEFAULT_ARCH_SPECIFIC, ArchSpecific
 
 
 class Rule(str, enum.Enum):

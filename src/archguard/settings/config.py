@@ -13,10 +13,19 @@ import sys
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, cast, get_args
+from typing import Any, cast, get_args
 
 from archguard.core.arch import Arch, ArchEntry, parse_arch_list
 from archguard.core.cuda import CudaVersion
+from archguard.core.modes import (
+    DEFAULT_ARCH_SPECIFIC,
+    DEFAULT_COMPILER_CACHE,
+    DEFAULT_LINT,
+    DEFAULT_VERIFY,
+    ArchSpecific,
+    Check,
+    CompilerCache,
+)
 from archguard.core.problems import Problems, closest
 from archguard.core.toolkit import known_arches
 from archguard.errors import ConfigError, InvalidArch
@@ -47,15 +56,6 @@ CONFIG_KEYS: dict[str, str] = {
     "wheel_variant": "archguard wheel also writes a wheel-variant copy of each verified wheel "
     "(true or false; ARCHGUARD_WHEEL_VARIANT wins)",
 }
-# The modes, as types, owned here: a check (verify, lint), what a hard-coded a/f target becomes
-# (read by :func:`archguard.nvcc.plan.plan_extension`), the compile cache.
-Check = Literal["error", "warn", "off"]
-ArchSpecific = Literal["keep", "drop", "error"]
-CompilerCache = Literal["off", "sccache", "ccache"]
-DEFAULT_VERIFY: Check = "error"  # when cuobjdump is found
-DEFAULT_LINT: Check = "warn"
-DEFAULT_ARCH_SPECIFIC: ArchSpecific = "keep"
-DEFAULT_COMPILER_CACHE: CompilerCache = "off"
 
 
 def _words(default: str, mode: object) -> tuple[str, ...]:

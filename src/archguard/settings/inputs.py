@@ -12,7 +12,6 @@ when a live input is needed, so nothing here imports torch otherwise).
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +19,7 @@ from pathlib import Path
 from archguard.core.arch import ArchEntry, parse_targets
 from archguard.core.bundled import bundled_path
 from archguard.core.cuda import CudaVersion
+from archguard.core.modes import DEFAULT_ARCH_SPECIFIC
 from archguard.core.plain_yaml import load_plain_yaml, read_yaml_text
 from archguard.core.policy import Policy, load_policy
 from archguard.core.resolve import Resolution, resolve
@@ -40,9 +40,7 @@ from archguard.core.torchbuild import (
 )
 from archguard.errors import ConfigError, CudaMismatch, UnknownToolkit
 from archguard.nvcc.flags import arch_specific_mentions, target_mentions
-from archguard.nvcc.parallel import BuildMode, Decided
 from archguard.settings.config import (
-    DEFAULT_ARCH_SPECIFIC,
     ENV_CONFIG,
     ENV_POLICY,
     PackageConfig,
@@ -311,102 +309,3 @@ def torch_facts(builds: str | None = None) -> tuple[BundledBuild, ...]:
             f"{source} is not a torch_builds.yml table ({exc}); see archguard's bundled "
             f"torch_builds.yml ({bundled_path('torch_builds.yml')}) for the form."
         ) from None
-
-
-def count_sources(root: Path) -> tuple[int, int]:
-    """(.cu, C/C++) files under a project (:func:`archguard.detect.sources.tree_files`):
-    what explain can know before a build about its compile jobs."""
-    from archguard.detect.sources import CUDA_SOURCES, CXX_SOURCES, tree_files  # noqa: PLC0415
-
-    cu = cxx = 0
-    for name in tree_files(root):
-        cu += name.endswith(CUDA_SOURCES)
-        cxx += name.endswith(CXX_SOURCES)
-    return cu, cxx
-
-
-def _setup_py(root: Path) -> str:
-    """The project's setup.py as text ("" when there is none or it cannot be read)."""
-    setup = root / "setup.py"
-    try:
-        return setup.read_text(encoding="utf-8", errors="replace") if setup.is_file() else ""
-    except OSError:
-        return ""
-
-
-def _preview_mode(text: str) -> tuple[BuildMode, str]:
-    """The build mode a build here will run in, as far as setup.py (``text``) and the
-    machine show before it."""
-    import shutil  # noqa: PLC0415
-
-    for number, line in enumerate(text.splitlines(), 1):
-        if re.search(r"use_ninja\s*=\s*False", line):
-            return BuildMode.SERIAL, f"use_ninja=False, setup.py:{number}"
-    if shutil.which("ninja") is None:
-        return BuildMode.SERIAL, "ninja is not installed: torch falls back to setuptools"
-    return BuildMode.NINJA, "torch's BuildExtension with ninja"
-
-
-def _setup_py_threads(text: str) -> Decided | None:
-    """The ``--threads N`` / ``-t N`` that the flag lists written in setup.py give nvcc,
-    read (never run) through the build's own parser
-    (:func:`archguard.nvcc.flags.threads_flag`), so that explain names the decider the build
-    will name. A list assembled at run time is not seen."""
-    import ast  # noqa: PLC0415
-
-    from archguard.nvcc.flags import threads_flag  # noqa: PLC0415
-
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError):
-        return None
-    found: list[tuple[int, tuple[int, str]]] = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.List | ast.Tuple):
-            words = [
-                e.value
-                for e in node.elts
-                if isinstance(e, ast.Constant) and isinstance(e.value, str)
-            ]
-            hit = threads_flag(words)
-            if hit is not None:
-                found.append((node.lineno, hit))
-    if not found:
-        return None
-    line, (value, written) = min(found)
-    origin = f"setup.py:{line}'s nvcc flags ({written!r})"
-    if len({hit[0] for _, hit in found}) > 1:
-        origin += "; other lists there give other values: the build decides per extension"
-    return Decided(value, origin)
-
-
-def parallel_preview(settings: Settings, res: Resolution, environ: Mapping[str, str]) -> str:
-    """What a build here would choose for nvcc --threads and parallel jobs (explain): the
-    same reading of the settings and the same rule as the build
-    (:func:`archguard.nvcc.parallel.decided_parallelism`)."""
-    from archguard.detect.machine import detect_machine  # noqa: PLC0415
-    from archguard.nvcc.flags import gencode_flags  # noqa: PLC0415
-    from archguard.nvcc.parallel import (  # noqa: PLC0415
-        RunsAs,
-        Workload,
-        asked,
-        decided_parallelism,
-        device_compiles,
-    )
-
-    cu, cxx = count_sources(settings.project.root)
-    setup_py = _setup_py(settings.project.root)  # read once, never run
-    chosen = asked(environ, settings.package, _setup_py_threads(setup_py))
-    mode, mode_from = _preview_mode(setup_py)
-    choice = decided_parallelism(
-        detect_machine(),
-        Workload(cu, cxx, device_compiles(gencode_flags(res.effective))),
-        chosen,
-        RunsAs(mode, mode_from),
-    )
-    ignored = "".join(f" Warning: {w}." for w in chosen.warnings)
-    return (
-        f"Build parallelism here: {choice.summary}, from {choice.why} (sources counted under "
-        f"{settings.project.root}; the build decides per extension, and a --threads on an "
-        f"extension's own nvcc line wins).{ignored}"
-    )
