@@ -186,5 +186,29 @@ def test_errors_are_one_paragraph_without_traceback(run_cli, args, code, needle)
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [
+        (["explain", "--cuda", "14.0", "--format", "json"], "unknown-toolkit"),
+        (["list", "--cuda", "12.8", "--torch", "2.3", "--format", "json"], "unknown-torch-build"),
+        (["lint", "--cuda", "13.0", "--torch", "2.1", "--format", "json"], "unknown-torch-build"),
+        (["matrix", "--policy", "missing.yml", "--format", "json"], None),
+    ],
+)
+def test_under_format_json_an_error_is_one_json_object_on_stdout(args, code) -> None:  # type: ignore[no-untyped-def]
+    proc = run_main(*args)
+    assert proc.returncode == 2, proc.stderr
+    data = json.loads(proc.stdout)  # stdout is the JSON object and nothing else
+    assert data["schema"] == "archguard.error/1"
+    error = data["error"]
+    assert set(error) == {"code", "message", "detail"}
+    assert error["code"] == code if code else error["code"] != "archguard-error"
+    # the person still reads the same one paragraph on stderr
+    assert proc.stderr.startswith(f"archguard error [{error['code']}]: {error['message']}")
+    assert "Traceback" not in proc.stderr
+    text = run_main(*[a for a in args if a not in ("--format", "json")])
+    assert text.returncode == 2 and text.stdout == ""
+
+
 def test_usage_error_exit_status(run_cli) -> None:  # type: ignore[no-untyped-def]
     assert run_cli("list", "--format", "yaml").returncode == 2

@@ -24,8 +24,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return COMMANDS[args.command](args)
     except ArchguardError as exc:
-        from archguard.reports.text import render_error  # noqa: PLC0415
+        from archguard.reports.text import error_json, render_error  # noqa: PLC0415
 
+        if getattr(args, "format", None) == "json":  # a machine reads stdout: one JSON object
+            sys.stdout.write(error_json(exc))
         sys.stdout.flush()
         print(render_error(exc), file=sys.stderr)
         return EXIT_USAGE

@@ -23,6 +23,7 @@ from archguard.nvcc.flags import cmake_architectures, gencode_flags, torch_arch_
 from archguard.nvcc.plan import ExtensionPlan, Rule
 
 LIST_SCHEMA = "archguard.list/1"
+ERROR_SCHEMA = "archguard.error/1"
 WIDTH = 100
 
 
@@ -189,10 +190,22 @@ def tiers_text(cov: Iterable[DeviceCoverage]) -> str:
 def render_error(exc: ArchguardError) -> str:
     """An error as a person sees it: ``render()``, with the decision table attached to an
     :class:`~archguard.errors.EmptyArchList` that carries its resolution."""
+    _attach_table(exc)
+    return exc.render()
+
+
+def error_json(exc: ArchguardError) -> str:
+    """An error as a machine reads it under ``--format json``: ``{"schema", "error": {"code",
+    "message", "detail"}}`` (the catalogue's code; the detail is null where there is none)."""
+    _attach_table(exc)
+    error = {"code": exc.code, "message": exc.message, "detail": exc.detail}
+    return json.dumps({"schema": ERROR_SCHEMA, "error": error}, indent=2) + "\n"
+
+
+def _attach_table(exc: ArchguardError) -> None:
     if isinstance(exc, EmptyArchList) and exc.detail is None and exc.resolution is not None:
         assert isinstance(exc.resolution, Resolution)
         exc.detail = decision_table(exc.resolution)
-    return exc.render()
 
 
 def extension_lines(plan: ExtensionPlan, res: Resolution) -> list[str]:
