@@ -61,7 +61,7 @@ def cuobjdump() -> str | None:
     from archguard.errors import CuobjdumpNotFound
 
     try:
-        return find_cuobjdump(environ={"CUDA_HOME": CUDA_HOME, **os.environ})
+        return find_cuobjdump(environ={"CUDA_HOME": CUDA_HOME, **os.environ}, needed_by="the tests")
     except CuobjdumpNotFound:
         return None
 

@@ -14,7 +14,7 @@ import pytest
 
 from archguard.errors import ALL_ERRORS
 from archguard.nvcc.flags import find_arch_flags
-from realtools import REPO, torch_cuda
+from realtools import REPO, run_main, torch_cuda
 
 _README = (REPO / "README.md").read_text()
 _CATALOGUE = (REPO / "docs" / "errors.md").read_text()
@@ -85,6 +85,15 @@ def cases(tmp: Path) -> dict[str, tuple[list[str], dict[str, str] | None]]:
         "cuobjdump-missing": (["verify", str(tmp), "--cuobjdump", str(tmp / "none")], None),
         "unreadable-binary": (["verify", str(corrupt), "--cuobjdump", "/bin/true"], None),
     }
+
+
+@pytest.mark.parametrize("command", ["verify", "probe-torch", "variant"])
+def test_a_missing_cuobjdump_is_named_for_the_command_that_needs_it(
+    tmp_path: Path, command: str
+) -> None:
+    proc = run_main(command, str(tmp_path), "--cuobjdump", str(tmp_path / "none"))
+    assert proc.returncode == 2 and "[cuobjdump-missing]" in proc.stderr, proc.stderr
+    assert f"archguard {command} reads binaries with cuobjdump" in proc.stderr, proc.stderr
 
 
 @pytest.mark.parametrize("code", sorted(cases(Path("/x"))))

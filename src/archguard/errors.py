@@ -173,7 +173,8 @@ class NotRepresentable(ArchguardError):
 
 
 class CuobjdumpNotFound(ArchguardError):
-    """``verify`` needs cuobjdump and found none."""
+    """A command that reads binaries (verify, probe-torch, variant, doctor, watch --probe,
+    archguard wheel, the build's read-back) needs cuobjdump and found none."""
 
     code = "cuobjdump-missing"
 

@@ -20,7 +20,7 @@ def cmd_probe_torch(args: argparse.Namespace) -> int:
     from archguard.detect.torchlibs import probe  # noqa: PLC0415
     from archguard.settings.inputs import choose_policy, torch_facts  # noqa: PLC0415
 
-    cuobjdump = find_cuobjdump(args.cuobjdump)
+    cuobjdump = find_cuobjdump(args.cuobjdump, needed_by="archguard probe-torch")
     builds = torch_facts(args.torch_builds)
     policy = choose_policy(Query(policy=args.policy), None, os.environ)
     probes = [probe(path, cuobjdump).probed() for path in args.paths]
@@ -33,7 +33,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from archguard.binaries.verify import check, given_expectation, render, verdict  # noqa: PLC0415
     from archguard.detect.cuobjdump import find_cuobjdump  # noqa: PLC0415
 
-    cuobjdump = find_cuobjdump(args.cuobjdump)
+    cuobjdump = find_cuobjdump(args.cuobjdump, needed_by="archguard verify")
     asked = args.cuda or args.torch or args.torch_arches or args.project or args.policy
     query = (
         Query(
@@ -108,7 +108,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
         from archguard.detect.cuobjdump import find_cuobjdump  # noqa: PLC0415
         from archguard.detect.torchlibs import probe  # noqa: PLC0415
 
-        cuobjdump = find_cuobjdump(args.cuobjdump)
+        cuobjdump = find_cuobjdump(args.cuobjdump, needed_by="archguard watch --probe")
         for version in missing:
             try:
                 wheel = watch.download(version, args.download_dir, args.pip_args)
@@ -136,7 +136,7 @@ def cmd_variant(args: argparse.Namespace) -> int:
     from archguard.user import variant  # noqa: PLC0415
 
     variant.ensure_variantlib()
-    cuobjdump = find_cuobjdump(args.cuobjdump)
+    cuobjdump = find_cuobjdump(args.cuobjdump, needed_by="archguard variant")
     reports: list[dict[str, object]] = []
     status = EXIT_OK
     for wheel in args.wheels:
@@ -195,7 +195,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         if not gpus:
             notes.append("no GPU found: name one with --device CC (e.g. --device 8.9)")
     try:
-        cuobjdump: str | None = find_cuobjdump(args.cuobjdump)
+        cuobjdump: str | None = find_cuobjdump(args.cuobjdump, needed_by="archguard doctor")
     except ArchguardError as exc:
         cuobjdump = None
         notes.append(f"no cuobjdump: wheels without an archguard record are not read ({exc})")

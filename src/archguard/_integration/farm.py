@@ -111,7 +111,7 @@ def _verify(wheels: list[Path], checked: dict[str, list[Checked]]) -> list[dict[
     from archguard.binaries.verify import check  # noqa: PLC0415
     from archguard.detect.cuobjdump import find_cuobjdump  # noqa: PLC0415
 
-    cuobjdump = find_cuobjdump(None)
+    cuobjdump = find_cuobjdump(None, needed_by="archguard wheel (it verifies every wheel)")
     out = []
     for wheel in wheels:
         results = check([wheel], cuobjdump)

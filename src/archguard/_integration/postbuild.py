@@ -76,7 +76,12 @@ def verify_build(cmd: Any, session: Session, cuda_names: list[str], started: flo
     nvcc = session.resolution.toolkit.nvcc
     extra = [str(Path(nvcc).parent)] if nvcc else []
     try:
-        cuobjdump = find_cuobjdump(None, os.environ, extra_dirs=extra)
+        cuobjdump = find_cuobjdump(
+            None,
+            os.environ,
+            extra_dirs=extra,
+            needed_by="the build's read-back of its binaries ([tool.archguard] verify)",
+        )
     except CuobjdumpNotFound as exc:
         if mode == "error":
             raise setup_error(exc) from None

@@ -33,19 +33,26 @@ def find_cuobjdump(
     environ: Mapping[str, str] | None = None,
     which: Callable[[str], str | None] | None = None,
     extra_dirs: Sequence[str] = (),
+    *,
+    needed_by: str,
 ) -> str:
     """The cuobjdump to use: ``explicit`` (``--cuobjdump PATH``), else the one search order
-    of :mod:`archguard.detect.tools`; ``extra_dirs``: beside the nvcc that compiles."""
+    of :mod:`archguard.detect.tools`; ``extra_dirs``: beside the nvcc that compiles.
+    ``needed_by``: what asks for it and why, as the error names it ("verify", "probe-torch")."""
     if explicit:
         if not executable(Path(explicit)):
-            raise CuobjdumpNotFound(f"--cuobjdump {explicit} is not an executable file.")
+            raise CuobjdumpNotFound(
+                f"{needed_by} reads binaries with cuobjdump, and --cuobjdump {explicit} is not "
+                "an executable file; give the path of a cuobjdump, or drop --cuobjdump to let "
+                f"archguard look ({CUOBJDUMP.order})."
+            )
         return explicit
     found = CUOBJDUMP.find(environ, extra_dirs, which)
     if found is not None:
         return found
     raise CuobjdumpNotFound(
-        "verify needs cuobjdump to read the cubins and PTX inside a binary, and none was "
-        f"found (looked at --cuobjdump, {CUOBJDUMP.order}). Install it with "
+        f"{needed_by} needs cuobjdump to read the cubins and PTX inside a binary, and none "
+        f"was found (looked at --cuobjdump, {CUOBJDUMP.order}). Install it with "
         f"`pip install {CUOBJDUMP.package}`, or pass --cuobjdump PATH."
     )
 
