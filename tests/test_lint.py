@@ -332,7 +332,38 @@ def test_the_example_packages_fp8_kernel(tmp_path: Path) -> None:
     )
     assert finding["torch_runs"] is True
     text = run_main("lint", "--project", str(example), "--cuda", "13.0", "--torch", "2.13").stdout
-    assert "fix: add 8.9 to [tool.archguard] arch_list_by_cuda.cu130" in text
+    # the fix names where the list came from: here the policy row, and how to override it
+    assert "fix: add 8.9 to the list (policy row cu130: override it with [tool.archguard] " in text
+    from_env = run_main(
+        "lint",
+        "--project",
+        str(example),
+        "--cuda",
+        "13.0",
+        "--torch",
+        "2.13",
+        env={"ARCHGUARD_ARCH_LIST": "8.0;8.6"},
+    ).stdout
+    assert (
+        "loads sm_86, which compiles it out (trap instead); torch runs there; fix: add 8.9 to "
+        "ARCHGUARD_ARCH_LIST\n" in from_env
+    )
+    farm = tmp_path / "farm.toml"
+    farm.write_text('[tool.archguard]\narch_list_by_cuda = { cu130 = "8.0;8.6" }\n')
+    from_farm = run_main(
+        "lint",
+        "--project",
+        str(example),
+        "--cuda",
+        "13.0",
+        "--torch",
+        "2.13",
+        env={"ARCHGUARD_CONFIG": str(farm)},
+    ).stdout
+    assert (
+        f"fix: add 8.9 to {farm} [tool.archguard] (from ARCHGUARD_CONFIG) arch_list_by_cuda"
+        ".cu130\n" in from_farm
+    )
     quiet = run_main(
         "lint",
         "--project",
@@ -434,7 +465,9 @@ def test_past_its_budget_the_lint_lists_what_it_did_not_scan() -> None:
     sources = Sources(files.__getitem__, lambda n, q, i: n, budget=0.0)
     report = analyse(["k.cu"], Wheel(wanted, TOOLKIT, TORCH), sources)
     assert report.unfinished == ["k.cu"]
-    assert any("budget" in line and "k.cu" in line for line in text_lines(report, "cu130"))
+    assert any(
+        "budget" in line and "k.cu" in line for line in text_lines(report, "ARCHGUARD_ARCH_LIST")
+    )
 
 
 @pytest.mark.parametrize(

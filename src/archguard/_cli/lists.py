@@ -90,7 +90,7 @@ def cmd_derive(args: argparse.Namespace) -> int:
 
 def cmd_lint(args: argparse.Namespace) -> int:
     from archguard.lint.guards import Wheel, analyse  # noqa: PLC0415
-    from archguard.lint.render import render  # noqa: PLC0415
+    from archguard.lint.render import list_place, render  # noqa: PLC0415
     from archguard.lint.sources import (  # noqa: PLC0415
         Sources,
         include_dirs_of,
@@ -110,7 +110,7 @@ def cmd_lint(args: argparse.Namespace) -> int:
     sources = Sources.on_disk(include_dirs, inside, parse_defines(args.macros), forced)
     report = analyse(roots, Wheel(res.targets, res.toolkit, res.torch.targets), sources)
     report.vendored = vendored
-    write(render(report, res.tag, args.format, base=project))
+    write(render(report, list_place(res.request.origin, res.tag), args.format, base=project))
     return EXIT_OK if report.ok else EXIT_FAIL
 
 

@@ -17,7 +17,7 @@ from archguard._integration.session import Session, setup_error
 from archguard.core.modes import DEFAULT_LINT, Check
 from archguard.errors import ArchguardError, StubHazard
 from archguard.lint.guards import Wheel, analyse
-from archguard.lint.render import relative, text_lines
+from archguard.lint.render import list_place, relative, text_lines
 from archguard.lint.sources import Sources, include_dirs_of, include_flags, parse_defines
 from archguard.nvcc.plan import ExtensionPlan
 from archguard.settings.config import ENV_LINT, env_choice, env_lint_budget
@@ -92,7 +92,7 @@ def lint_build(
             where = f"{relative(error.file, root)}:{error.line}"
             for image in error.images:
                 proofs.setdefault(ext.name, {})[image] = f"{error.text!r} ({where})"
-        for line in text_lines(report, res.tag, root)[1:]:
+        for line in text_lines(report, list_place(res.request.origin, res.tag), root)[1:]:
             if line:
                 say(f"lint: extension {ext.name}: {line.strip()}")
     if hazards and mode == "error":

@@ -21,8 +21,21 @@ def _where(file: str, line: int, base: Path | None) -> str:
     return f"{relative(file, base)}:{line}"
 
 
-def render(report: Report, tag: str, fmt: Format = "text", base: Path | None = None) -> str:
-    """``archguard lint``'s output (and the build log's lint lines), text or json."""
+def list_place(origin: str, tag: str) -> str:
+    """Where a fix goes: the place the list came from (``Request.origin``: the environment
+    variable, a package's or a farm's ``[tool.archguard]`` key, a policy row), so that the fix
+    line names what the person really edits."""
+    if origin.startswith("policy row"):
+        return (
+            f"the list ({origin}: override it with [tool.archguard] arch_list_by_cuda.{tag}, "
+            "a farm's ARCHGUARD_CONFIG, or ARCHGUARD_ARCH_LIST)"
+        )
+    return origin
+
+
+def render(report: Report, place: str, fmt: Format = "text", base: Path | None = None) -> str:
+    """``archguard lint``'s output (and the build log's lint lines), text or json. ``place``:
+    where the list came from (:func:`list_place`), named by each fix."""
     if fmt == "json":
         import json  # noqa: PLC0415
 
@@ -59,12 +72,12 @@ def render(report: Report, tag: str, fmt: Format = "text", base: Path | None = N
             "vendored_not_linted": [relative(v, base) for v in report.vendored],
         }
         return json.dumps(data, indent=2) + "\n"
-    return "\n".join(text_lines(report, tag, base)) + "\n"
+    return "\n".join(text_lines(report, place, base)) + "\n"
 
 
-def text_lines(report: Report, tag: str, base: Path | None = None) -> list[str]:
+def text_lines(report: Report, place: str, base: Path | None = None) -> list[str]:
     out = [f"archguard lint: {report.files} files read, for a wheel holding {report.targets}"]
-    out += _hazard_lines(report, tag, base)
+    out += _hazard_lines(report, place, base)
     out += _other_lines(report, base)
     out += [
         "",
@@ -75,7 +88,7 @@ def text_lines(report: Report, tag: str, base: Path | None = None) -> list[str]:
     return out
 
 
-def _hazard_lines(report: Report, tag: str, base: Path | None) -> list[str]:
+def _hazard_lines(report: Report, place: str, base: Path | None) -> list[str]:
     out: list[str] = []
     groups: dict[tuple[str, int, str], list[Finding]] = {}
     for f in sorted(report.findings, key=lambda f: (f.file, f.line, f.device.cc)):
@@ -91,7 +104,7 @@ def _hazard_lines(report: Report, tag: str, base: Path | None) -> list[str]:
             ]
             out.append(
                 f"    {f.device} loads {f.image}, {_what(f, base)}; "
-                f"{torch}; fix: add {f.fix} to [tool.archguard] arch_list_by_cuda.{tag}"
+                f"{torch}; fix: add {f.fix} to {place}"
             )
     return out
 
