@@ -346,7 +346,25 @@ MUTATIONS = [
         "src/archguard/lint/guards.py",
         "        if is_stub(region.body) and not launches(region.body, reading.kernels):",
         "        if False:",
-        ("tests/test_lint.py::test_a_trap_the_devices_own_compile_would_take_is_not_a_hazard",),
+        (
+            "tests/test_lint.py::test_a_trap_the_devices_own_compile_would_take_is_not_a_hazard",
+            "tests/test_lint_corpus.py::test_cute_traps_the_loaded_image_skips_for_the_real_path_"
+            "are_no_finding",
+        ),
+    ),
+    Mutation(
+        # issue 33: the precision rule swallowing the first one (a kernel whose loaded image
+        # is the trap branch must still be a finding)
+        "lint-a-trap-in-the-loaded-image-hides-the-kernel",
+        "src/archguard/lint/guards.py",
+        "        if is_stub(region.body) and not launches(region.body, reading.kernels):",
+        "        if (is_stub(region.body) or (taken is not None and is_stub(taken.body))) and not "
+        "launches(region.body, reading.kernels):",
+        (
+            "tests/test_lint_corpus.py::test_natten_hopper_fmha_traps_on_a_plain_sm_90_cubin",
+            "tests/test_lint_corpus.py::test_cutlass_435_cooperative_gemm_needs_sm_90a_or_the_"
+            "12x_family",
+        ),
     ),
     Mutation(
         "lint-cuda-version-left-unknown",

@@ -1,4 +1,4 @@
-"""The stub lint on real public sources (issue #9): excerpts of four projects' CUDA code,
+"""The stub lint on real public sources (issue #9): excerpts of real projects' CUDA code,
 vendored verbatim under ``tests/lint_corpus/<project>/`` with their licence and a
 PROVENANCE file (archive, sha256, the line ranges). Every finding below was checked by hand
 against nvcc's rules: which image each served device loads from the cu130 list
@@ -33,6 +33,17 @@ image's ``__CUDA_ARCH__`` / feature macros compile.
   `constexpr bool`.
 - gptqmodel 7.7.0: a `< 750` guard around host code (a stub entry point; the real dispatch
   and launch in the #else).
+- NATTEN 0.21.7 (its sdist, with CUTLASS 4.3.5 vendored under third_party/cutlass): CUTLASS /
+  CuTe kernels built without their ``a`` (or ``f``) target trap on the GPU they were written
+  for. NATTEN's Hopper FMHA (``!defined(CUTLASS_ARCH_MMA_SM90A_ENABLED)``) and Blackwell FMHA
+  (SM100A/SM100F/SM103A/SM103F switches) and CUTLASS's cooperative SM90 GEMM
+  (``ENABLE_SM90_KERNEL_LEVEL`` from the FEAT macros and
+  ``CUDA_ARCH_CONDITIONAL_OR_FAMILY(1200/1210)``) each get their switch through the real
+  include chain (``cutlass/pipeline/pipeline.hpp`` -> ... -> ``cutlass/arch/config.h``;
+  ``cutlass/cutlass.h`` -> ``cutlass/detail/helper_macros.hpp``), excerpted under
+  ``natten/include/``. And the precision side: CuTe atoms whose ``#else`` trap a device's own
+  compile takes while the image it loads takes the real path (``== 1000`` for 10.3 on
+  ``sm_100``, ``<= 900`` for 11.0 on ``compute_90``) are no finding.
 
 The macro facts (which target defines ``__CUDA_ARCH_SPECIFIC__`` /
 ``__CUDA_ARCH_FAMILY_SPECIFIC__`` / the FEAT macros, and their values; ``__CUDACC_VER_*``)
@@ -73,7 +84,10 @@ def targets(text: str) -> Targets:
 
 def lint(path: str, wheel: str = CU130, flags: list[str] | None = None) -> Report:
     file = CORPUS / path
-    sources = Sources.on_disk([file.parent], [file.parent], parse_defines(flags or []))
+    # a project's include/ holds its excerpted headers at their original paths (natten/include
+    # mirrors CUTLASS's include/): passed as -I, as the project's build passes the original
+    dirs = [file.parent, *[d for d in [file.parent / "include"] if d.is_dir()]]
+    sources = Sources.on_disk(dirs, [file.parent], parse_defines(flags or []))
     return analyse([str(file)], Wheel(targets(wheel), TOOLKIT, TORCH), sources)
 
 
@@ -101,6 +115,7 @@ def test_every_project_is_vendored_with_its_licence_and_provenance() -> None:
         "gptqmodel",
         "llama_cpp",
         "mamba_ssm",
+        "natten",
         "tilelang",
         "torch_harmonics",
         "vllm",
@@ -111,6 +126,12 @@ def test_every_project_is_vendored_with_its_licence_and_provenance() -> None:
         assert "licen" in (CORPUS / name / "LICENSE").read_text().lower()
         for excerpt in [*CORPUS.joinpath(name).glob("*.cu"), *CORPUS.joinpath(name).glob("*.cuh")]:
             assert excerpt.name in provenance, (name, excerpt.name)
+        # headers under include/ (original paths, for the #include lines): named by their path
+        include = CORPUS / name / "include"
+        for header in include.rglob("*") if include.is_dir() else []:
+            if header.is_file():
+                where = header.relative_to(CORPUS / name).as_posix()
+                assert f"-> {where} lines " in provenance, (name, where)
 
 
 def test_cutlass_sm90a_wrappers_trap_on_a_plain_sm_90_cubin() -> None:
@@ -244,6 +265,34 @@ def test_flashinfer_grid_dependency_guard_reads_false_from_cutlass_family_macros
     assert not lint("flashinfer/grid_dependency_control.cu", FAMILY, GDC_BUILD).findings
 
 
+def test_flashinfer_grid_dependency_guard_with_both_switches() -> None:
+    """The same guards with both PDL switches, -DCUTLASS_ENABLE_GDC_FOR_SM90 and
+    -DCUTLASS_ENABLE_GDC_FOR_SM100 (PROVENANCE names which of flashinfer's JIT modules pass
+    which): line 5's SM90 condition also needs `__CUDA_ARCH_FEAT_SM90_ALL`, which only sm_90a
+    defines, so the plain sm_90 cubin 9.0 loads compiles the griddepcontrol asm out as well
+    (fix: 9.0a); the 10.x-12.x devices' fix is their family target, as without the switch."""
+    both = ["-DCUTLASS_ENABLE_GDC_FOR_SM90", "-DCUTLASS_ENABLE_GDC_FOR_SM100"]
+    report = lint("flashinfer/grid_dependency_control.cu", flags=both)
+    assert not report.not_understood
+    images = {"9.0": "sm_90", "10.0": "sm_100", "10.3": "sm_100", "11.0": "compute_90 (JIT)"}
+    fixes = {"9.0": "9.0a"}
+    assert found(report) == {
+        (
+            "grid_dependency_control.cu",
+            line,
+            cc,
+            images.get(cc, "sm_120"),
+            "empty",
+            fixes.get(cc, f"{cc}f"),
+        )
+        for line in (38, 48)
+        for cc in ("9.0", *BLACKWELL_UP)
+    }
+    # no cu130 image enables GDC through either block
+    assert {5, 12} <= {d.line for d in report.dead}
+    assert not lint("flashinfer/grid_dependency_control.cu", FAMILY, both).findings
+
+
 def test_flashinfer_error_for_plain_targets_and_an_unused_value() -> None:
     """arch_condition.h: `#if __CUDA_ARCH__ >= 900` / `#if CUDA_VERSION >= 12090` (13000 once
     <cuda.h> is included: the toolkit's value, though cuda.h is outside the scan) / `#if
@@ -365,3 +414,91 @@ def test_gptqmodel_a_stub_entry_point_for_old_arches_is_dead_code_here() -> None
         report = lint("gptqmodel/gptq_marlin.cu", wheel)
         assert not report.findings and not report.errors, wheel
         assert 13 in {d.line for d in report.dead if Path(d.file).name == "gptq_marlin.cu"}
+
+
+# cu130 with sm_90a in place of sm_90
+CU130_90A = CU130.replace("sm_90 ", "sm_90a ")
+
+
+def test_natten_hopper_fmha_traps_on_a_plain_sm_90_cubin() -> None:
+    """fmha_kernel_tma_warpspecialized.hpp:184 `#if !defined(CUTLASS_ARCH_MMA_SM90A_ENABLED)`:
+    CUTE_INVALID_CONTROL_PATH (an assert and a printf); the #else (line 28 here) is the kernel. The
+    switch comes from cutlass/arch/config.h through pipeline.hpp -> sm90_pipeline.hpp ->
+    barrier.h, defined only under `__CUDA_ARCH_FEAT_SM90_ALL`: an H100 loading the plain sm_90
+    cubin runs the trap. No other device's own compile has the kernel."""
+    report = lint("natten/fmha_kernel_tma_warpspecialized.cu")
+    assert found(report) == {
+        ("fmha_kernel_tma_warpspecialized.cu", 28, "9.0", "sm_90", "trap", "9.0a")
+    }
+    assert not report.not_understood and not report.errors
+    # the switch is reached through the include chain, not assumed: config.h's SM90A #define
+    # is dead for this list (only sm_90a would compile it)
+    assert ("config.h", 19, ("9.0a",)) in {
+        (Path(d.file).name, d.line, d.needs) for d in report.dead
+    }
+    fixed = lint("natten/fmha_kernel_tma_warpspecialized.cu", CU130_90A)
+    assert not fixed.findings and not fixed.not_understood
+    assert not lint("natten/fmha_kernel_tma_warpspecialized.cu", FAMILY).findings
+
+
+def test_natten_blackwell_fmha_prints_instead_of_running_on_a_plain_sm_100_cubin() -> None:
+    """sm100_fmha_fwd_kernel_tma_warpspecialized.hpp:285-292: `#if (!defined(..._SM100A_ENABLED)
+    && !..._SM100F_ && !..._SM103A_ && !..._SM103F_)` -> a printf only (a trap: nothing runs),
+    #else (line 37 here) the kernel. config.h defines the A switches from the FEAT macros and
+    the F ones from CUDA_ARCH_FAMILY(1000/1030), (false) on plain targets: 10.0 and 10.3 load
+    sm_100, which has the printf; their family target (10.0f, 10.3f) fixes it. 11.0 JITs
+    compute_90 and its own compile has no SM100/SM103 switch either: no finding."""
+    report = lint("natten/sm100_fmha_fwd_kernel_tma_warpspecialized.cu")
+    assert found(report) == {
+        ("sm100_fmha_fwd_kernel_tma_warpspecialized.cu", 37, cc, "sm_100", "trap", f"{cc}f")
+        for cc in ("10.0", "10.3")
+    }
+    assert not report.not_understood and not report.errors
+    assert not lint("natten/sm100_fmha_fwd_kernel_tma_warpspecialized.cu", FAMILY).findings
+
+
+def test_cutlass_435_cooperative_gemm_needs_sm_90a_or_the_12x_family() -> None:
+    """CUTLASS 4.3.5 (vendored in NATTEN) sm90_gemm_tma_warpspecialized_cooperative.hpp:359-370:
+    ENABLE_SM90_KERNEL_LEVEL is defined from `__CUDA_ARCH_FEAT_SM90/120/121_ALL ||
+    CUDA_ARCH_CONDITIONAL_OR_FAMILY(1200) || ...(1210)` (helper_macros.hpp, through
+    cutlass/cutlass.h); `#if ! defined(ENABLE_SM90_KERNEL_LEVEL)` traps, the #else (line 54
+    here) is the kernel. 9.0 on sm_90 and 12.0/12.1 on sm_120 run the trap; the fixes are 9.0a
+    and the 12.x family targets. 10.x and 11.0 trap in their own compiles too: no finding."""
+    report = lint("natten/sm90_gemm_tma_warpspecialized_cooperative.cu")
+    images = {"9.0": "sm_90", "12.0": "sm_120", "12.1": "sm_120"}
+    fixes = {"9.0": "9.0a", "12.0": "12.0f", "12.1": "12.1f"}
+    assert found(report) == {
+        ("sm90_gemm_tma_warpspecialized_cooperative.cu", 54, cc, images[cc], "trap", fixes[cc])
+        for cc in images
+    }
+    assert not report.not_understood and not report.errors
+    assert not lint("natten/sm90_gemm_tma_warpspecialized_cooperative.cu", FAMILY).findings
+
+
+def test_cute_traps_the_loaded_image_skips_for_the_real_path_are_no_finding() -> None:
+    """The precision rule on CuTe's own atoms: a region whose code is a trap, compiled by the
+    device's own target and not by the image it loads, which takes the real path instead, loses
+    nothing. mma_sm100.hpp: `#if defined(CUTE_ARCH_FFMA2_SM100_ENABLED)` (cute/arch/config.hpp,
+    from config.h's `__CUDA_ARCH__ == 1000` switch, plain targets included) / #else
+    CUTE_INVALID_CONTROL_PATH: 10.3 loads sm_100 (the real path; its own sm_103 traps).
+    mma_sm80.hpp: `CUTE_ARCH_MMA_B1_AND_SM80_ENABLED` for `800 <= __CUDA_ARCH__ <= 900`: 11.0
+    JITs compute_90 (the real path; its own compile traps). Neither #else (lines 26 and 46 of
+    mma_sm100, 57 of mma_sm80) is reported; the other direction is."""
+    reports = {
+        (name, wheel): lint(name, wheel)
+        for name in ("natten/mma_sm100.cu", "natten/mma_sm80.cu")
+        for wheel in (CU130, FAMILY)
+    }
+    assert {key: found(r) for key, r in reports.items()} == {key: set() for key in reports}
+    assert not [r.not_understood for r in reports.values() if r.not_understood]
+    # the other direction, where the image takes the trap and the device's own compile the
+    # real path: 10.0 JIT-compiling compute_90; 8.0-9.0 JIT-compiling compute_75
+    low = lint("natten/mma_sm100.cu", "sm_80 sm_86 sm_90 compute_90")
+    assert found(low) == {
+        ("mma_sm100.cu", line, "10.0", "compute_90 (JIT)", "trap", "10.0") for line in (24, 44)
+    }
+    old = lint("natten/mma_sm80.cu", SM75_PTX)
+    assert found(old) == {
+        ("mma_sm80.cu", 46, cc, "compute_75 (JIT)", "trap", cc)
+        for cc in ("8.0", "8.6", "8.7", "8.8", "8.9", "9.0")
+    }
