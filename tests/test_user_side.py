@@ -20,6 +20,7 @@ import pytest
 from realtools import (
     REPO,
     build_env,
+    copy_tree,
     needs_cuda_torch,
     needs_cuobjdump,
     needs_nvcc,
@@ -164,3 +165,34 @@ def test_doctor_reads_a_wheel_built_without_archguard_from_its_binaries(tmp_path
     assert package["binaries"][0]["targets"] == ["sm_90a"]
     tiers = {f["gpu"]: f["tier"] for f in data["findings"]}
     assert tiers == {"9.0": "native", "8.0": "nothing"} and proc.returncode == 1
+
+
+def test_doctor_names_the_fp8_trap_from_the_lint_where_the_build_did_not_disassemble(
+    tmp_path: Path,
+) -> None:
+    """A farm without nvdisasm (here ARCHGUARD_STUBS=0, the same record): the wheel has no
+    stub classification, and doctor takes the build's recorded lint hazards for the image the
+    GPU loads, and says that is what it used."""
+    src = copy_tree(REPO / "example_package", tmp_path / "src")
+    env = build_env(ARCHGUARD_ARCH_LIST="8.0", ARCHGUARD_STUBS="0")
+    proc = pip_wheel(src, tmp_path / "out", env=env)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log[-4000:]
+    assert "stubs: off (ARCHGUARD_STUBS)" in log
+    wheel = only_wheel(tmp_path / "out")
+    site = install(wheel, tmp_path / "site")
+    ada = doctor("--path", str(site), "--device", "8.9")
+    assert ada.returncode == 0, ada.stdout + ada.stderr
+    assert "native (sm_80 cubin)" in ada.stdout
+    assert "stubs in" not in ada.stdout  # nothing was disassembled
+    assert (
+        "guarded code compiled out of sm_80, the image 8.9 loads (from the build's lint; its "
+        "kernels were not disassembled): src/archguard_example/csrc/fp8.cu:" in ada.stdout
+    )
+    assert "(trap in sm_80; fix: add 8.9)" in ada.stdout
+    data = json.loads(doctor("--path", str(site), "--device", "8.9", "--format", "json").stdout)
+    (finding,) = data["findings"]
+    assert finding["stubs_from"] == "lint" and finding["stubs"] == []
+    # a device whose own cubin is in the wheel: nothing from the lint
+    ampere = json.loads(doctor("--path", str(site), "--device", "8.0", "--format", "json").stdout)
+    assert [f["lint"] for f in ampere["findings"]] == [[]]

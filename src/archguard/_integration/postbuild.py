@@ -22,6 +22,7 @@ from archguard.binaries.verify import Checked, Expectation, check_binaries, rend
 from archguard.detect.cuobjdump import find_cuobjdump
 from archguard.detect.sass import find_nvdisasm
 from archguard.errors import ArchguardError, BuildVerifyFailed, CuobjdumpNotFound, StubHazard
+from archguard.settings.config import env_stubs
 
 ELF_MAGIC = b"\x7fELF"
 
@@ -147,6 +148,16 @@ def _stubs(
     """Where nvdisasm is found (and the lint is on): every kernel in every image of the
     built binaries, real or a stub, and any served device that runs a stub."""
     mode = lint_mode(session)
+    try:
+        wanted = env_stubs(os.environ)
+    except ArchguardError as exc:
+        raise setup_error(exc) from None
+    if mode != "off" and not wanted:
+        say(
+            "stubs: off (ARCHGUARD_STUBS): the kernels are not disassembled; the lint's "
+            "hazards are recorded in their place"
+        )
+        return
     nvdisasm = find_nvdisasm(near=cuobjdump) if mode != "off" else None
     if nvdisasm is None:
         if mode != "off":

@@ -82,6 +82,20 @@ def lint_build(
             "dead": len(report.dead),
             "errors_reached": len(report.errors),
             "not_understood": len(report.not_understood),
+            # each hazard by device and the image it loads: doctor reads them where the
+            # build could not disassemble the kernels (no nvdisasm, ARCHGUARD_STUBS=0)
+            "hazards": [
+                {
+                    "file": relative(f.file, root),
+                    "line": f.line,
+                    "guard": f.guard,
+                    "device": f.device.cc_text,
+                    "image": f.image.split(" ", 1)[0],
+                    "kind": f.kind,
+                    "fix": str(f.fix),
+                }
+                for f in report.findings
+            ],
         }
         if report.ok and not report.not_understood and not report.unfinished:
             say(f"lint: extension {ext.name}: no stub hazard in {report.files} files")

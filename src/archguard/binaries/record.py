@@ -132,7 +132,7 @@ class BuildFacts:
     extensions: dict[str, dict[str, object]] = field(default_factory=dict)
     verified: list[dict[str, object]] = field(default_factory=list)
     parallel: dict[str, object] = field(default_factory=dict)
-    linted: dict[str, dict[str, int]] = field(default_factory=dict)
+    linted: dict[str, dict[str, object]] = field(default_factory=dict)
     toolkit_completion: dict[str, object] = field(default_factory=dict)
     compiler_cache: dict[str, object] = field(default_factory=dict)
     # each extension's targets, as planned (what its binary must hold), by name
@@ -214,6 +214,23 @@ Stubs = dict[str, dict[str, StubKind]]
 
 
 @dataclass(frozen=True)
+class LintHazard:
+    """One stub hazard the build's lint recorded: the guarded region, the device, the image
+    it loads (``sm_86``, ``compute_90``), what that image has there, and the target to add."""
+
+    file: str
+    line: int
+    device: str  # "8.9"
+    image: str
+    kind: str
+    fix: str
+
+    @property
+    def where(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+@dataclass(frozen=True)
 class RecordedTargets:
     """What a record promises: the wheel's targets and a label naming the record and its
     list, per extension (by its file inside the wheel) that extension's own targets and its
@@ -224,6 +241,7 @@ class RecordedTargets:
     extensions: dict[str, tuple[str, Targets]] = field(default_factory=dict)  # file -> name
     stubs: dict[str, Stubs] = field(default_factory=dict)  # file -> its kernels' kinds
     cuda: str | None = None  # "13.0"
+    hazards: dict[str, tuple[LintHazard, ...]] = field(default_factory=dict)  # file -> lint's
 
     def file_for(self, member: str) -> str | None:
         """The recorded file of the extension whose binary ``member`` is (a path in a wheel
@@ -267,6 +285,27 @@ def _stubs(value: object) -> Stubs:
     return out
 
 
+def _hazards(value: object) -> tuple[LintHazard, ...]:
+    """An extension's lint part's ``hazards`` (ValueError if malformed; none in records
+    written before they were recorded)."""
+    if not isinstance(value, dict) or value.get("hazards") is None:
+        return ()
+    items = value["hazards"]
+    if not isinstance(items, list) or not all(isinstance(h, dict) for h in items):
+        raise ValueError("lint hazards must be a list of objects")
+    return tuple(
+        LintHazard(
+            str(h["file"]),
+            int(h["line"]),
+            str(h["device"]),
+            str(h["image"]),
+            str(h["kind"]),
+            str(h["fix"]),
+        )
+        for h in items
+    )
+
+
 def parse_record(text: str, where: str) -> dict[str, object]:
     """A record's data, its schema checked (:class:`BinaryReadError` if it is not JSON or not
     a record this archguard reads)."""
@@ -289,7 +328,9 @@ def read_record(text: str, where: str) -> RecordedTargets:
         targets = targets_from_record(data["targets"], where)
         extensions: dict[str, tuple[str, Targets]] = {}
         stubs: dict[str, Stubs] = {}
+        hazards: dict[str, tuple[LintHazard, ...]] = {}
         build = data.get("build")
+        linted = build.get("lint", {}) if isinstance(build, dict) else {}
         for ext in build.get("extensions", []) if isinstance(build, dict) else []:
             if isinstance(ext, dict) and ext.get("file") and "targets" in ext:
                 name, file = str(ext.get("name")), str(ext["file"])
@@ -298,6 +339,7 @@ def read_record(text: str, where: str) -> RecordedTargets:
                     targets_from_record(ext["targets"], f"{where} extension {name}"),
                 )
                 stubs[file] = _stubs(ext.get("stubs"))
+                hazards[file] = _hazards(linted.get(name) if isinstance(linted, dict) else None)
         raw_cuda, raw_torch = data.get("cuda"), data.get("torch")
         cuda: dict[str, object] = raw_cuda if isinstance(raw_cuda, dict) else {}
         torch: dict[str, object] = raw_torch if isinstance(raw_torch, dict) else {}
@@ -307,7 +349,7 @@ def read_record(text: str, where: str) -> RecordedTargets:
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise BinaryReadError(f"{where} is not a readable archguard record ({exc}).") from None
     version = str(cuda["version"]) if cuda.get("version") else None
-    return RecordedTargets(targets, label, extensions, stubs, version)
+    return RecordedTargets(targets, label, extensions, stubs, version, hazards)
 
 
 def read_wheel_record(wheel: zipfile.ZipFile, where: str) -> RecordedTargets | None:

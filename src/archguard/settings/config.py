@@ -80,6 +80,7 @@ ENV_LINT = "ARCHGUARD_LINT"
 ENV_LINT_BUDGET = "ARCHGUARD_LINT_BUDGET"
 ENV_COMPILER_CACHE = "ARCHGUARD_COMPILER_CACHE"
 ENV_WHEEL_VARIANT = "ARCHGUARD_WHEEL_VARIANT"
+ENV_STUBS = "ARCHGUARD_STUBS"
 ENV_KNOWN = (
     ENV_ARCH_LIST,
     ENV_POLICY,
@@ -91,6 +92,7 @@ ENV_KNOWN = (
     ENV_LINT_BUDGET,
     ENV_COMPILER_CACHE,
     ENV_WHEEL_VARIANT,
+    ENV_STUBS,
 )
 
 
@@ -344,6 +346,18 @@ def env_wheel_variant(environ: Mapping[str, str]) -> bool | None:
         environ,
         ENV_WHEEL_VARIANT,
         "set it to 1 to have archguard wheel write a wheel-variant copy of each wheel",
+    )
+
+
+def env_stubs(environ: Mapping[str, str]) -> bool:
+    """``ARCHGUARD_STUBS``: False when set to an off word (the build does not disassemble its
+    kernels; the lint's recorded hazards stand in for them); True when unset."""
+    if not (environ.get(ENV_STUBS) or "").strip():
+        return True
+    return _env_switch(
+        environ,
+        ENV_STUBS,
+        "set it to 0 to skip the build's per-kernel disassembly (the stub classification)",
     )
 
 

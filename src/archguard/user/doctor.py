@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
-from archguard.binaries.record import RECORD_NAME, RecordedTargets, Stubs, read_record
+from archguard.binaries.record import RECORD_NAME, LintHazard, RecordedTargets, Stubs, read_record
 from archguard.core.arch import Targets
 from archguard.core.coverage import Device, Tier, device_coverage
 from archguard.core.kinds import REAL
@@ -39,6 +39,7 @@ class Binary:
     source: str  # "record", "cuobjdump", or why it is unread
     stubs: Stubs = field(default_factory=dict)  # kernel -> image -> kind
     built_with: tuple[int, int] | None = None  # the CUDA toolkit that compiled it
+    hazards: tuple[LintHazard, ...] = ()  # the build's lint, by device and image
 
 
 @dataclass
@@ -57,6 +58,14 @@ class Finding:
     via: str | None
     stubs: tuple[str, ...] = ()  # "kernel (trap)" in the image this GPU loads
     jit_note: str = ""
+    # where the build's lint found guarded code this GPU's image compiles out, used where the
+    # kernels were not disassembled (the record has no stub classification)
+    lint: tuple[str, ...] = ()
+
+    @property
+    def stubs_from(self) -> str | None:
+        """What the stub line rests on: the disassembly, the build's lint, or nothing."""
+        return "disassembly" if self.stubs else "lint" if self.lint else None
 
     @property
     def word(self) -> str:
@@ -100,7 +109,14 @@ def _from_record(record: RecordedTargets, file: str) -> Binary | None:
     if own is None:
         return None
     _, targets = record.extensions[own]
-    return Binary(file, targets, "record", record.stubs.get(own, {}), _version_pair(record.cuda))
+    return Binary(
+        file,
+        targets,
+        "record",
+        record.stubs.get(own, {}),
+        _version_pair(record.cuda),
+        record.hazards.get(own, ()),
+    )
 
 
 def _binary(
@@ -206,6 +222,13 @@ def _finding(
         for kernel, images in sorted(binary.stubs.items())
         if images.get(image, REAL) != REAL
     )
+    lint: tuple[str, ...] = ()
+    if not binary.stubs:  # not disassembled: the build's lint says what this image lacks
+        lint = tuple(
+            f"{h.where} ({h.kind} in {h.image}; fix: add {h.fix})"
+            for h in binary.hazards
+            if h.device == gpu.cc_text and h.image == image
+        )
     note = ""
     if cov.tier is Tier.JIT:
         note = "JIT-compiled by the driver at first load (minutes; redone after a driver upgrade)"
@@ -215,7 +238,7 @@ def _finding(
                 f"CUDA {binary.built_with[0]}.{binary.built_with[1]} that wrote the PTX: it "
                 "cannot JIT it"
             )
-    return Finding(gpu, package.name, binary.file, cov.tier, cov.via, stubs, note)
+    return Finding(gpu, package.name, binary.file, cov.tier, cov.via, stubs, note, lint)
 
 
 def torch_line(gpu: Device, torch: tuple[str, Targets | None]) -> str:
@@ -295,6 +318,8 @@ def record(d: Diagnosis) -> dict[str, object]:
                 "tier": f.word,
                 "via": f.via,
                 "stubs": list(f.stubs),
+                "lint": list(f.lint),
+                "stubs_from": f.stubs_from,
                 "note": f.jit_note,
             }
             for f in findings
@@ -343,6 +368,12 @@ def text(d: Diagnosis) -> str:
             if f.stubs:
                 lines.append(
                     f"    stubs in {f.via}, the image {gpu.cc_text} loads: {', '.join(f.stubs)}"
+                )
+            if f.lint:
+                lines.append(
+                    f"    guarded code compiled out of {f.via}, the image {gpu.cc_text} loads "
+                    f"(from the build's lint; its kernels were not disassembled): "
+                    f"{', '.join(f.lint)}"
                 )
     bad = failed(findings)
     lines += [
