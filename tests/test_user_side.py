@@ -196,3 +196,52 @@ def test_doctor_names_the_fp8_trap_from_the_lint_where_the_build_did_not_disasse
     # a device whose own cubin is in the wheel: nothing from the lint
     ampere = json.loads(doctor("--path", str(site), "--device", "8.0", "--format", "json").stdout)
     assert [f["lint"] for f in ampere["findings"]] == [[]]
+
+
+def sm90a_package(root: Path) -> Path:
+    """A package that never heard of archguard, with a CUTLASS-style sm_90a-only kernel."""
+    root.mkdir(parents=True)
+    shutil.copy(HOPPER / "sm90a_only.cu", root / "sm90a_only.cu")
+    (root / "mod.c").write_text((MINI / "mod.c").read_text().replace("_minicuda", "_sm90a"))
+    (root / "setup.py").write_text(
+        "from setuptools import Extension, setup\n"
+        "from torch.utils.cpp_extension import BuildExtension\n"
+        'setup(name="sm90a-kernel", version="1.0", ext_modules=[Extension("_sm90a", '
+        '["mod.c", "sm90a_only.cu"], extra_compile_args={"cxx": [], "nvcc": []})], '
+        'cmdclass={"build_ext": BuildExtension})\n'
+    )
+    return root
+
+
+def test_the_build_lint_names_the_sm_90a_trap_and_the_fix_and_verify_agrees(
+    tmp_path: Path,
+) -> None:
+    """Built with the cu130 row, H100 loads the plain sm_90 cubin, where the kernel is the
+    trap: the in-build lint names 9.0 and the fix 9.0a, and the disassembly finds the trap in
+    sm_90. Built with 9.0a (an explicit list keeps the a target), the lint is silent and the
+    disassembly finds the kernel real in the image 9.0 loads."""
+    src = sm90a_package(tmp_path / "src")
+    plain = pip_wheel(src, tmp_path / "plain", env=build_env(ARCHGUARD_ENABLE="1"))
+    log = plain.stdout + plain.stderr
+    assert plain.returncode == 0, log[-4000:]
+    assert (
+        "9.0 (H100, H200, GH200) loads sm_90, which compiles it out (trap instead); torch runs "
+        "there; fix: add 9.0a to the list (policy row cu130" in log
+    )
+    assert "lint: extension _sm90a: result: FINDINGS (1 stub hazard, 0 #error reached)" in log
+    stubs = run_main("verify", "--stubs", str(only_wheel(tmp_path / "plain")), env=build_env())
+    # the disassembly agrees: no image of this wheel runs the kernel, sm_90 included
+    assert "sm90a_scale(float*, int): a stub in every image" in stubs.stdout, stubs.stdout
+
+    specific = pip_wheel(
+        src, tmp_path / "a", env=build_env(ARCHGUARD_ENABLE="1", ARCHGUARD_ARCH_LIST="9.0a")
+    )
+    log = specific.stdout + specific.stderr
+    assert specific.returncode == 0, log[-4000:]
+    assert "lint: extension _sm90a: no stub hazard in 1 files" in log
+    wheel = only_wheel(tmp_path / "a")
+    # 9.0a keeps the a target, with the policy's PTX net as plain compute_90 beside it
+    assert wheel_so_targets(wheel, tmp_path) == ["sm_90a", "compute_90"]
+    agreed = run_main("verify", "--stubs", "--fail-on-stubs", str(wheel), env=build_env())
+    assert agreed.returncode == 0, agreed.stdout + agreed.stderr
+    assert "sm90a_scale(float*, int): real in sm_90a" in agreed.stdout
