@@ -115,6 +115,7 @@ def test_torch_missing(tmp_path: Path) -> None:
     assert "torch is not installed" in proc.stderr and "Traceback" not in proc.stderr
 
 
+@pytest.mark.torch
 @pytest.mark.skipif(torch_cuda() != "13.0", reason="needs the CUDA 13.0 build of torch")
 def test_cuda_major_mismatch(run_cli) -> None:  # type: ignore[no-untyped-def]
     """The real torch (CUDA 13.0) against a CUDA 12.8 toolkit."""

@@ -48,8 +48,14 @@ def test_no_pyproject_is_not_opted_in(tmp_path: Path) -> None:
 
 PROBE = """
 import json, os, sys
+from importlib.metadata import entry_points
 from setuptools import Distribution
 os.chdir(sys.argv[1])
+# other plugins' hooks (scikit-build-core's imports packaging) loaded first: what is left
+# is archguard's own
+for ep in entry_points(group="setuptools.finalize_distribution_options"):
+    if ep.name != "archguard":
+        ep.load()
 before = set(sys.modules)
 dist = Distribution({"name": "x", "version": "1"})  # runs every finalize hook
 after = set(sys.modules)

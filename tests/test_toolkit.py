@@ -18,11 +18,10 @@ from archguard.core.toolkit import (
 )
 from archguard.detect.nvcc import find_nvcc, parse_nvcc_version, probe_toolkit
 from archguard.errors import NvccNotFound, NvccUnusable, UnknownToolkit
+from realtools import needs_nvcc
 
 CUDA_HOME = os.environ.get("AG_TEST_CUDA_HOME", "/usr/local/cuda")
-has_nvcc = pytest.mark.skipif(
-    not Path(CUDA_HOME, "bin", "nvcc").is_file(), reason=f"no nvcc under {CUDA_HOME}"
-)
+has_nvcc = needs_nvcc  # realtools' mark: conftest tags the tests it guards `nvcc`
 
 
 def test_table_covers_the_policy_rows() -> None:

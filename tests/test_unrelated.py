@@ -88,7 +88,15 @@ def fresh_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import setuptools
 
     subprocess.run(
-        [str(python), "-m", "pip", "install", "-q", f"setuptools=={setuptools.__version__}"],
+        [
+            str(python),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            f"setuptools=={setuptools.__version__}",
+            "wheel",  # setuptools < 70.1 builds wheels through it
+        ],
         check=True,
         capture_output=True,
     )

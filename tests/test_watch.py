@@ -11,7 +11,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from realtools import build_env, cli
+from realtools import REPO, build_env, cli, needs_cuobjdump
 
 
 def fake_torch(directory: Path, version: str) -> Path:
@@ -65,6 +65,7 @@ def test_watch_against_the_farm_table_and_nothing_missing(tmp_path: Path) -> Non
     assert f"checked against {table}" in proc.stdout
 
 
+@needs_cuobjdump  # --probe reads each download with it
 def test_watch_probe_downloads_each_missing_release_and_says_what_it_could_not_read(
     tmp_path: Path,
 ) -> None:
@@ -100,3 +101,41 @@ def test_an_unreachable_index_is_one_clear_error(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert "archguard error [index-unreachable]" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_a_pip_without_json_is_named_not_blamed_on_the_network(tmp_path: Path) -> None:
+    """`pip index versions --json` came with pip 25.1; the pip `python -m venv` bundles here is
+    older. watch says so and how to upgrade, not "check the network" (exit 2)."""
+    import os
+    import subprocess
+    import venv
+
+    import packaging
+    import yaml
+
+    root = tmp_path / "v"
+    venv.create(root, with_pip=True)  # ensurepip's bundled pip: no download
+    python = str(root / "bin" / "python")
+    probe = subprocess.run(
+        [python, "-m", "pip", "index", "versions", "pip", "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert "no such option: --json" in probe.stderr, "this Python bundles a pip with --json"
+    deps = tmp_path / "deps"  # archguard's own dependencies, nothing else of this venv
+    deps.mkdir()
+    for module in (packaging, yaml):
+        (deps / module.__name__).symlink_to(Path(module.__file__).parent)  # type: ignore[arg-type]
+    env = {**build_env(), "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(deps)])}
+    proc = subprocess.run(
+        [python, "-m", "archguard", "watch", "--format", "json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert json.loads(proc.stdout)["error"]["code"] == "pip-too-old"
+    assert proc.stderr.startswith("archguard error [pip-too-old]: archguard watch lists")
+    assert 'pip install -U "pip>=25.1"' in proc.stderr and "network" not in proc.stderr

@@ -144,6 +144,12 @@ class IndexUnreachable(ArchguardError):
     code = "index-unreachable"
 
 
+class PipTooOld(ArchguardError):
+    """``watch`` asks ``pip index versions --json``, which the interpreter's pip lacks."""
+
+    code = "pip-too-old"
+
+
 class VariantsUnavailable(ArchguardError):
     """``archguard variant`` needs ``variantlib`` (the ``variants`` extra), not installed."""
 
@@ -215,6 +221,7 @@ ALL_ERRORS: tuple[type[ArchguardError], ...] = (
     EmptyExtension,
     CompileFailed,
     IndexUnreachable,
+    PipTooOld,
     VariantsUnavailable,
     CompilerCacheMissing,
     BuildVerifyFailed,

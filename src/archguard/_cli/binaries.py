@@ -87,19 +87,12 @@ def cmd_watch(args: argparse.Namespace) -> int:
     import json  # noqa: PLC0415
 
     from archguard.core.torchbuild import parse_torch_version  # noqa: PLC0415
-    from archguard.errors import IndexUnreachable  # noqa: PLC0415
     from archguard.settings.inputs import torch_facts  # noqa: PLC0415
     from archguard.user import watch  # noqa: PLC0415
 
     builds = torch_facts(args.torch_builds)
     since = parse_torch_version(args.since, "--since") if args.since else None
-    try:
-        versions = watch.available(args.pip_args)
-    except IndexUnreachable as exc:
-        from archguard.reports.text import render_error  # noqa: PLC0415
-
-        print(render_error(exc), file=sys.stderr)
-        return EXIT_USAGE
+    versions = watch.available(args.pip_args)  # an IndexUnreachable / PipTooOld exits 2
     missing, floor = watch.missing_releases(versions, builds, since)
     table = args.torch_builds or "the bundled torch_builds.yml"
     watched = watch.Watched(table, [v for v in versions if v >= floor], missing, floor)

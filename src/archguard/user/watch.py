@@ -23,7 +23,7 @@ from packaging.version import InvalidVersion, Version
 
 from archguard.core.torchbuild import BundledBuild, release_minor
 from archguard.detect.tools import DOWNLOAD_TIMEOUT_S, INDEX_TIMEOUT_S, ToolFailed, run
-from archguard.errors import ConfigError, IndexUnreachable
+from archguard.errors import ConfigError, IndexUnreachable, PipTooOld
 
 if TYPE_CHECKING:
     import subprocess
@@ -48,12 +48,27 @@ def _pip(args: Sequence[str], timeout: float) -> subprocess.CompletedProcess[str
         ) from None
 
 
+def _pip_version() -> str:
+    from importlib import metadata  # noqa: PLC0415
+
+    try:
+        return f"pip {metadata.version('pip')}"
+    except metadata.PackageNotFoundError:
+        return "pip of unknown version"
+
+
 def available(pip_args: Sequence[str] = (), timeout: float = PIP_TIMEOUT) -> list[Version]:
     """Every final torch release the index offers for this interpreter, newest first."""
     proc = _pip(
         ["index", "versions", "torch", "--json", "--retries", "1", "--timeout", "15", *pip_args],
         timeout,
     )
+    if proc.returncode != 0 and "no such option: --json" in proc.stderr:
+        raise PipTooOld(
+            f"archguard watch lists torch's releases with `pip index versions --json`, and the "
+            f"pip of {sys.executable} ({_pip_version()}) has no --json there (pip 25.1 added "
+            f'it). Upgrade it: {sys.executable} -m pip install -U "pip>=25.1".'
+        )
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         raise IndexUnreachable(
