@@ -220,8 +220,7 @@ def fuzz_config_table(table: object) -> None:
 def fuzz_pyproject_bytes(raw: bytes) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         Path(tmp, "pyproject.toml").write_bytes(raw)
-        hook_says = opted_in(str(Path(tmp, "pyproject.toml")))
-        assert hook_says in (True, False)  # the hook never raises
+        hook_says = opted_in(str(Path(tmp, "pyproject.toml")))  # raising fails the fuzz
         try:
             project = load_project(tmp)
         except ArchguardError:

@@ -111,3 +111,17 @@ def test_a_bad_lint_budget_is_one_error_naming_it(value: str) -> None:
         env_lint_budget({"ARCHGUARD_LINT_BUDGET": value})
     text = str(caught.value)
     assert f"ARCHGUARD_LINT_BUDGET={value!r}" in text and "e.g. 30" in text
+
+
+def test_an_unknown_key_gets_the_suggestion_and_the_key_names_not_every_description() -> None:
+    from archguard.settings.config import CONFIG_KEYS, parse_config
+
+    try:
+        parse_config({"max_job": 2}, "p/pyproject.toml [tool.archguard]", Path())
+    except ConfigError as exc:
+        (line,) = [x for x in str(exc).splitlines() if "unknown key" in x]
+    else:
+        raise AssertionError("an unknown key must be an error")
+    assert "Did you mean 'max_jobs'?" in line
+    assert all(name in line for name in CONFIG_KEYS)
+    assert not any(doc in line for doc in CONFIG_KEYS.values()) and len(line) < 300

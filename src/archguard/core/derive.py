@@ -208,13 +208,10 @@ def derive(
         Derived(cuda, releases, union, union_ptx, entries, tuple(steps), reason, exceptions),
         policy,
         cells,
-        devices,
     )
 
 
-def _compare(
-    derived: Derived, policy: Policy, cells: Sequence[BundledBuild], devices: Sequence[Device]
-) -> Derived:
+def _compare(derived: Derived, policy: Policy, cells: Sequence[BundledBuild]) -> Derived:
     """Where the policy already has the row: the difference, arch by arch, and why."""
     tag = derived.cuda.tag
     existing = policy.rows.get(tag)

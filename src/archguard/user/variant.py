@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 import shutil
 import zipfile
 from collections.abc import Sequence
@@ -202,10 +201,3 @@ def recorded_cuda(wheel: Path) -> str | None:
     except (OSError, zipfile.BadZipFile, BinaryReadError):
         return None
     return recorded.cuda if recorded is not None else None
-
-
-def read_variant(wheel: Path) -> dict[str, object]:
-    """The ``variant.json`` of a variant wheel (for tests and users)."""
-    with zipfile.ZipFile(wheel) as zf:
-        (name,) = [n for n in zf.namelist() if n.endswith(".dist-info/variant.json")]
-        return json.loads(zf.read(name))  # type: ignore[no-any-return]
