@@ -19,5 +19,8 @@ if [ -n "$cpu_wheel" ]; then
   export AG_TEST_CPU_PYTHON="$repo/.venv-cpu/bin/python"
 fi
 
+# a test marked `network` whose download fails is a failure here (and so in CI), not a skip
+export AG_TEST_NETWORK=required
+
 step "pytest"
 exec "$VPY" -m pytest "$@"

@@ -14,6 +14,7 @@ import sys
 import zipfile
 from functools import cache
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -77,6 +78,23 @@ needs_cuobjdump = pytest.mark.skipif(
 )
 needs_cuda_torch = pytest.mark.skipif(
     not torch_cuda(), reason="this Python has no CUDA build of torch"
+)
+
+
+def not_fetched(what: str, detail: str) -> NoReturn:
+    """A test marked ``network`` whose download failed: a failure where
+    ``AG_TEST_NETWORK=required`` (scripts/test.sh, so CI), else a skip naming what is missing."""
+    message = f"could not fetch {what} from the package index: {detail[-400:]}"
+    if os.environ.get("AG_TEST_NETWORK") == "required":
+        pytest.fail(f"{message} (AG_TEST_NETWORK=required)")
+    pytest.skip(message)
+
+
+# Checks that state the cu130 row's numbers: under scripts/test.sh (which installs that
+# torch) a torch of another CUDA fails at collection (is_cu130 raises), so they always run
+# there; elsewhere the whole test skips, naming what it found, never a part of it.
+needs_cu130 = pytest.mark.skipif(
+    not is_cu130(), reason=f"the expectations are the cu130 row's; this torch: CUDA {torch_cuda()}"
 )
 
 

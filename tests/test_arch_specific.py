@@ -20,12 +20,12 @@ from realtools import (
     build_env,
     cli,
     cuobjdump,
+    needs_cu130,
     needs_cuda_torch,
     needs_cuobjdump,
     needs_nvcc,
     only_wheel,
     pip_wheel,
-    torch_cuda,
     wheel_record,
 )
 
@@ -59,9 +59,7 @@ build-backend = "setuptools.build_meta"
 {extra}
 """
 
-pytestmark.append(
-    pytest.mark.skipif(torch_cuda() != "13.0", reason="the expectations are the cu130 row's")
-)
+pytestmark.append(needs_cu130)
 
 
 def gencode(*targets: str) -> list[str]:

@@ -25,7 +25,7 @@ from realtools import (
     build_env,
     cli,
     copy_tree,
-    is_cu130,
+    needs_cu130,
     needs_cuda_torch,
     needs_cuobjdump,
     needs_nvcc,
@@ -64,6 +64,7 @@ def archguard_wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@needs_cu130
 def test_example_no_isolation_holds_exactly_the_resolved_list(
     example_noiso, example_src, tmp_path: Path
 ) -> None:
@@ -73,8 +74,7 @@ def test_example_no_isolation_holds_exactly_the_resolved_list(
     found = wheel_so_targets(wheel, tmp_path)
     expected = archguard_list(example_src)
     assert found == targets_of(expected)
-    if is_cu130():
-        assert found == POLICY_CU130
+    assert found == POLICY_CU130
     record = wheel_record(wheel)
     assert record["schema"] == "archguard.resolution/2"
     assert record["effective"] == expected["effective"]
@@ -85,8 +85,7 @@ def test_example_no_isolation_holds_exactly_the_resolved_list(
     assert "OK         exactly the expected cubins and PTX" in verify.stdout
     # the build checked its binaries itself, and linted the FP8 kernel before compiling
     assert "archguard: verify: 1 CUDA binary read back" in log
-    if is_cu130():
-        assert "8.9 (L4, L40S, RTX 40-series) loads sm_86, which compiles it out" in log
+    assert "8.9 (L4, L40S, RTX 40-series) loads sm_86, which compiles it out" in log
     # the parallel settings reached nvcc: the log names them (the example's own --threads 2
     # wins), and every nvcc compile carries that one --threads
     chosen = re.search(
@@ -102,6 +101,7 @@ def test_example_no_isolation_holds_exactly_the_resolved_list(
     )
 
 
+@needs_cu130
 def test_example_fp8_kernel_is_a_stub_for_8_9_without_an_sm_89_cubin(
     example_noiso, tmp_path: Path
 ) -> None:
@@ -115,12 +115,12 @@ def test_example_fp8_kernel_is_a_stub_for_8_9_without_an_sm_89_cubin(
     assert kernels[fp8]["sm_86"] == "trap" and kernels[fp8]["sm_90"] == "real"
     assert not [k for k in kernels if "scale_kernel" in k]  # real in every image: not listed
     devices = {f["device"] for f in binary["stubs"]["findings"] if f["kernel"] == fp8}
-    if is_cu130():
-        assert "8.9" in devices  # an L4 runs the sm_86 trap
+    assert "8.9" in devices  # an L4 runs the sm_86 trap
     failing = cli("verify", str(only_wheel(out)), "--fail-on-stubs", env=build_env())
     assert failing.returncode == 1 and "STUB RUN" in failing.stdout
 
 
+@pytest.mark.network
 def test_example_isolated_build_from_a_local_wheel_directory(
     example_src: Path, archguard_wheelhouse: Path, tmp_path: Path
 ) -> None:
@@ -274,12 +274,12 @@ def build_and_check(
     return log, found, expected
 
 
+@needs_cu130
 def test_arch_text_in_an_include_path_does_not_fool_it(tmp_path: Path) -> None:
     """Torch adds no arch flags once any nvcc flag contains 'arch'; archguard still does."""
     root = minicuda(tmp_path, nvcc=["-O2", f"-I{tmp_path}/research/monarch/include"])
     log, found, _ = build_and_check(root, tmp_path)
-    if is_cu130():
-        assert found == POLICY_CU130
+    assert found == POLICY_CU130
     assert "monarch/include" in log  # the flag itself passed through
 
 
@@ -401,14 +401,14 @@ def test_preset_torch_cuda_arch_list_is_replaced_with_a_warning(tmp_path: Path) 
     ) in log
 
 
+@needs_cu130
 def test_archguard_arch_list_overrides_and_is_still_clamped(tmp_path: Path) -> None:
     root = minicuda(tmp_path, extra='[tool.archguard]\narch_list = "8.6"\n')
     env = build_env(ARCHGUARD_ARCH_LIST="7.0;8.0;9.0")
     log, found, expected = build_and_check(root, tmp_path, env)
-    if is_cu130():
-        assert expected["effective"] == "8.0;9.0+PTX"
-        assert found == ["sm_80", "sm_90", "compute_90"]
-        assert "nvcc 13.0 cannot emit sm_70" in log
+    assert expected["effective"] == "8.0;9.0+PTX"
+    assert found == ["sm_80", "sm_90", "compute_90"]
+    assert "nvcc 13.0 cannot emit sm_70" in log
 
 
 def test_override_that_leaves_nothing_stops_the_build(tmp_path: Path) -> None:

@@ -20,10 +20,11 @@ from realtools import (
     cli,
     copy_tree,
     farm_env,
-    is_cu130,
+    needs_cu130,
     needs_cuda_torch,
     needs_cuobjdump,
     needs_nvcc,
+    not_fetched,
     only_wheel,
     pip_wheel,
     recorded_targets,
@@ -69,6 +70,7 @@ def log_of(proc: subprocess.CompletedProcess[str]) -> str:
     return proc.stdout + proc.stderr
 
 
+@needs_cu130
 def test_enable_builds_an_unmodified_package_with_exactly_the_effective_list(
     tmp_path: Path,
 ) -> None:
@@ -80,8 +82,7 @@ def test_enable_builds_an_unmodified_package_with_exactly_the_effective_list(
     wheel = only_wheel(tmp_path / "out")
     found = wheel_so_targets(wheel, tmp_path)
     assert found == recorded_targets(wheel)
-    if is_cu130():
-        assert found == CU130
+    assert found == CU130
     assert wheel_record(wheel)["build"]["activation"] == "environment"  # type: ignore[index]
     assert "archguard: verify: 1 CUDA binary read back" in log
 
@@ -104,6 +105,7 @@ def test_disable_still_wins_and_is_announced(tmp_path: Path) -> None:
     assert proc.returncode != 0 and "IndexError" in log  # plain torch, no GPU: pytorch#137261
 
 
+@needs_cu130
 def test_archguard_config_keeps_the_packages_floors_and_names_both_tables(
     tmp_path: Path,
 ) -> None:
@@ -128,12 +130,11 @@ def test_archguard_config_keeps_the_packages_floors_and_names_both_tables(
     assert f"archguard: policy: {farm.parent / 'policy.yml'} (from {config}" in log
     wheel = only_wheel(tmp_path / "out")
     record = wheel_record(wheel)
-    if is_cu130():
-        # 9.x lies between: role (ii) puts a PTX net on 8.6
-        assert wheel_so_targets(wheel, tmp_path) == ["sm_86", "sm_100", "compute_86", "compute_100"]
-        assert record["request"]["origin"] == (  # type: ignore[index]
-            f"{config} [tool.archguard] (from ARCHGUARD_CONFIG) arch_list_by_cuda.cu130"
-        )
+    # 9.x lies between: role (ii) puts a PTX net on 8.6
+    assert wheel_so_targets(wheel, tmp_path) == ["sm_86", "sm_100", "compute_86", "compute_100"]
+    assert record["request"]["origin"] == (  # type: ignore[index]
+        f"{config} [tool.archguard] (from ARCHGUARD_CONFIG) arch_list_by_cuda.cu130"
+    )
     inputs = record["build"]["inputs"]  # type: ignore[index]
     assert str(config) in inputs["package"] and "policy.yml" in inputs["policy"]
 
@@ -248,6 +249,7 @@ def readme_farm_recipe(index: int) -> str:
     ],
     ids=["archguard-wheel", "pip-wheel"],
 )
+@needs_cu130
 def test_the_readme_farm_recipes_run_exactly_as_written(
     tmp_path: Path, index: int, says: re.Pattern[str]
 ) -> None:
@@ -277,11 +279,9 @@ def test_the_readme_farm_recipes_run_exactly_as_written(
     )
     log = log_of(proc)
     assert proc.returncode == 0, log[-4000:]
-    if is_cu130():
-        assert says.search(proc.stdout), proc.stdout
+    assert says.search(proc.stdout), proc.stdout
     wheel = only_wheel(tmp_path / "wheelhouse")
-    if is_cu130():
-        assert wheel_so_targets(wheel, tmp_path) == ["sm_80", "sm_86", "sm_90", "compute_90"]
+    assert wheel_so_targets(wheel, tmp_path) == ["sm_80", "sm_86", "sm_90", "compute_90"]
 
 
 def _uv() -> str | None:
@@ -289,7 +289,9 @@ def _uv() -> str | None:
     return str(here) if here.is_file() else shutil.which("uv")
 
 
+@pytest.mark.network
 @pytest.mark.skipif(_uv() is None, reason="no uv (pip install uv)")
+@needs_cu130
 def test_uv_extra_build_dependencies_bring_archguard_into_an_isolated_build(
     tmp_path: Path,
 ) -> None:
@@ -324,7 +326,7 @@ def test_uv_extra_build_dependencies_bring_archguard_into_an_isolated_build(
         check=False,
     )
     if download.returncode != 0:
-        pytest.skip(f"could not fill a wheel directory: {download.stderr[-300:]}")
+        not_fetched("setuptools and torch's wheels for a wheel directory", download.stderr)
     root = upstream(tmp_path / "src")
     (root / "pyproject.toml").write_text(
         PYPROJECT + '[project]\nname = "upstream"\nversion = "1.0"\n'
@@ -359,8 +361,7 @@ def test_uv_extra_build_dependencies_bring_archguard_into_an_isolated_build(
     wheel = only_wheel(tmp_path / "out")
     found = wheel_so_targets(wheel, tmp_path)
     assert found == recorded_targets(wheel)
-    if is_cu130():
-        assert found == CU130
+    assert found == CU130
 
 
 FALLBACK = """\

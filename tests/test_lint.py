@@ -23,7 +23,7 @@ from archguard.detect.nvcc import detect_toolkit
 from archguard.lint.guards import Target, Wheel, analyse
 from archguard.lint.regions import classify
 from archguard.lint.sources import Sources
-from realtools import CUDA_HOME, REPO, is_cu130, needs_cuda_torch, needs_nvcc, nvcc, run_main
+from realtools import CUDA_HOME, REPO, needs_cu130, needs_cuda_torch, needs_nvcc, nvcc, run_main
 
 CU130 = parse_targets(
     "sm_75 sm_80 sm_86 sm_90 sm_100 sm_120 compute_90 compute_120", "t", known=known_arches()
@@ -534,11 +534,10 @@ def test_cuda_version_after_a_header_no_probe_knows_is_undecided_and_says_which(
 
 @needs_nvcc
 @needs_cuda_torch
+@needs_cu130  # the bundled table was probed with torch cu130 and nvcc 13.0
 def test_the_bundled_cuda_headers_are_what_the_probe_finds() -> None:
     """scripts/probe_cuda_headers.py, run on the real toolkit and torch, regenerates the
     bundled table's header lists (its comments name the toolkit and torch it was made with)."""
-    if not is_cu130():
-        pytest.skip("the bundled table was probed with torch cu130 and nvcc 13.0")
     run = subprocess.run(
         [sys.executable, str(REPO / "scripts" / "probe_cuda_headers.py")],
         capture_output=True,

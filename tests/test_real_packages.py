@@ -64,10 +64,11 @@ from realtools import (
     build_env,
     cli,
     farm_env,
-    is_cu130,
+    needs_cu130,
     needs_cuda_torch,
     needs_cuobjdump,
     needs_nvcc,
+    not_fetched,
     only_wheel,
     pip_wheel,
     recorded_targets,
@@ -75,7 +76,7 @@ from realtools import (
     wheel_so_targets,
 )
 
-pytestmark = [pytest.mark.slow, needs_nvcc, needs_cuda_torch, needs_cuobjdump]
+pytestmark = [pytest.mark.slow, pytest.mark.network, needs_nvcc, needs_cuda_torch, needs_cuobjdump]
 
 CU130 = ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120", "compute_90", "compute_120"]
 SDISTS = {
@@ -136,7 +137,7 @@ def fetch(name: str, tmp: Path) -> Path:
     )
     archives = sorted(dl.glob(f"{name}-{version}.tar.gz")) if dl.exists() else []
     if not archives:
-        pytest.skip(f"could not download the {name} {version} sdist: {proc.stderr[-400:]}")
+        not_fetched(f"the {name} {version} sdist", proc.stderr)
     (archive,) = archives
     assert hashlib.sha256(archive.read_bytes()).hexdigest() == sha256, "not the pinned sdist"
     with tarfile.open(archive) as tf:
@@ -144,6 +145,7 @@ def fetch(name: str, tmp: Path) -> Path:
     return tmp / "src" / f"{name}-{version}"
 
 
+@needs_cu130
 def test_points_in_rbbox_an_unmodified_buildextension_package_with_the_full_policy_list(
     tmp_path: Path,
 ) -> None:
@@ -157,8 +159,7 @@ def test_points_in_rbbox_an_unmodified_buildextension_package_with_the_full_poli
     wheel = only_wheel(tmp_path / "out")
     found = wheel_so_targets(wheel, tmp_path)
     assert found == recorded_targets(wheel)
-    if is_cu130():
-        assert found == CU130  # the whole bundled cu130 row
+    assert found == CU130  # the whole bundled cu130 row
     assert "archguard: verify: 1 CUDA binary read back" in log
     # no --threads of its own: archguard's choice is on every nvcc compile, once
     chosen = re.search(r"archguard: parallel: .*, nvcc --threads (\d+) \(chosen\)", log)

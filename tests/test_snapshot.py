@@ -11,7 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from realtools import REPO, cli, needs_cuda_torch, needs_cuobjdump, torch_cuda, torch_version
+from realtools import (
+    REPO,
+    cli,
+    needs_cuda_torch,
+    needs_cuobjdump,
+    not_fetched,
+    torch_cuda,
+    torch_version,
+)
 
 pytestmark = [needs_cuda_torch, needs_cuobjdump]
 
@@ -94,6 +102,7 @@ def test_a_table_that_differs_fails_check_and_names_the_difference(tmp_path: Pat
 
 
 @pytest.mark.slow
+@pytest.mark.network
 def test_the_real_torch_wheel_reproduces_the_bundled_row(tmp_path: Path) -> None:
     """The wheel itself, read without installing it (pip's cache supplies it)."""
     if os.environ.get("AG_TEST_SKIP_ISOLATED") == "1":
@@ -117,7 +126,7 @@ def test_the_real_torch_wheel_reproduces_the_bundled_row(tmp_path: Path) -> None
         check=False,
     )
     if got.returncode != 0:
-        pytest.skip(f"could not fetch the torch wheel: {got.stderr[-300:]}")
+        not_fetched("the torch wheel", got.stderr)
     (wheel,) = tmp_path.glob("torch-*.whl")
     proc = cli("probe-torch", str(wheel), "--check")
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -19,7 +19,7 @@ import pytest
 
 from realtools import REPO, archguard_wheel, build_env
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.network]  # a fresh venv installs setuptools
 
 PACKAGES = ["purepy", "cext", "cfgonly", "malformed"]
 _NOISE = [
