@@ -24,7 +24,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return COMMANDS[args.command](args)
     except ArchguardError as exc:
-        from archguard.reports.text import error_json, render_error  # noqa: PLC0415
+        from archguard.reports.text import error_json, render_error
 
         if getattr(args, "format", None) == "json":  # a machine reads stdout: one JSON object
             sys.stdout.write(error_json(exc))

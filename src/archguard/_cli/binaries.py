@@ -15,10 +15,10 @@ from archguard.settings.inputs import Query
 
 
 def cmd_probe_torch(args: argparse.Namespace) -> int:
-    from archguard.core.snapshot import render  # noqa: PLC0415
-    from archguard.detect.cuobjdump import find_cuobjdump  # noqa: PLC0415
-    from archguard.detect.torchlibs import probe  # noqa: PLC0415
-    from archguard.settings.inputs import choose_policy, torch_facts  # noqa: PLC0415
+    from archguard.core.snapshot import render
+    from archguard.detect.cuobjdump import find_cuobjdump
+    from archguard.detect.torchlibs import probe
+    from archguard.settings.inputs import choose_policy, torch_facts
 
     cuobjdump = find_cuobjdump(args.cuobjdump, needed_by="archguard probe-torch")
     builds = torch_facts(args.torch_builds)
@@ -30,8 +30,8 @@ def cmd_probe_torch(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from archguard.binaries.verify import check, given_expectation, render, verdict  # noqa: PLC0415
-    from archguard.detect.cuobjdump import find_cuobjdump  # noqa: PLC0415
+    from archguard.binaries.verify import check, given_expectation, render, verdict
+    from archguard.detect.cuobjdump import find_cuobjdump
 
     cuobjdump = find_cuobjdump(args.cuobjdump, needed_by="archguard verify")
     asked = args.cuda or args.torch or args.torch_arches or args.project or args.policy
@@ -49,9 +49,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
     given = given_expectation(args.arch_list, query)
     nvdisasm = None
     if args.stubs or args.fail_on_stubs:
-        from archguard.detect.sass import find_nvdisasm  # noqa: PLC0415
-        from archguard.detect.tools import NVDISASM  # noqa: PLC0415
-        from archguard.errors import NvdisasmNotFound  # noqa: PLC0415
+        from archguard.detect.sass import find_nvdisasm
+        from archguard.detect.tools import NVDISASM
+        from archguard.errors import NvdisasmNotFound
 
         nvdisasm = find_nvdisasm(near=cuobjdump)
         if nvdisasm is None:
@@ -68,9 +68,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_wheel(args: argparse.Namespace) -> int:
-    from archguard._integration.farm import run_wheel  # noqa: PLC0415
-    from archguard.errors import ConfigError  # noqa: PLC0415
-    from archguard.reports.text import render_error  # noqa: PLC0415
+    from archguard._integration.farm import run_wheel
+    from archguard.errors import ConfigError
+    from archguard.reports.text import render_error
 
     try:
         status, text = run_wheel(
@@ -84,11 +84,11 @@ def cmd_wheel(args: argparse.Namespace) -> int:
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
-    import json  # noqa: PLC0415
+    import json
 
-    from archguard.core.torchbuild import parse_torch_version  # noqa: PLC0415
-    from archguard.settings.inputs import torch_facts  # noqa: PLC0415
-    from archguard.user import watch  # noqa: PLC0415
+    from archguard.core.torchbuild import parse_torch_version
+    from archguard.settings.inputs import torch_facts
+    from archguard.user import watch
 
     builds = torch_facts(args.torch_builds)
     since = parse_torch_version(args.since, "--since") if args.since else None
@@ -97,9 +97,9 @@ def cmd_watch(args: argparse.Namespace) -> int:
     table = args.torch_builds or "the bundled torch_builds.yml"
     watched = watch.Watched(table, [v for v in versions if v >= floor], missing, floor)
     if args.probe and missing:
-        from archguard.core.snapshot import row_text  # noqa: PLC0415
-        from archguard.detect.cuobjdump import find_cuobjdump  # noqa: PLC0415
-        from archguard.detect.torchlibs import probe  # noqa: PLC0415
+        from archguard.core.snapshot import row_text
+        from archguard.detect.cuobjdump import find_cuobjdump
+        from archguard.detect.torchlibs import probe
 
         cuobjdump = find_cuobjdump(args.cuobjdump, needed_by="archguard watch --probe")
         for version in missing:
@@ -122,11 +122,11 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
 
 def cmd_variant(args: argparse.Namespace) -> int:
-    import json  # noqa: PLC0415
+    import json
 
-    from archguard.binaries.verify import check  # noqa: PLC0415
-    from archguard.detect.cuobjdump import find_cuobjdump  # noqa: PLC0415
-    from archguard.user import variant  # noqa: PLC0415
+    from archguard.binaries.verify import check
+    from archguard.detect.cuobjdump import find_cuobjdump
+    from archguard.user import variant
 
     variant.ensure_variantlib()
     cuobjdump = find_cuobjdump(args.cuobjdump, needed_by="archguard variant")
@@ -165,13 +165,13 @@ def cmd_variant(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    import json  # noqa: PLC0415
+    import json
 
-    from archguard.core.arch import parse_arch  # noqa: PLC0415
-    from archguard.core.coverage import Device, known_devices  # noqa: PLC0415
-    from archguard.detect.cuobjdump import find_cuobjdump  # noqa: PLC0415
-    from archguard.detect.gpus import detect_gpus  # noqa: PLC0415
-    from archguard.user import doctor  # noqa: PLC0415
+    from archguard.core.arch import parse_arch
+    from archguard.core.coverage import Device, known_devices
+    from archguard.detect.cuobjdump import find_cuobjdump
+    from archguard.detect.gpus import detect_gpus
+    from archguard.user import doctor
 
     names = {d.cc: d.name for d in known_devices()}
     notes: list[str] = []

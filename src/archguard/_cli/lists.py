@@ -16,8 +16,8 @@ from archguard.settings.inputs import Gathered, Query, gather
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from archguard.binaries.record import explain_record  # noqa: PLC0415
-    from archguard.reports.text import dumps, explain_text  # noqa: PLC0415
+    from archguard.binaries.record import explain_record
+    from archguard.reports.text import dumps, explain_text
 
     why = [parse_arch(a, "the command line", known=known_arches()) for a in args.arches]
     gathered = gather(query(args))
@@ -28,7 +28,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     else:
         build_time = gathered.settings.build_time
         if build_time and res.ok:
-            from archguard.reports.parallel import parallel_preview  # noqa: PLC0415
+            from archguard.reports.parallel import parallel_preview
 
             build_time = (*build_time, parallel_preview(gathered.settings, res, os.environ))
         write(explain_text(res, gathered.shown, warnings, why, build_time))
@@ -50,7 +50,7 @@ def _resolved(args: argparse.Namespace) -> tuple[Gathered, Resolution]:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from archguard.reports.text import list_text  # noqa: PLC0415
+    from archguard.reports.text import list_text
 
     _, res = _resolved(args)
     write(list_text(res, args.format))
@@ -58,10 +58,10 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_env(args: argparse.Namespace) -> int:
-    from archguard.reports.text import env_text  # noqa: PLC0415
+    from archguard.reports.text import env_text
 
     gathered, res = _resolved(args)
-    from archguard.settings.config import ENV_COMPILER_CACHE, env_choice  # noqa: PLC0415
+    from archguard.settings.config import ENV_COMPILER_CACHE, env_choice
 
     package = gathered.settings.package
     cache = env_choice(os.environ, ENV_COMPILER_CACHE, "compiler_cache") or (
@@ -75,9 +75,9 @@ def cmd_env(args: argparse.Namespace) -> int:
 
 
 def cmd_derive(args: argparse.Namespace) -> int:
-    from archguard.core.cuda import CudaVersion  # noqa: PLC0415
-    from archguard.core.derive import derive, render  # noqa: PLC0415
-    from archguard.settings.inputs import choose_policy, toolkit_facts, torch_facts  # noqa: PLC0415
+    from archguard.core.cuda import CudaVersion
+    from archguard.core.derive import derive, render
+    from archguard.settings.inputs import choose_policy, toolkit_facts, torch_facts
 
     cuda = CudaVersion.parse(args.cuda, "--cuda")
     policy = choose_policy(Query(policy=args.policy), None, os.environ)
@@ -89,9 +89,9 @@ def cmd_derive(args: argparse.Namespace) -> int:
 
 
 def cmd_lint(args: argparse.Namespace) -> int:
-    from archguard.lint.guards import Wheel, analyse  # noqa: PLC0415
-    from archguard.lint.render import list_place, render  # noqa: PLC0415
-    from archguard.lint.sources import (  # noqa: PLC0415
+    from archguard.lint.guards import Wheel, analyse
+    from archguard.lint.render import list_place, render
+    from archguard.lint.sources import (
         Sources,
         include_dirs_of,
         parse_defines,
@@ -115,10 +115,10 @@ def cmd_lint(args: argparse.Namespace) -> int:
 
 
 def cmd_check_policy(args: argparse.Namespace) -> int:
-    from archguard.settings.inputs import choose_policy  # noqa: PLC0415
+    from archguard.settings.inputs import choose_policy
 
     if args.policy and args.file and args.policy != args.file:
-        from archguard.errors import ConfigError  # noqa: PLC0415
+        from archguard.errors import ConfigError
 
         raise ConfigError(
             f"check-policy got two policy files ({args.policy} with --policy, {args.file} as "
@@ -135,8 +135,8 @@ def cmd_check_policy(args: argparse.Namespace) -> int:
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
-    from archguard.reports.matrix import compute, render  # noqa: PLC0415
-    from archguard.settings.inputs import gather_settings  # noqa: PLC0415
+    from archguard.reports.matrix import compute, render
+    from archguard.settings.inputs import gather_settings
 
     settings = gather_settings(Query(project_dir=args.project, policy=args.policy))
     cells = compute(settings)

@@ -34,6 +34,7 @@ from archguard.binaries.record import (
     write_record,
 )
 from archguard.core.arch import Targets
+from archguard.detect.machine import detect_machine
 from archguard.detect.sources import CUDA_FILES, CUDA_SOURCES, CXX_SOURCES, tree_files
 from archguard.errors import ArchguardError, CompileFailed
 from archguard.nvcc.flags import threads_flag
@@ -125,7 +126,6 @@ def choose_parallelism(
     in, unless the user, the package or its [tool.archguard] decided (MAX_JOBS,
     NVCC_THREADS, --threads on its nvcc line): :func:`archguard.nvcc.parallel.decided_parallelism`,
     which ``explain`` calls too."""
-    from archguard.detect.machine import detect_machine  # noqa: PLC0415
 
     mode, mode_from = _build_mode(cmd)
     parallel = getattr(cmd, "parallel", None)

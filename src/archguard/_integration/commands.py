@@ -18,7 +18,7 @@ class ArchguardBuildExt:
     """Mixin for build_ext: resolve, set the environment, inject flags, build, restore."""
 
     def run(self) -> None:
-        from archguard._integration.build import archguard_build  # noqa: PLC0415
+        from archguard._integration.build import archguard_build
 
         with archguard_build(self):
             super().run()  # type: ignore[misc]
@@ -28,7 +28,7 @@ class ArchguardBdistWheel:
     """Mixin for bdist_wheel: write the resolution record into the wheel's .dist-info."""
 
     def write_wheelfile(self, wheelfile_base: str, *args: Any, **kwargs: Any) -> None:
-        from archguard._integration.build import record_into  # noqa: PLC0415
+        from archguard._integration.build import record_into
 
         record_into(self.distribution, Path(wheelfile_base))  # type: ignore[attr-defined]
         super().write_wheelfile(wheelfile_base, *args, **kwargs)  # type: ignore[misc]
@@ -38,7 +38,7 @@ class ArchguardEditableWheel:
     """Mixin for editable_wheel: the record goes into the editable wheel's .dist-info."""
 
     def _run_build_commands(self, *args: Any, **kwargs: Any) -> Any:
-        from archguard._integration.build import record_into  # noqa: PLC0415
+        from archguard._integration.build import record_into
 
         result = super()._run_build_commands(*args, **kwargs)  # type: ignore[misc]
         unpacked = Path(args[1] if len(args) > 1 else kwargs["unpacked_wheel"])

@@ -22,13 +22,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from archguard.binaries.verify import check
 from archguard.core.arch import Targets
+from archguard.detect.cuobjdump import find_cuobjdump
 from archguard.detect.tools import BUILD_TIMEOUT_S, run
 from archguard.errors import ArchguardError, ConfigError
-from archguard.reports.text import build_variables
+from archguard.reports.text import build_variables, render_error
 from archguard.settings.config import ENV_CONFIG, env_wheel_variant
 from archguard.settings.inputs import Query, gather
 from archguard.settings.optin import ENV_ENABLE
+from archguard.user import variant
 
 if TYPE_CHECKING:
     from archguard.binaries.verify import Checked
@@ -108,8 +111,6 @@ def _wheels_in(out: Path) -> dict[Path, float]:
 def _verify(wheels: list[Path], checked: dict[str, list[Checked]]) -> list[dict[str, object]]:
     """Each wheel's binaries read back and compared with its record; the results are kept
     in ``checked`` (by wheel path) for the variant copy."""
-    from archguard.binaries.verify import check  # noqa: PLC0415
-    from archguard.detect.cuobjdump import find_cuobjdump  # noqa: PLC0415
 
     cuobjdump = find_cuobjdump(None, needed_by="archguard wheel (it verifies every wheel)")
     out = []
@@ -201,7 +202,6 @@ def build_one(source: Path, out: Path, config: Path | None, pip_args: Sequence[s
 def _variants(built: Built, out: Path) -> None:
     """A wheel-variant copy of each verified wheel, in ``out/variants``, from the binaries
     already read back."""
-    from archguard.user import variant  # noqa: PLC0415
 
     for w in built.wheels:
         wheel = Path(str(w["wheel"]))
@@ -235,8 +235,6 @@ def run_wheel(
         try:
             results.append(build_one(source.resolve(), out, config, pip_args))
         except ArchguardError as exc:
-            from archguard.reports.text import render_error  # noqa: PLC0415
-
             failed = Built(str(source), -1, {}, variables_read(source / "setup.py"))
             failed.problems.append(render_error(exc))
             results.append(failed)

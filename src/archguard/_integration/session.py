@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+from setuptools.errors import SetupError
+
 from archguard._integration.common import announce_once, project_root, say
 from archguard.binaries.record import BuildFacts
 from archguard.core.modes import DEFAULT_ARCH_SPECIFIC, ArchSpecific, Check
@@ -47,8 +49,6 @@ class Session(BuildFacts):
 
 def setup_error(exc: ArchguardError) -> Exception:
     """setuptools reports a SetupError raised in a command as one clean ``error:`` line."""
-    from setuptools.errors import SetupError  # noqa: PLC0415
-
     error: Exception = SetupError(render_error(exc))
     return error
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from archguard.core.arch import Arch, Targets
+from archguard.core.bundled import bundled_yaml
 
 CC = tuple[int, int]
 
@@ -50,7 +51,6 @@ def known_devices(cuda: tuple[int, int] | None = None) -> tuple[Device, ...]:
     """The known devices under the toolkit ``cuda`` (major, minor): a row with
     ``cuda_below``/``cuda_from`` holds only for those toolkits (Thor is 10.1 before CUDA
     13.0, 11.0 from it). With no toolkit, the newest era's rows."""
-    from archguard.core.bundled import bundled_yaml  # noqa: PLC0415
 
     data = bundled_yaml("devices.yml")
     assert isinstance(data, dict)

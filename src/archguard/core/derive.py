@@ -14,6 +14,7 @@ reasons, and where the net for a major gap sits). Pure: no torch, no process.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -276,8 +277,6 @@ def render(derived: Derived, policy_source: str, fmt: Format = "text") -> str:
     difference from the policy's row. A proposal for a reviewed PR: nothing is written."""
     tag = derived.cuda.tag
     if fmt == "json":
-        import json  # noqa: PLC0415
-
         data = {
             "schema": DERIVE_SCHEMA,
             "cuda": derived.cuda.text,

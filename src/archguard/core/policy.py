@@ -17,7 +17,9 @@ from typing import Any
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
+from archguard import __version__
 from archguard.core.arch import Arch, ArchEntry, parse_arch, parse_arch_list, split_list
+from archguard.core.bundled import bundled_text
 from archguard.core.cuda import CudaVersion
 from archguard.core.plain_yaml import load_plain_yaml, read_yaml_text
 from archguard.core.problems import Problems, closest
@@ -314,9 +316,6 @@ def load_policy(
     if known is None:
         known = known_arches()
     if path is None:
-        from archguard import __version__  # noqa: PLC0415
-        from archguard.core.bundled import bundled_text  # noqa: PLC0415
-
         source = f"bundled arch_policy.yml (torch-archguard {__version__})"
         text = bundled_text("arch_policy.yml")
     else:

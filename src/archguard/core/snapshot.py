@@ -8,6 +8,7 @@ Pure: the probe itself (cuobjdump on the wheel's libraries) is
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -142,8 +143,6 @@ def render(
         ok = ok and not diff and (exc is None or not (exc.missing or exc.stale))
         results.append((probed, diff, exc))
     if fmt == "json":
-        import json  # noqa: PLC0415
-
         data = {
             "schema": PROBE_SCHEMA,
             "ok": ok,

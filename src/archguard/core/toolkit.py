@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from archguard.core.arch import Arch
+from archguard.core.bundled import bundled_yaml
 from archguard.core.cuda import CudaVersion
 from archguard.errors import UnknownToolkit
 
@@ -145,7 +146,6 @@ def parse_rows(data: object, source: str) -> dict[CudaVersion, ToolkitRow]:
 
 @cache
 def bundled_rows() -> dict[CudaVersion, ToolkitRow]:
-    from archguard.core.bundled import bundled_yaml  # noqa: PLC0415
 
     return parse_rows(bundled_yaml("toolkits.yml"), "bundled table (toolkits.yml)")
 

@@ -13,6 +13,7 @@ from functools import cache
 from packaging.version import InvalidVersion, Version
 
 from archguard.core.arch import Targets, parse_targets
+from archguard.core.bundled import bundled_yaml
 from archguard.core.cuda import CudaVersion
 from archguard.core.toolkit import known_arches
 from archguard.errors import ConfigError, UnknownTorchBuild
@@ -106,7 +107,6 @@ def parse_builds(
 
 @cache
 def bundled_builds() -> tuple[BundledBuild, ...]:
-    from archguard.core.bundled import bundled_yaml  # noqa: PLC0415
 
     return parse_builds(bundled_yaml("torch_builds.yml"), "bundled torch_builds.yml")
 

@@ -59,7 +59,7 @@ def _smi(args: list[str]) -> str | None:
 
 def _from_torch() -> tuple[list[Gpu], str | None]:
     try:
-        import torch  # noqa: PLC0415
+        import torch
     except ImportError:
         return [], "torch is not importable"
     try:

@@ -359,7 +359,7 @@ class _Parser:
             left = _apply(op, left, right)
         return left
 
-    def unary(self) -> Value:
+    def unary(self) -> Value:  # noqa: PLR0911 - one return per form of a unary expression
         tok = self.take()
         if tok == "(":
             value = self.ternary()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from archguard.core.formats import Format
@@ -37,7 +38,6 @@ def render(report: Report, place: str, fmt: Format = "text", base: Path | None =
     """``archguard lint``'s output (and the build log's lint lines), text or json. ``place``:
     where the list came from (:func:`list_place`), named by each fix."""
     if fmt == "json":
-        import json  # noqa: PLC0415
 
         def at(file: str, line: int, **rest: object) -> dict[str, object]:
             return {"file": relative(file, base), "line": line, **rest}

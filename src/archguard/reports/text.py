@@ -8,6 +8,7 @@ and the record stored in the wheel (:mod:`archguard.binaries.record`), so they c
 from __future__ import annotations
 
 import json
+import shlex
 import textwrap
 from collections.abc import Iterable, Sequence
 
@@ -308,7 +309,6 @@ def cache_variables(tool: str) -> dict[str, str]:
 def env_text(res: Resolution, fmt: EnvFormat, cache: str | None = None) -> tuple[str, list[str]]:
     """``archguard env``: (stdout text, notes for stderr) in sh, github or json. ``cache``:
     the compile cache chosen (``compiler_cache``), whose variables are printed too."""
-    import shlex  # noqa: PLC0415
 
     values, unset, notes = build_variables(res)
     if cache and cache != "off":

@@ -15,6 +15,11 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, cast, get_args, get_type_hints
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
 from archguard.core.arch import Arch, ArchEntry, parse_arch_list
 from archguard.core.cuda import CudaVersion
 from archguard.core.modes import (
@@ -337,10 +342,6 @@ class Project:
 
 
 def read_toml(path: Path) -> dict[str, object]:
-    if sys.version_info >= (3, 11):
-        import tomllib  # noqa: PLC0415
-    else:  # pragma: no cover
-        import tomli as tomllib  # noqa: PLC0415
     try:
         with path.open("rb") as f:
             data: dict[str, object] = tomllib.load(f)

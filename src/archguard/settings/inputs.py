@@ -239,7 +239,7 @@ def gather(query: Query, environ: Mapping[str, str] | None = None) -> Gathered:
     if query.cuda:
         toolkit = bundled_toolkit(CudaVersion.parse(query.cuda, "--cuda"))
     else:
-        from archguard.detect.nvcc import detect_toolkit  # noqa: PLC0415
+        from archguard.detect.nvcc import detect_toolkit
 
         toolkit = detect_toolkit(env)
         disagreement = compare_with_bundled(toolkit)
@@ -253,7 +253,7 @@ def gather(query: Query, environ: Mapping[str, str] | None = None) -> Gathered:
     elif query.torch:
         torch = bundled_torch(toolkit.version, parse_torch_version(query.torch))
     else:
-        from archguard.detect.torch import detect_torch  # noqa: PLC0415
+        from archguard.detect.torch import detect_torch
 
         torch = detect_torch()
 

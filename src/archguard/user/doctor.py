@@ -18,11 +18,16 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
+from packaging.version import InvalidVersion, Version
+
 from archguard.binaries.record import RECORD_NAME, LintHazard, RecordedTargets, Stubs, read_record
 from archguard.core.arch import Targets
 from archguard.core.coverage import Device, Tier, device_coverage
 from archguard.core.kinds import REAL
-from archguard.errors import BinaryReadError
+from archguard.core.torchbuild import bundled_torch
+from archguard.detect.cuobjdump import read_binary
+from archguard.detect.torchlibs import parse_version_py
+from archguard.errors import ArchguardError, BinaryReadError
 
 DOCTOR_SCHEMA = "archguard.doctor/1"
 _RUNTIME = ("torch", "triton", "pytorch-triton")
@@ -126,8 +131,6 @@ def _binary(
     cuobjdump: str | None,
 ) -> Binary | None:
     """What one installed .so holds (None: no device code)."""
-    from archguard.detect.cuobjdump import read_binary  # noqa: PLC0415
-    from archguard.errors import ArchguardError  # noqa: PLC0415
 
     member = str(file).replace("\\", "/")
     binary = _from_record(record, member) if record else None
@@ -167,11 +170,6 @@ def installed_torch(paths: Sequence[str]) -> tuple[str, Targets | None] | None:
     """The installed torch's version and, from the bundled table, its targets. Its
     torch/version.py is read as text by the one parser of it
     (:func:`archguard.detect.torchlibs.parse_version_py`): torch is not imported."""
-    from packaging.version import InvalidVersion, Version  # noqa: PLC0415
-
-    from archguard.core.torchbuild import bundled_torch  # noqa: PLC0415
-    from archguard.detect.torchlibs import parse_version_py  # noqa: PLC0415
-    from archguard.errors import ArchguardError  # noqa: PLC0415
 
     found = (
         metadata.distributions(name="torch", path=list(paths))

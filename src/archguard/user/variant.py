@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from archguard.binaries.record import read_wheel_record
 from archguard.core.arch import Arch, Targets
 from archguard.errors import BinaryReadError, VariantsUnavailable
 
@@ -126,7 +127,7 @@ def from_checked(
 
 def ensure_variantlib() -> object:
     try:
-        import variantlib.api  # noqa: PLC0415
+        import variantlib.api
     except ImportError:
         raise VariantsUnavailable(
             "archguard variant writes wheel variants through variantlib, which is not "
@@ -140,16 +141,16 @@ def write(p: Plan, out_dir: Path, label: str | None = None) -> Path:
     """The variant wheel in ``out_dir``: the same files, ``variant.json`` in its .dist-info
     and the RECORD updated, named ``{base}-{label}.whl``."""
     ensure_variantlib()
-    from variantlib.api import (  # noqa: PLC0415
+    from variantlib.api import (
         VariantDescription,
         VariantProperty,
         make_variant_dist_info,
     )
-    from variantlib.constants import (  # noqa: PLC0415
+    from variantlib.constants import (
         VALIDATION_WHEEL_NAME_REGEX,
         VARIANT_DIST_INFO_FILENAME,
     )
-    from variantlib.models.variant_info import ProviderInfo, VariantInfo  # noqa: PLC0415
+    from variantlib.models.variant_info import ProviderInfo, VariantInfo
 
     vdesc = VariantDescription(
         properties=[VariantProperty(NAMESPACE, f, v) for f, v in p.properties],
@@ -193,7 +194,6 @@ def write(p: Plan, out_dir: Path, label: str | None = None) -> Path:
 def recorded_cuda(wheel: Path) -> str | None:
     """The CUDA version (``"13.0"``) the wheel's archguard record says compiled it (None: no
     record, or not one this archguard reads)."""
-    from archguard.binaries.record import read_wheel_record  # noqa: PLC0415
 
     try:
         with zipfile.ZipFile(wheel) as zf:

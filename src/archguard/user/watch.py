@@ -16,6 +16,7 @@ import json
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -49,7 +50,6 @@ def _pip(args: Sequence[str], timeout: float) -> subprocess.CompletedProcess[str
 
 
 def _pip_version() -> str:
-    from importlib import metadata  # noqa: PLC0415
 
     try:
         return f"pip {metadata.version('pip')}"
