@@ -418,7 +418,7 @@ class _Run:
         return tuple(sorted(ArchEntry(a, carriers.get(a.cc) == a) for a in self.current))
 
 
-def resolve(  # noqa: PLR0913 - SPEC §4's inputs of one resolution, each named at the call
+def resolve(  # noqa: PLR0913, PLR0917 - SPEC §4's inputs of one resolution, each named at the call
     policy: Policy,
     toolkit: Toolkit,
     torch: TorchBuild,
