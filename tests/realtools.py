@@ -72,6 +72,17 @@ def nvcc() -> str | None:
     return str(path) if path.is_file() else None
 
 
+# a built example: the pip wheel run and its output directory (conftest's example_noiso)
+Built = tuple[subprocess.CompletedProcess[str], Path]
+
+
+def tool_path(path: str | None, what: str) -> str:
+    """A tool a test is marked as needing (``needs_nvcc``, ``needs_cuobjdump``): its path."""
+    if path is None:
+        pytest.fail(f"{what} is not found, and the test is marked as needing it")
+    return path
+
+
 needs_nvcc = pytest.mark.skipif(nvcc() is None, reason=f"no nvcc under {CUDA_HOME}")
 needs_cuobjdump = pytest.mark.skipif(
     cuobjdump() is None, reason="no cuobjdump (pip install nvidia-cuda-cuobjdump)"

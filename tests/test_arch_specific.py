@@ -26,6 +26,7 @@ from realtools import (
     needs_nvcc,
     only_wheel,
     pip_wheel,
+    tool_path,
     wheel_record,
 )
 
@@ -96,7 +97,7 @@ def so_targets(wheel: Path, tmp: Path) -> dict[str, list[str]]:
             if name.endswith(".so"):
                 so = tmp / Path(name).name
                 so.write_bytes(zf.read(name))
-                found = read_binary(so, cuobjdump()).targets  # type: ignore[arg-type]
+                found = read_binary(so, tool_path(cuobjdump(), "cuobjdump")).targets
                 assert found is not None
                 out[name.split(".")[0]] = found.names()
     return out

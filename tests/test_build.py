@@ -20,6 +20,7 @@ import pytest
 
 from realtools import (
     REPO,
+    Built,
     archguard_list,
     archguard_wheel,
     build_env,
@@ -32,6 +33,7 @@ from realtools import (
     only_wheel,
     pip_wheel,
     run_in,
+    tool_path,
     torch_cuda,
     torch_version,
     wheel_record,
@@ -66,7 +68,7 @@ def archguard_wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @needs_cu130
 def test_example_no_isolation_holds_exactly_the_resolved_list(
-    example_noiso, example_src, tmp_path: Path
+    example_noiso: Built, example_src: Path, tmp_path: Path
 ) -> None:
     proc, out = example_noiso
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
@@ -103,7 +105,7 @@ def test_example_no_isolation_holds_exactly_the_resolved_list(
 
 @needs_cu130
 def test_example_fp8_kernel_is_a_stub_for_8_9_without_an_sm_89_cubin(
-    example_noiso, tmp_path: Path
+    example_noiso: Built, tmp_path: Path
 ) -> None:
     """verify --stubs reads every kernel of every image of the wheel the session built."""
     _, out = example_noiso
@@ -177,7 +179,7 @@ def test_example_package_override_with_family_and_specific_targets(
 
 
 def test_example_own_test_imports_the_built_extension(
-    example_noiso, example_src, tmp_path: Path
+    example_noiso: Built, example_src: Path, tmp_path: Path
 ) -> None:
     _, out = example_noiso
     site = tmp_path / "site"
@@ -439,7 +441,7 @@ def test_setup_py_build_ext_and_editable_wheel(tmp_path: Path) -> None:
     from archguard.detect.cuobjdump import read_binary
     from realtools import cuobjdump
 
-    found = read_binary(so, cuobjdump()).targets  # type: ignore[arg-type]
+    found = read_binary(so, tool_path(cuobjdump(), "cuobjdump")).targets
     assert found is not None and found.names() == targets_of(archguard_list(root))
     so.unlink()
     # PEP 660 editable build (what `pip install -e .` runs), without installing anything

@@ -39,7 +39,7 @@ def no_torch_python(tmp_path: Path) -> tuple[list[str], dict[str, str]]:
     for module in (yaml, packaging):
         src = Path(module.__file__).parent  # type: ignore[arg-type]
         (deps / src.name).symlink_to(src)
-    for extra in Path(yaml.__file__).parent.parent.glob("_yaml*"):  # type: ignore[arg-type]
+    for extra in Path(yaml.__file__).parent.parent.glob("_yaml*"):
         (deps / extra.name).symlink_to(extra)
     # the package as its wheel lays it out (its data files in archguard/defaults/)
     shutil.copytree(REPO / "src" / "archguard", deps / "archguard")

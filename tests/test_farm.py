@@ -339,9 +339,11 @@ def test_uv_extra_build_dependencies_bring_archguard_into_an_isolated_build(
     )
     # uv passes its environment to the build backend: the farm's switch reaches the hook.
     env = build_env(ARCHGUARD_ENABLE="1", UV_CACHE_DIR=str(tmp_path / "uv-cache"))
+    uv = _uv()
+    assert uv is not None
     proc = subprocess.run(
         [
-            _uv(),
+            uv,
             "build",
             "--wheel",
             "--config-file",

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from setuptools import Distribution
@@ -64,7 +65,7 @@ print(json.dumps({"new": sorted(after - before),
 """
 
 
-def probe(directory: Path) -> dict[str, object]:
+def probe(directory: Path) -> dict[str, Any]:
     proc = subprocess.run(
         [sys.executable, "-c", PROBE, str(directory)], capture_output=True, text=True, check=True
     )

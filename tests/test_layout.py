@@ -67,7 +67,8 @@ def edges() -> list[tuple[str, str, str]]:
             for name in names:
                 parts = name.split(".")
                 if parts[0] == "archguard" and len(parts) > 1 and parts[1] != unit:
-                    where = f"{path.relative_to(PACKAGE.parent)}:{node.lineno}"
+                    line = getattr(node, "lineno", 0)
+                    where = f"{path.relative_to(PACKAGE.parent)}:{line}"
                     out.append((unit, parts[1], where))
     return out
 

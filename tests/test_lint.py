@@ -23,7 +23,16 @@ from archguard.detect.nvcc import detect_toolkit
 from archguard.lint.guards import Target, Wheel, analyse
 from archguard.lint.regions import classify
 from archguard.lint.sources import Sources
-from realtools import CUDA_HOME, REPO, needs_cu130, needs_cuda_torch, needs_nvcc, nvcc, run_main
+from realtools import (
+    CUDA_HOME,
+    REPO,
+    needs_cu130,
+    needs_cuda_torch,
+    needs_nvcc,
+    nvcc,
+    run_main,
+    tool_path,
+)
 
 CU130 = parse_targets(
     "sm_75 sm_80 sm_86 sm_90 sm_100 sm_120 compute_90 compute_120", "t", known=known_arches()
@@ -116,7 +125,7 @@ def test_what_each_target_defines_is_what_nvcc_defines(
 ) -> None:
     src = tmp_path / "probe.cu"
     src.write_text(PROBE)
-    argv = [nvcc(), "-c", str(src), "-o", str(tmp_path / "p.o")]
+    argv = [tool_path(nvcc(), "nvcc"), "-c", str(src), "-o", str(tmp_path / "p.o")]
     for g in gencodes:
         argv += ["-gencode", f"arch={g}"]
     proc = subprocess.run(argv, capture_output=True, text=True, check=False)
@@ -132,7 +141,9 @@ def test_what_each_target_defines_is_what_nvcc_defines(
     )
     arch_list = ",".join(values)
     # the build number archguard reads from this nvcc's --version (V13.0.88 -> 88)
-    build = detect_toolkit({"CUDA_HOME": str(Path(nvcc()).parent.parent), "PATH": ""}).build
+    build = detect_toolkit(
+        {"CUDA_HOME": str(Path(tool_path(nvcc(), "nvcc")).parent.parent), "PATH": ""}
+    ).build
     assert build is not None
     expected = {model(t, arch_list, build) for t in images}
     expected |= {model(Target("host", None), arch_list, build)}
@@ -149,7 +160,14 @@ def test_alternative_tokens_read_as_nvcc_reads_them(tmp_path: Path) -> None:
     src.write_text(f"#if {guard}\n#error taken\n#endif\n__global__ void k() {{}}\n")
     for arch, taken in (("sm_90", True), ("sm_80", False)):
         proc = subprocess.run(
-            [nvcc(), "-c", str(src), f"-arch={arch}", "-o", str(tmp_path / "a.o")],
+            [
+                tool_path(nvcc(), "nvcc"),
+                "-c",
+                str(src),
+                f"-arch={arch}",
+                "-o",
+                str(tmp_path / "a.o"),
+            ],
             capture_output=True,
             text=True,
             check=False,
@@ -172,7 +190,7 @@ def test_what_nvcc_never_defines_on_linux(tmp_path: Path) -> None:
         "".join(f"#ifdef {n}\n#error {n} is defined\n#endif\n" for n in OTHER_COMPILERS)
         + "__global__ void k() {}\n"
     )
-    argv = [nvcc(), "-c", str(src), "-o", str(tmp_path / "n.o")]
+    argv = [tool_path(nvcc(), "nvcc"), "-c", str(src), "-o", str(tmp_path / "n.o")]
     for gencode in ("arch=compute_80,code=sm_80", "arch=compute_100a,code=sm_100a"):
         argv += ["-gencode", gencode]
     proc = subprocess.run(argv, capture_output=True, text=True, check=False)

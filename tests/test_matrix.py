@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def matrix(run_cli, *args: str) -> subprocess.CompletedProcess[str]:  # type: ignore[no-untyped-def]
-    proc = run_cli("matrix", *args)
+    proc: subprocess.CompletedProcess[str] = run_cli("matrix", *args)
     assert proc.returncode == 0, proc.stderr
     return proc
 

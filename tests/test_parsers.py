@@ -38,7 +38,7 @@ from archguard.binaries.stubs import analyse as stub_analyse
 from archguard.core.arch import Arch
 from archguard.core.coverage import Device, Image, Tier, loaded_image
 from archguard.core.cuda import CudaVersion
-from archguard.core.kinds import BRANCH_KINDS, EMPTY, REAL, STUB_KINDS, TRAP
+from archguard.core.kinds import BRANCH_KINDS, EMPTY, REAL, STUB_KINDS, TRAP, StubKind
 from archguard.detect.cuobjdump import combine, parse_headers, parse_listing
 from archguard.detect.sass import classify_ptx, classify_sass, parse_ptx, parse_sass
 from archguard.detect.tools import CUOBJDUMP, NVDISASM, ToolFailed, run
@@ -224,7 +224,7 @@ def test_the_image_a_device_loads(
 
 
 def test_stub_classifier_names_devices_that_run_a_stub_real_elsewhere() -> None:
-    kernels = {
+    kernels: dict[Image, dict[str, StubKind]] = {
         Image(Arch(8, 6), False): {"k": EMPTY, "ok": REAL, "own": TRAP},
         Image(Arch(9, 0), False): {"k": REAL, "ok": REAL, "own": TRAP},
         Image(Arch(8, 9), True): {"k": REAL, "ok": REAL, "own": TRAP},

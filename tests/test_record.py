@@ -17,13 +17,13 @@ from archguard.binaries.record import (
     write_record,
 )
 from archguard.core.policy import load_policy
-from archguard.core.resolve import resolve
+from archguard.core.resolve import Resolution, resolve
 from archguard.core.toolkit import bundled_toolkit
 from archguard.core.torchbuild import bundled_torch
 from archguard.errors import BinaryReadError
 
 
-def cu130():  # type: ignore[no-untyped-def]
+def cu130() -> Resolution:
     return resolve(
         load_policy(None), bundled_toolkit((13, 0)), bundled_torch((13, 0), Version("2.13"))
     )

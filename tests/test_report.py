@@ -9,6 +9,7 @@ from packaging.version import Version
 
 from archguard.core.arch import Arch, parse_arch_list
 from archguard.core.decisions import Outcome
+from archguard.core.formats import ListFormat
 from archguard.core.policy import load_policy
 from archguard.core.resolve import resolve
 from archguard.core.toolkit import bundled_toolkit, known_arches
@@ -44,7 +45,7 @@ LIST_FORMATS = [
 
 
 @pytest.mark.parametrize(("fmt", "text"), LIST_FORMATS)
-def test_list_text(fmt: str, text: str) -> None:
+def test_list_text(fmt: ListFormat, text: str) -> None:
     assert list_text(combo((13, 0), "2.13"), fmt) == text
 
 

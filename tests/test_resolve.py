@@ -16,6 +16,7 @@ from archguard.core.arch import (
     parse_targets,
 )
 from archguard.core.coverage import Tier, chosen_cubin, known_devices, runs_on, served_devices
+from archguard.core.cuda import CudaVersion
 from archguard.core.policy import load_policy
 from archguard.core.resolve import resolve
 from archguard.core.toolkit import bundled_rows, bundled_toolkit, known_arches
@@ -229,7 +230,7 @@ def test_role_ii_adds_ptx_below_the_major_gap_when_nobody_declared_one() -> None
 def test_live_clamp_drop_not_in_the_record_is_called_stale() -> None:
     torch = TorchBuild(
         Version("2.9.0"),
-        (12, 8),
+        CudaVersion(12, 8),
         targets("sm_75 sm_80 sm_86 sm_90 sm_100 sm_120"),
         "test",
     )

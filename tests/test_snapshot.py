@@ -8,12 +8,14 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from realtools import (
     REPO,
     cli,
+    needs_cu130,
     needs_cuda_torch,
     needs_cuobjdump,
     not_fetched,
@@ -35,20 +37,20 @@ def torch_dir() -> Path:
 
 
 @pytest.fixture(scope="module")
-def installed() -> dict[str, object]:
+def installed() -> dict[str, Any]:
     proc = cli("probe-torch", str(torch_dir()), "--check", "--format", "json")
     assert proc.returncode in (0, 1), proc.stderr
     return json.loads(proc.stdout)  # type: ignore[no-any-return]
 
 
-def test_the_installed_torch_reproduces_its_bundled_row(installed: dict[str, object]) -> None:
-    (torch,) = installed["torches"]  # type: ignore[misc]
+@needs_cu130
+def test_the_installed_torch_reproduces_its_bundled_row(installed: dict[str, Any]) -> None:
+    (torch,) = installed["torches"]
     assert torch["differences"] == [] and installed["ok"] is True
-    if torch_cuda() == "13.0":
-        assert torch["cubins"] == ["7.5", "8.0", "8.6", "9.0", "10.0", "12.0"]
-        assert torch["ptx"] == []
-        # what only some kernel files carry is named, with counts, not taken for the list
-        assert any("libtorch_cuda.so: sm_100a (" in e for e in torch["extras"])
+    assert torch["cubins"] == ["7.5", "8.0", "8.6", "9.0", "10.0", "12.0"]
+    assert torch["ptx"] == []
+    # what only some kernel files carry is named, with counts, not taken for the list
+    assert any("libtorch_cuda.so: sm_100a (" in e for e in torch["extras"])
     assert "libtorch_cuda.so sha256 " in torch["provenance"]
 
 

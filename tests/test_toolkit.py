@@ -38,7 +38,7 @@ def test_table_covers_the_policy_rows() -> None:
 
 
 @pytest.mark.parametrize("version", sorted(bundled_rows()))
-def test_variant_rule_reproduces_every_probed_row(version: tuple[int, int]) -> None:
+def test_variant_rule_reproduces_every_probed_row(version: CudaVersion) -> None:
     """The a/f rule used for a live nvcc gives exactly what the real ptxas accepted."""
     row = bundled_rows()[version].toolkit
     plain = [a for a in row.cubins if not a.suffix]
@@ -46,7 +46,7 @@ def test_variant_rule_reproduces_every_probed_row(version: tuple[int, int]) -> N
 
 
 @pytest.mark.parametrize("version", [v for v, r in bundled_rows().items() if r.nvcc_list_gpu_code])
-def test_wheel_nvcc_lists_agree_with_ptxas_probe(version: tuple[int, int]) -> None:
+def test_wheel_nvcc_lists_agree_with_ptxas_probe(version: CudaVersion) -> None:
     row = bundled_rows()[version]
     rebuilt = Toolkit.from_lists(version, row.nvcc_list_gpu_code, row.nvcc_list_gpu_arch, "t")
     assert rebuilt.cubins == row.toolkit.cubins

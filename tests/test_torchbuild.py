@@ -6,6 +6,7 @@ import pytest
 from packaging.version import Version
 
 from archguard.core.arch import Arch
+from archguard.core.cuda import CudaVersion
 from archguard.core.torchbuild import TorchBuild, bundled_builds, bundled_torch, parse_torch_version
 from archguard.errors import ConfigError, UnknownTorchBuild
 
@@ -48,7 +49,9 @@ def test_unknown_release_names_the_known_ones_and_the_way_out() -> None:
 )
 def test_parse_torch_version(text: str, public: str | None) -> None:
     version = parse_torch_version(text)
-    build = TorchBuild(version, (13, 0), bundled_torch((13, 0), Version("2.13")).targets, "t")
+    build = TorchBuild(
+        version, CudaVersion(13, 0), bundled_torch((13, 0), Version("2.13")).targets, "t"
+    )
     assert str(build.public_version) == (public or str(version))
 
 
@@ -60,4 +63,7 @@ def test_bad_torch_version_is_a_config_error() -> None:
 def test_label_with_and_without_version() -> None:
     targets = bundled_torch((13, 0), Version("2.13")).targets
     assert TorchBuild(None, None, targets, "t").label == "torch (version not given)"
-    assert TorchBuild(Version("2.13.0+cu130"), (13, 0), targets, "t").label == "torch 2.13.0+cu130"
+    assert (
+        TorchBuild(Version("2.13.0+cu130"), CudaVersion(13, 0), targets, "t").label
+        == "torch 2.13.0+cu130"
+    )

@@ -46,7 +46,9 @@ def wheel_files(out: Path) -> dict[str, bytes]:
     return files
 
 
-def build_all(python: Path, work: Path, label: str, **env: str) -> dict[str, tuple[int, str, dict]]:
+def build_all(
+    python: Path, work: Path, label: str, **env: str
+) -> dict[str, tuple[int, str, dict[str, bytes]]]:
     results = {}
     for name in PACKAGES:
         src = work / "src" / name

@@ -19,6 +19,7 @@ import pytest
 
 from realtools import (
     REPO,
+    Built,
     build_env,
     copy_tree,
     needs_cuda_torch,
@@ -47,7 +48,7 @@ def variant_properties(wheel: Path) -> list[str]:
     return sorted(p.to_str() for p in info.variant_desc.properties)
 
 
-def test_variant_properties_are_what_cuobjdump_finds(example_noiso, tmp_path: Path) -> None:
+def test_variant_properties_are_what_cuobjdump_finds(example_noiso: Built, tmp_path: Path) -> None:
     proc, out = example_noiso
     assert proc.returncode == 0, proc.stderr[-3000:]
     wheel = only_wheel(out)
@@ -130,7 +131,9 @@ def doctor(*args: str) -> subprocess.CompletedProcess[str]:
     return run_main("doctor", "--no-torch", *args, env=build_env())
 
 
-def test_doctor_names_the_image_each_gpu_loads_and_its_stubs(example_noiso, tmp_path: Path) -> None:
+def test_doctor_names_the_image_each_gpu_loads_and_its_stubs(
+    example_noiso: Built, tmp_path: Path
+) -> None:
     _, out = example_noiso
     site = install(only_wheel(out), tmp_path / "site")
     ada = doctor("--path", str(site), "--device", "8.9")

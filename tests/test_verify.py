@@ -12,7 +12,7 @@ import pytest
 from archguard.core.arch import Arch
 from archguard.detect.cuobjdump import combine, parse_headers, parse_listing, read_binary
 from archguard.errors import BinaryReadError
-from realtools import build_env, cuobjdump, needs_cuobjdump, needs_nvcc, nvcc, run_main
+from realtools import build_env, cuobjdump, needs_cuobjdump, needs_nvcc, nvcc, run_main, tool_path
 
 pytestmark = [needs_nvcc, needs_cuobjdump]
 
@@ -24,7 +24,16 @@ def compile_so(tmp: Path, name: str, *flags: str) -> Path:
     src.write_text(KERNEL)
     out = tmp / f"{name}.so"
     proc = subprocess.run(
-        [nvcc(), "-shared", "-Xcompiler", "-fPIC", str(src), "-o", str(out), *flags],
+        [
+            tool_path(nvcc(), "nvcc"),
+            "-shared",
+            "-Xcompiler",
+            "-fPIC",
+            str(src),
+            "-o",
+            str(out),
+            *flags,
+        ],
         capture_output=True,
         text=True,
         check=False,
@@ -65,7 +74,7 @@ def test_reads_exactly_what_nvcc_embedded(
     tmp_path: Path, name: str, flags: list[str], expected: list[str]
 ) -> None:
     so = compile_so(tmp_path, name, *flags)
-    found = read_binary(so, cuobjdump())  # type: ignore[arg-type]
+    found = read_binary(so, tool_path(cuobjdump(), "cuobjdump"))
     assert found.targets is not None
     assert found.targets.names() == expected
 
@@ -75,8 +84,11 @@ def test_family_cubin_is_told_from_a_plain_one(tmp_path: Path) -> None:
     plain = compile_so(tmp_path, "plain", *gencode("compute_100:sm_100"))
     fam = compile_so(tmp_path, "fam", *gencode("compute_100f:sm_100f"))
     listing = subprocess.run(
-        [cuobjdump(), "--list-elf", str(fam)], capture_output=True, text=True, check=True
-    ).stdout  # type: ignore[list-item]
+        [tool_path(cuobjdump(), "cuobjdump"), "--list-elf", str(fam)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert ".sm_100.cubin" in listing and "sm_100f" not in listing  # the trap, observed
     ok = verify(str(fam), "--arch-list", "10.0f")
     assert ok.returncode == 0, ok.stdout
