@@ -484,7 +484,7 @@ def test_doctor_and_variant_read_the_record_through_its_module(tmp_path: Path) -
     (finding,) = doctor.diagnose([ada], [package], None)
     assert (finding.tier, finding.word, finding.stubs) == (Tier.NATIVE, "native", ("k (trap)",))
     diagnosis = doctor.Diagnosis([(ada, "--device")], None, [package], [finding], None, [])
-    assert diagnosis.record()["findings"][0]["tier"] == "native"  # type: ignore[index]
+    assert diagnosis.as_json()["findings"][0]["tier"] == "native"  # type: ignore[index]
     unread = doctor.Package("pkg", "1.0", [doctor.Binary("x.so", None, "not read: why")])
     (none,) = doctor.diagnose([ada], [unread], None)
     assert none.tier is None and none.word == "unread" and not doctor.failed([none])

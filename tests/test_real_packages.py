@@ -38,7 +38,7 @@ built, nothing vendored here):
   targets included); linted with the CUTLASS NATTEN vendors (Swordfish fetches CUTLASS at
   build time), the forced include decides CuTe's SM100 copy atoms.
 
-Each sdist is pinned by its sha256, so the test builds exactly the sources the README names.
+Each sdist is pinned by its sha256, so the test builds exactly the sources docs/farm.md names.
 """
 
 from __future__ import annotations

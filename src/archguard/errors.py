@@ -4,7 +4,7 @@ Every error archguard raises on purpose is an :class:`ArchguardError`. The comma
 and the setuptools hook print ``render()`` (``archguard error [code]: message``, plus a
 detail where there is one, e.g. the whole decision table) and exit non-zero: never a
 traceback. Each class carries a
-stable ``code`` that the README's error catalogue lists with its cause and fix.
+stable ``code`` that the error catalogue (docs/errors.md) lists with its cause and fix.
 """
 
 from __future__ import annotations

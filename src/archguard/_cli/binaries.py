@@ -115,9 +115,9 @@ def cmd_watch(args: argparse.Namespace) -> int:
                 encoding="utf-8",
             )
     if args.format == "json":
-        write(json.dumps(watched.record(), indent=2) + "\n")
+        write(json.dumps(watched.as_json(), indent=2) + "\n")
     else:
-        write(watch.text(watched))
+        write(watch.render_text(watched))
     return EXIT_FAIL if missing else EXIT_OK
 
 
@@ -197,9 +197,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     torch = doctor.installed_torch(args.path)
     diagnosis = doctor.Diagnosis(gpus, driver, packages, findings, torch, notes)
     write(
-        json.dumps(diagnosis.record(), indent=2) + "\n"
+        json.dumps(diagnosis.as_json(), indent=2) + "\n"
         if args.format == "json"
-        else diagnosis.text()
+        else diagnosis.render_text()
     )
     if not gpus:
         return EXIT_USAGE

@@ -148,7 +148,7 @@ def compiler_cache(cmd: Any, session: Session) -> tuple[dict[str, str | None], A
         if before is not None and after is not None:
             delta = after.since(before)
             entry |= {"hits": delta.hits, "misses": delta.misses}
-            say(f"compiler cache: {tool} for this build: {delta.text()}")
+            say(f"compiler cache: {tool} for this build: {delta.summary()}")
         else:
             say(f"compiler cache: {tool} did not report its statistics")
         session.compiler_cache = entry

@@ -70,7 +70,7 @@ class Built:
     def ok(self) -> bool:
         return self.returncode == 0 and bool(self.wheels) and not self.problems
 
-    def record(self) -> dict[str, object]:
+    def as_json(self) -> dict[str, object]:
         return {
             "source": self.source,
             "ok": self.ok,
@@ -241,7 +241,7 @@ def run_wheel(
     ok = all(r.ok for r in results)
     if fmt == "json":
         text = json.dumps(
-            {"schema": WHEEL_SCHEMA, "ok": ok, "builds": [r.record() for r in results]}, indent=2
+            {"schema": WHEEL_SCHEMA, "ok": ok, "builds": [r.as_json() for r in results]}, indent=2
         )
         return (0 if ok else 1), text + "\n"
     lines = []

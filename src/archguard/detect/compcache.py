@@ -46,7 +46,7 @@ class Stats:
 
         return Stats(diff(self.hits, before.hits), diff(self.misses, before.misses))
 
-    def text(self) -> str:
+    def summary(self) -> str:
         kinds = sorted(set(self.hits) | set(self.misses))
         if not kinds:
             return "no cacheable compile"

@@ -11,8 +11,8 @@ Extra processes only time-share the cores while each holds a multi-GiB working s
 ``benchmarks/build_speed.py``'s extension on 2 cores (two .cu files with torch headers and a
 binding, six device compiles each), the first rule's 2 jobs x 2 threads was 2 % and 11 %
 slower than torch's defaults in paired runs, 3 jobs x 2 threads took 451 s where 2 jobs x 1
-thread took 281 s, and 2 x 1 is at 1.06x the physical limit (README). With C cores and
-S = memory / memory-per-thread slots:
+thread took 281 s, and 2 x 1 is at 1.06x the physical limit (docs/build-speed.md). With C
+cores and S = memory / memory-per-thread slots:
 - jobs = min(sources, C, S), at least 1 (``MAX_JOBS`` or ``max_jobs`` win);
 - threads = min(device compiles, min(C, S) / min(CUDA sources, jobs)), at least 1
   (``NVCC_THREADS``, ``--threads``/``-t`` in the package's nvcc flags, or ``nvcc_threads``

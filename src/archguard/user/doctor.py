@@ -264,11 +264,11 @@ class Diagnosis:
     torch: tuple[str, Targets | None] | None
     notes: Sequence[str]
 
-    def record(self) -> dict[str, object]:
-        return record(self)
+    def as_json(self) -> dict[str, object]:
+        return as_json(self)
 
-    def text(self) -> str:
-        return text(self)
+    def render_text(self) -> str:
+        return render_text(self)
 
 
 def _parts(
@@ -284,7 +284,7 @@ def _parts(
     return d.gpus, d.driver_cuda, d.packages, d.findings, d.torch, d.notes
 
 
-def record(d: Diagnosis) -> dict[str, object]:
+def as_json(d: Diagnosis) -> dict[str, object]:
     gpus, driver_cuda, packages, findings, torch, notes = _parts(d)
     return {
         "schema": DOCTOR_SCHEMA,
@@ -331,7 +331,7 @@ def failed(findings: Iterable[Finding]) -> list[Finding]:
     return [f for f in findings if f.tier is Tier.DEAD]
 
 
-def text(d: Diagnosis) -> str:
+def render_text(d: Diagnosis) -> str:
     gpus, driver_cuda, packages, findings, torch, notes = _parts(d)
     lines = ["archguard doctor", ""]
     shown = ", ".join(f"{g} (from {origin})" for g, origin in gpus) or "none found"

@@ -97,7 +97,7 @@ class Watched:
     proposed: list[str] = field(default_factory=list)  # torch_builds.yml rows (YAML text)
     problems: list[str] = field(default_factory=list)
 
-    def record(self) -> dict[str, object]:
+    def as_json(self) -> dict[str, object]:
         return {
             "schema": WATCH_SCHEMA,
             "table": self.table,
@@ -134,7 +134,7 @@ def download(version: Version, dest: Path, pip_args: Sequence[str] = ()) -> Path
     return found[0]
 
 
-def text(watched: Watched) -> str:
+def render_text(watched: Watched) -> str:
     lines = [
         f"torch releases on the package index since {watched.since}: "
         + (", ".join(str(v) for v in sorted(watched.versions)) or "none")
