@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from archguard import __version__
-from realtools import cli, run_main
+from realtools import REPO, cli, run_main
 from test_resolve import COMBOS, spec_expected
 
 
@@ -212,3 +212,28 @@ def test_under_format_json_an_error_is_one_json_object_on_stdout(args, code) -> 
 
 def test_usage_error_exit_status(run_cli) -> None:  # type: ignore[no-untyped-def]
     assert run_cli("list", "--format", "yaml").returncode == 2
+
+
+def test_help_groups_the_commands_as_the_readme_does() -> None:
+    import re
+
+    from archguard._cli import COMMANDS
+    from archguard._cli.parser import GROUPS
+
+    grouped = [name for _, names in GROUPS for name in names]
+    assert sorted(grouped) == sorted(COMMANDS)  # every command in exactly one group
+    readme = (REPO / "README.md").read_text()
+    table = readme.split("| command | what it does |", 1)[1].split("\n\n", 1)[0]
+    seen: list[tuple[str, list[str]]] = []
+    for row in table.splitlines():
+        if heading := re.match(r"^\| \*\*(.+)\*\* \| \|$", row):
+            seen.append((heading[1], []))
+        elif command := re.match(r"^\| `([a-z-]+)", row):
+            seen[-1][1].append(command[1])
+    assert seen == [(title, list(names)) for title, names in GROUPS]
+    shown = run_main("--help").stdout
+    assert [line[:-1] for line in shown.splitlines() if line.endswith(":")][:-1] == [
+        title for title, _ in GROUPS
+    ]
+    for name in grouped:
+        assert re.search(rf"^  {re.escape(name)}\s", shown, re.M), name

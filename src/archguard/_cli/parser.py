@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import textwrap
 from pathlib import Path
 from typing import TypeAlias, get_args
 
@@ -38,21 +39,51 @@ def _add_inputs(p: argparse.ArgumentParser) -> None:
     )
 
 
+# The commands by what they are for, as the README's command table groups them (a test
+# compares the two): --help lists them so.
+GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("the list", ("explain", "list", "env", "matrix")),
+    ("a build's checks", ("lint", "verify")),
+    ("a farm", ("wheel",)),
+    ("a user's machine", ("doctor", "variant")),
+    ("the policy and the torch table", ("check-policy", "derive", "probe-torch", "watch")),
+)
+
+
 def main_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="archguard",
-        description="Compute, explain and verify the CUDA arch list of PyTorch extension "
-        "wheels from one owned policy.",
+        usage="archguard [-h] [--version] COMMAND ...",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"archguard {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", help=argparse.SUPPRESS
+    )
     for group in (_list_commands, _binary_commands, _farm_commands, _lint_command, _checks):
         group(sub)
-    parser.epilog = (
+    helps = {a.dest: a.help or "" for a in sub._choices_actions}
+    lines = textwrap.wrap(
+        "Compute, explain and verify the CUDA arch list of PyTorch extension wheels from one "
+        "owned policy.",
+        78,
+    )
+    for title, names in GROUPS:
+        lines += ["", f"{title}:"]
+        lines += [_command_line(name, helps[name]) for name in names]
+    parser.description = "\n".join(lines)
+    parser.epilog = textwrap.fill(
         "Exit status, every command: 0 fine; 1 findings or differences; 2 could not run "
-        "(bad input, a missing tool, nothing left to build); 130 when interrupted (Ctrl-C)."
+        "(bad input, a missing tool, nothing left to build); 130 when interrupted (Ctrl-C).",
+        78,
     )
     return parser
+
+
+def _command_line(name: str, text: str) -> str:
+    """One command in --help's listing: its name, then its help wrapped under it."""
+    first, *rest = textwrap.wrap(text, 62) or [""]
+    return "\n".join([f"  {name:<14}{first}", *(f"  {'':<14}{line}" for line in rest)])
 
 
 Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
