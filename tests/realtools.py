@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import zipfile
+from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 from typing import NoReturn
@@ -70,6 +71,53 @@ def cuobjdump() -> str | None:
 def nvcc() -> str | None:
     path = Path(CUDA_HOME, "bin", "nvcc")
     return str(path) if path.is_file() else None
+
+
+# --- the tiny CUDA packages the build tests write (torch-free kernels, no torch headers) ---
+
+MINI = REPO / "tests" / "packages" / "minicuda"  # kernel.cu and mod.c
+HOPPER = REPO / "tests" / "packages" / "hopper"  # arch-specific kernels
+# What a build holds with the bundled policy's cu130 row (torch 2.13.0+cu130, nvcc 13.0)
+CU130 = ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120", "compute_90", "compute_120"]
+CU130_TEXT = " ".join(CU130)
+TORCH_IMPORT = "from torch.utils.cpp_extension import BuildExtension"
+TORCH_CMDCLASS = 'cmdclass={"build_ext": BuildExtension},'
+
+
+def extension(name: str, sources: Sequence[str], nvcc: Sequence[str] = ()) -> str:
+    """One ``Extension(...)`` of a setup.py, with its nvcc flags."""
+    return (
+        f"Extension({name!r}, {list(sources)!r}, "
+        f'extra_compile_args={{"cxx": [], "nvcc": {list(nvcc)!r}}})'
+    )
+
+
+def setup_py(
+    name: str,
+    extensions: Sequence[str],
+    *,
+    imports: str = TORCH_IMPORT,
+    prelude: str = "",
+    cmdclass: str = TORCH_CMDCLASS,
+) -> str:
+    """A package's setup.py: ``extensions`` are :func:`extension` texts."""
+    listed = "".join(f"        {e},\n" for e in extensions)
+    return (
+        f"from setuptools import Extension, setup\n{imports}\n\n{prelude}\n"
+        f'setup(\n    name="{name}",\n    version="1.0",\n    ext_modules=[\n{listed}    ],\n'
+        f"    {cmdclass}\n)\n"
+    )
+
+
+def pyproject(*requires: str, extra: str = "") -> str:
+    """A pyproject.toml whose build needs setuptools, torch and ``requires``."""
+    names = ", ".join(f'"{r}"' for r in ("setuptools>=64", "torch", *requires))
+    return f'[build-system]\nrequires = [{names}]\nbuild-backend = "setuptools.build_meta"\n{extra}'
+
+
+def module_c(name: str) -> str:
+    """A Python module with no torch binding, named ``name`` (the tests read its device code)."""
+    return (MINI / "mod.c").read_text().replace("_minicuda", name)
 
 
 # a built example: the pip wheel run and its output directory (conftest's example_noiso)

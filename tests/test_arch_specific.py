@@ -16,49 +16,27 @@ from pathlib import Path
 import pytest
 
 from realtools import (
-    REPO,
+    CU130,
+    HOPPER,
+    MINI,
     build_env,
     cli,
     cuobjdump,
+    extension,
     needs_cu130,
     needs_cuda_torch,
     needs_cuobjdump,
     needs_nvcc,
     only_wheel,
     pip_wheel,
+    pyproject,
+    setup_py,
     tool_path,
     wheel_record,
 )
 
 pytestmark = [pytest.mark.slow, needs_nvcc, needs_cuda_torch, needs_cuobjdump]
 
-HOPPER = REPO / "tests" / "packages" / "hopper"
-MINI = REPO / "tests" / "packages" / "minicuda"
-CU130 = ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120", "compute_90", "compute_120"]
-
-SETUP = """\
-from setuptools import Extension, setup
-from torch.utils.cpp_extension import BuildExtension
-
-setup(
-    name="hoppy",
-    version="1.0",
-    ext_modules=[
-{extensions}
-    ],
-    cmdclass={{"build_ext": BuildExtension}},
-)
-"""
-EXT = (
-    '        Extension("{name}", ["mod.c", "{cu}"],'
-    ' extra_compile_args={{"cxx": [], "nvcc": {nvcc!r}}}),'
-)
-PYPROJECT = """\
-[build-system]
-requires = ["setuptools>=64", "torch"{requires}]
-build-backend = "setuptools.build_meta"
-{extra}
-"""
 
 pytestmark.append(needs_cu130)
 
@@ -74,7 +52,7 @@ def package(
     tmp: Path,
     extensions: dict[str, tuple[str, list[str]]],
     extra: str = "",
-    requires: str = ', "torch-archguard"',
+    requires: tuple[str, ...] = ("torch-archguard",),
 ) -> Path:
     root = tmp / "hoppy"
     root.mkdir(parents=True)
@@ -82,9 +60,9 @@ def package(
         (root / name).write_text((HOPPER / name).read_text())
     (root / "kernel.cu").write_text((MINI / "kernel.cu").read_text())
     (root / "mod.c").write_text((MINI / "mod.c").read_text())
-    lines = [EXT.format(name=n, cu=cu, nvcc=nvcc) for n, (cu, nvcc) in extensions.items()]
-    (root / "setup.py").write_text(SETUP.format(extensions="\n".join(lines)))
-    (root / "pyproject.toml").write_text(PYPROJECT.format(extra=extra, requires=requires))
+    exts = [extension(n, ["mod.c", cu], nvcc) for n, (cu, nvcc) in extensions.items()]
+    (root / "setup.py").write_text(setup_py("hoppy", exts))
+    (root / "pyproject.toml").write_text(pyproject(*requires, extra=extra))
     return root
 
 
@@ -192,7 +170,7 @@ def test_a_kernel_that_only_assembles_for_sm_90a_builds_in_farm_mode_with_the_fu
     archguard; with it, the binary holds sm_90a, no plain sm_90, no compute_90 (a net there
     is compiled with __CUDA_ARCH__ == 900 and does not assemble), nothing below sm_80."""
     nvcc = gencode("sm_90a", "sm_80")
-    root = package(tmp_path, {"_strict": ("strict.cu", nvcc)}, requires="")
+    root = package(tmp_path, {"_strict": ("strict.cu", nvcc)}, requires=())
     farm, log = build(root, tmp_path, ARCHGUARD_ENABLE="1")
     assert farm.returncode == 0, log[-5000:]
     wheel = only_wheel(tmp_path / "out")
@@ -202,7 +180,7 @@ def test_a_kernel_that_only_assembles_for_sm_90a_builds_in_farm_mode_with_the_fu
     assert "left out compute_90: plain compute_90 beside sm_90a with no plain sm_90" in log
     assert cli("verify", str(wheel), env=build_env()).returncode == 0
     # the same package with its own flags (archguard off) holds sm_90a and sm_80 ...
-    plain_root = package(tmp_path / "off", {"_strict": ("strict.cu", nvcc)}, requires="")
+    plain_root = package(tmp_path / "off", {"_strict": ("strict.cu", nvcc)}, requires=())
     off, log = build(plain_root, tmp_path / "off")
     assert off.returncode == 0, log[-3000:]
     assert so_targets(only_wheel(tmp_path / "off" / "out"), tmp_path) == {
@@ -229,7 +207,7 @@ def test_a_cp_async_package_hard_coding_sm_80_up_keeps_its_floor_in_farm_mode(
     that asks for 7.5 wins over the inferred floor, fails, and archguard's last line names
     what it added and the line that leaves it out."""
     nvcc = gencode("sm_80", "sm_86")
-    root = package(tmp_path, {"_cp": ("cpasync.cu", nvcc)}, requires="")
+    root = package(tmp_path, {"_cp": ("cpasync.cu", nvcc)}, requires=())
     proc, log = build(root, tmp_path, ARCHGUARD_ENABLE="1")
     assert proc.returncode == 0, log[-5000:]
     wheel = only_wheel(tmp_path / "out")
@@ -248,7 +226,7 @@ def test_a_cp_async_package_hard_coding_sm_80_up_keeps_its_floor_in_farm_mode(
         "compute_120",
     ]
     assert cli("verify", str(wheel), env=build_env()).returncode == 0
-    explicit = package(tmp_path / "explicit", {"_cp": ("cpasync.cu", nvcc)}, requires="")
+    explicit = package(tmp_path / "explicit", {"_cp": ("cpasync.cu", nvcc)}, requires=())
     failed, log = build(
         explicit, tmp_path / "explicit", ARCHGUARD_ENABLE="1", ARCHGUARD_ARCH_LIST="7.5;8.0"
     )

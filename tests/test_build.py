@@ -19,20 +19,26 @@ from pathlib import Path
 import pytest
 
 from realtools import (
-    REPO,
+    CU130,
+    MINI,
+    TORCH_CMDCLASS,
+    TORCH_IMPORT,
     Built,
     archguard_list,
     archguard_wheel,
     build_env,
     cli,
     copy_tree,
+    extension,
     needs_cu130,
     needs_cuda_torch,
     needs_cuobjdump,
     needs_nvcc,
     only_wheel,
     pip_wheel,
+    pyproject,
     run_in,
+    setup_py,
     tool_path,
     torch_cuda,
     torch_version,
@@ -43,8 +49,6 @@ from realtools import (
 pytestmark = [pytest.mark.slow, needs_nvcc, needs_cuda_torch, needs_cuobjdump]
 
 # The issue's expectation for the bundled policy on cu130 (torch 2.13.0+cu130, nvcc 13.0).
-POLICY_CU130 = ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120", "compute_90", "compute_120"]
-MINI = REPO / "tests" / "packages" / "minicuda"
 
 
 def targets_of(listing: dict[str, object]) -> list[str]:
@@ -76,7 +80,7 @@ def test_example_no_isolation_holds_exactly_the_resolved_list(
     found = wheel_so_targets(wheel, tmp_path)
     expected = archguard_list(example_src)
     assert found == targets_of(expected)
-    assert found == POLICY_CU130
+    assert found == CU130
     record = wheel_record(wheel)
     assert record["schema"] == "archguard.resolution/2"
     assert record["effective"] == expected["effective"]
@@ -220,27 +224,6 @@ def test_example_own_test_imports_the_built_extension(
 
 # --- small CUDA packages for the edge cases ---------------------------------------------
 
-SETUP = """\
-from setuptools import Extension, setup
-{imports}
-
-{prelude}
-setup(
-    name="minicuda",
-    version="1.0",
-    ext_modules=[Extension("_minicuda", ["mod.c", "kernel.cu"],
-                           extra_compile_args={{"cxx": [], "nvcc": {nvcc!r}}})],
-    {cmdclass}
-)
-"""
-PYPROJECT = """\
-[build-system]
-requires = ["setuptools>=64", "torch", "torch-archguard"]
-build-backend = "setuptools.build_meta"
-{extra}
-"""
-TORCH_IMPORT = "from torch.utils.cpp_extension import BuildExtension"
-
 
 def minicuda(
     tmp: Path,
@@ -248,17 +231,18 @@ def minicuda(
     nvcc: list[str] | None = None,
     imports: str = TORCH_IMPORT,
     prelude: str = "",
-    cmdclass: str = 'cmdclass={"build_ext": BuildExtension},',
+    cmdclass: str = TORCH_CMDCLASS,
     extra: str = "",
 ) -> Path:
     root = tmp / "minicuda"
     root.mkdir()
     for name in ("kernel.cu", "mod.c"):
         (root / name).write_text((MINI / name).read_text())
+    ext = extension("_minicuda", ["mod.c", "kernel.cu"], nvcc or ["-O2"])
     (root / "setup.py").write_text(
-        SETUP.format(imports=imports, prelude=prelude, nvcc=nvcc or ["-O2"], cmdclass=cmdclass)
+        setup_py("minicuda", [ext], imports=imports, prelude=prelude, cmdclass=cmdclass)
     )
-    (root / "pyproject.toml").write_text(PYPROJECT.format(extra=extra))
+    (root / "pyproject.toml").write_text(pyproject("torch-archguard", extra=extra))
     return root
 
 
@@ -281,7 +265,7 @@ def test_arch_text_in_an_include_path_does_not_fool_it(tmp_path: Path) -> None:
     """Torch adds no arch flags once any nvcc flag contains 'arch'; archguard still does."""
     root = minicuda(tmp_path, nvcc=["-O2", f"-I{tmp_path}/research/monarch/include"])
     log, found, _ = build_and_check(root, tmp_path)
-    assert found == POLICY_CU130
+    assert found == CU130
     assert "monarch/include" in log  # the flag itself passed through
 
 
@@ -475,12 +459,7 @@ def test_cpu_only_torch_gets_its_own_clear_message(tmp_path: Path) -> None:
     assert "archguard error [torch-not-cuda]" in log and "CPU-only build" in log
     # The same package's CPU fallback (C/C++ sources only) still builds on that torch.
     (root / "setup.py").write_text(
-        SETUP.format(
-            imports=TORCH_IMPORT,
-            prelude="",
-            nvcc=["-O2"],
-            cmdclass='cmdclass={"build_ext": BuildExtension},',
-        ).replace('["mod.c", "kernel.cu"]', '["mod.c"]')
+        setup_py("minicuda", [extension("_minicuda", ["mod.c"], ["-O2"])])
     )
     fallback = pip_wheel(root, tmp_path / "cpu-out", python=python)
     log = fallback.stdout + fallback.stderr

@@ -14,11 +14,14 @@ from pathlib import Path
 import pytest
 
 from realtools import (
+    CU130,
     CUDA_HOME,
+    MINI,
     REPO,
     build_env,
     cli,
     copy_tree,
+    extension,
     farm_env,
     needs_cu130,
     needs_cuda_torch,
@@ -27,7 +30,9 @@ from realtools import (
     not_fetched,
     only_wheel,
     pip_wheel,
+    pyproject,
     recorded_targets,
+    setup_py,
     torch_version,
     wheel_record,
     wheel_so_targets,
@@ -35,25 +40,9 @@ from realtools import (
 
 pytestmark = [pytest.mark.slow, needs_nvcc, needs_cuda_torch, needs_cuobjdump]
 
-MINI = REPO / "tests" / "packages" / "minicuda"
-CU130 = ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120", "compute_90", "compute_120"]
-SETUP = """\
-from setuptools import Extension, setup
-from torch.utils.cpp_extension import BuildExtension
-
-setup(
-    name="upstream",
-    version="1.0",
-    ext_modules=[Extension("_upstream", ["mod.c", "kernel.cu"],
-                           extra_compile_args={"cxx": [], "nvcc": ["-O2"]})],
-    cmdclass={"build_ext": BuildExtension},
-)
-"""
 # An upstream package that has never heard of archguard.
-PYPROJECT = (
-    '[build-system]\nrequires = ["setuptools>=64", "torch"]\n'
-    'build-backend = "setuptools.build_meta"\n'
-)
+SETUP = setup_py("upstream", [extension("_upstream", ["mod.c", "kernel.cu"], ["-O2"])])
+PYPROJECT = pyproject()
 
 
 def upstream(tmp: Path) -> Path:
@@ -391,10 +380,7 @@ def test_archguard_wheel_fails_a_cpu_fallback_and_names_the_switch(tmp_path: Pat
     for name in ("kernel.cu", "mod.c"):
         shutil.copy(MINI / name, root / name)
     (root / "setup.py").write_text(FALLBACK)
-    (root / "pyproject.toml").write_text(
-        '[build-system]\nrequires = ["setuptools>=64", "torch"]\n'
-        'build-backend = "setuptools.build_meta"\n'
-    )
+    (root / "pyproject.toml").write_text(pyproject())
     env = build_env(ARCHGUARD_ARCH_LIST="8.0")
     cpu = cli("wheel", str(root), "-w", str(tmp_path / "cpu"), env=env)
     assert cpu.returncode == 1, cpu.stdout + cpu.stderr

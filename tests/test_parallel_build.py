@@ -16,11 +16,15 @@ from realtools import (
     build_env,
     cli,
     copy_tree,
+    extension,
+    module_c,
     needs_cuda_torch,
     needs_cuobjdump,
     needs_nvcc,
     only_wheel,
     pip_wheel,
+    pyproject,
+    setup_py,
 )
 
 pytestmark = [pytest.mark.slow, needs_nvcc, needs_cuda_torch, needs_cuobjdump]
@@ -32,22 +36,6 @@ __global__ void k_{n}(float* x, int n) {{
 }}
 void launch_{n}(float* x, int n) {{ k_{n}<<<(n + 127) / 128, 128>>>(x, n); }}
 """
-MODULE = """\
-#include <Python.h>
-static struct PyModuleDef m = {{PyModuleDef_HEAD_INIT, "{name}", NULL, -1, NULL}};
-PyMODINIT_FUNC PyInit_{name}(void) {{ return PyModule_Create(&m); }}
-"""
-SETUP = """\
-from setuptools import Extension, setup
-from torch.utils.cpp_extension import BuildExtension
-
-setup(
-    name="par",
-    version="1.0",
-    ext_modules=[{extensions}],
-    cmdclass={{"build_ext": {cmd}}},
-)
-"""
 
 
 def package(tmp: Path, extensions: dict[str, int], use_ninja: bool) -> Path:
@@ -56,21 +44,18 @@ def package(tmp: Path, extensions: dict[str, int], use_ninja: bool) -> Path:
     exts = []
     n = 0
     for name, files in extensions.items():
-        (root / f"{name}.c").write_text(MODULE.format(name=name))
+        (root / f"{name}.c").write_text(module_c(name))
         sources = [f"{name}.c"]
         for _ in range(files):
             n += 1
             (root / f"k{n}.cu").write_text(KERNEL.format(n=n))
             sources.append(f"k{n}.cu")
-        exts.append(
-            f'Extension("{name}", {sources!r}, extra_compile_args={{"cxx": [], "nvcc": []}})'
-        )
+        exts.append(extension(name, sources))
     cmd = "BuildExtension" if use_ninja else "BuildExtension.with_options(use_ninja=False)"
-    (root / "setup.py").write_text(SETUP.format(extensions=", ".join(exts), cmd=cmd))
-    (root / "pyproject.toml").write_text(
-        '[build-system]\nrequires = ["setuptools>=64", "torch"]\n'
-        'build-backend = "setuptools.build_meta"\n'
+    (root / "setup.py").write_text(
+        setup_py("par", exts, cmdclass=f'cmdclass={{"build_ext": {cmd}}},')
     )
+    (root / "pyproject.toml").write_text(pyproject())
     return root
 
 

@@ -61,6 +61,8 @@ from archguard.core.torchbuild import bundled_torch
 from archguard.lint.guards import Report, Wheel, analyse
 from archguard.lint.sources import Sources, parse_defines
 from realtools import (
+    CU130,
+    CU130_TEXT,
     build_env,
     cli,
     farm_env,
@@ -78,7 +80,6 @@ from realtools import (
 
 pytestmark = [pytest.mark.slow, pytest.mark.network, needs_nvcc, needs_cuda_torch, needs_cuobjdump]
 
-CU130 = ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120", "compute_90", "compute_120"]
 SDISTS = {
     "points_in_rbbox": (
         "1.1.9",
@@ -260,7 +261,6 @@ def test_grouped_gemm_a_setup_time_reader_builds_through_archguard_wheel(tmp_pat
     assert "budget" not in proc.stderr  # finished well inside it
 
 
-CU130_TEXT = " ".join(CU130)
 FAMILY = "sm_75 sm_80 sm_86 sm_90a sm_100f sm_120f"
 
 

@@ -18,23 +18,26 @@ from pathlib import Path
 import pytest
 
 from realtools import (
+    HOPPER,
     REPO,
     Built,
     build_env,
     copy_tree,
+    extension,
+    module_c,
     needs_cuda_torch,
     needs_cuobjdump,
     needs_nvcc,
     only_wheel,
     pip_wheel,
+    pyproject,
     run_main,
+    setup_py,
     torch_cuda,
     wheel_so_targets,
 )
 
 pytestmark = [pytest.mark.slow, needs_nvcc, needs_cuda_torch, needs_cuobjdump]
-MINI = REPO / "tests" / "packages" / "minicuda"
-HOPPER = REPO / "tests" / "packages" / "hopper"
 
 
 def variant_properties(wheel: Path) -> list[str]:
@@ -74,18 +77,11 @@ def hopper_wheel(tmp: Path, nvcc: list[str], record: bool = True) -> Path:
     root = tmp / "hoppy"
     root.mkdir(parents=True)
     shutil.copy(HOPPER / "strict.cu", root / "strict.cu")
-    (root / "mod.c").write_text((MINI / "mod.c").read_text().replace("_minicuda", "_strict"))
+    (root / "mod.c").write_text(module_c("_strict"))
     (root / "setup.py").write_text(
-        "from setuptools import Extension, setup\n"
-        "from torch.utils.cpp_extension import BuildExtension\n"
-        'setup(name="hoppy", version="1.0", ext_modules=[Extension("_strict", '
-        f'["mod.c", "strict.cu"], extra_compile_args={{"cxx": [], "nvcc": {nvcc!r}}})], '
-        'cmdclass={"build_ext": BuildExtension})\n'
+        setup_py("hoppy", [extension("_strict", ["mod.c", "strict.cu"], nvcc)])
     )
-    (root / "pyproject.toml").write_text(
-        '[build-system]\nrequires = ["setuptools>=64", "torch"]\n'
-        'build-backend = "setuptools.build_meta"\n'
-    )
+    (root / "pyproject.toml").write_text(pyproject())
     env = build_env(**({"ARCHGUARD_ENABLE": "1"} if record else {}))
     proc = pip_wheel(root, tmp / "out", env=env)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
@@ -205,14 +201,9 @@ def sm90a_package(root: Path) -> Path:
     """A package that never heard of archguard, with a CUTLASS-style sm_90a-only kernel."""
     root.mkdir(parents=True)
     shutil.copy(HOPPER / "sm90a_only.cu", root / "sm90a_only.cu")
-    (root / "mod.c").write_text((MINI / "mod.c").read_text().replace("_minicuda", "_sm90a"))
-    (root / "setup.py").write_text(
-        "from setuptools import Extension, setup\n"
-        "from torch.utils.cpp_extension import BuildExtension\n"
-        'setup(name="sm90a-kernel", version="1.0", ext_modules=[Extension("_sm90a", '
-        '["mod.c", "sm90a_only.cu"], extra_compile_args={"cxx": [], "nvcc": []})], '
-        'cmdclass={"build_ext": BuildExtension})\n'
-    )
+    (root / "mod.c").write_text(module_c("_sm90a"))
+    ext = extension("_sm90a", ["mod.c", "sm90a_only.cu"])
+    (root / "setup.py").write_text(setup_py("sm90a-kernel", [ext]))
     return root
 
 
