@@ -47,6 +47,18 @@ def is_cu130() -> bool:
 
 
 @cache
+def torch_dir() -> Path:
+    """The installed torch's package directory (torch imported in a child process)."""
+    out = subprocess.run(
+        [sys.executable, "-c", "import torch, os; print(os.path.dirname(torch.__file__))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    return Path(out)
+
+
+@cache
 def torch_version() -> str:
     """The installed torch's public version (2.13.0, not 2.13.0+cu130: the index has no tag)."""
     return subprocess.run(

@@ -20,20 +20,11 @@ from realtools import (
     needs_cuobjdump,
     not_fetched,
     torch_cuda,
+    torch_dir,
     torch_version,
 )
 
 pytestmark = [needs_cuda_torch, needs_cuobjdump]
-
-
-def torch_dir() -> Path:
-    out = subprocess.run(
-        [sys.executable, "-c", "import torch, os; print(os.path.dirname(torch.__file__))"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    return Path(out)
 
 
 @pytest.fixture(scope="module")

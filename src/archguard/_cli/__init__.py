@@ -45,6 +45,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "check-policy": lists.cmd_check_policy,
     "matrix": lists.cmd_matrix,
     "verify": binaries.cmd_verify,
+    "abi": binaries.cmd_abi,
     "wheel": binaries.cmd_wheel,
     "watch": binaries.cmd_watch,
     "doctor": binaries.cmd_doctor,

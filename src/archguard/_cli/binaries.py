@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from pathlib import Path
 
 from archguard._cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, write
@@ -67,18 +66,27 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return EXIT_OK if report.ok and not stubbed else EXIT_FAIL
 
 
+def cmd_abi(args: argparse.Namespace) -> int:
+    from archguard.binaries.abi import check_paths, render
+    from archguard.detect.abi import torch_exports
+
+    torches = [torch_exports(path) for path in args.torches]
+    checked = check_paths(args.paths, torches)
+    write(render(checked, torches, args.format))
+    return EXIT_FAIL if any(c.fails for c in checked) else EXIT_OK
+
+
 def cmd_wheel(args: argparse.Namespace) -> int:
     from archguard._integration.farm import run_wheel
-    from archguard.errors import ConfigError
-    from archguard.reports.text import render_error
 
-    try:
-        status, text = run_wheel(
-            args.sources, args.wheel_dir, args.config, args.format, args.pip_args
-        )
-    except ConfigError as exc:  # could not run: exit 2
-        print(render_error(exc), file=sys.stderr)
-        return EXIT_USAGE
+    status, text = run_wheel(
+        args.sources,
+        args.wheel_dir,
+        args.config,
+        args.format,
+        args.pip_args,
+        local_version=args.local_version,
+    )  # an ArchguardError (bad input) exits 2 through the one handler
     write(text)
     return status
 

@@ -43,7 +43,7 @@ def _add_inputs(p: argparse.ArgumentParser) -> None:
 # compares the two): --help lists them so.
 GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("the list", ("explain", "list", "env", "matrix")),
-    ("a build's checks", ("lint", "verify")),
+    ("a build's checks", ("lint", "verify", "abi")),
     ("a farm", ("wheel",)),
     ("a user's machine", ("doctor", "variant")),
     ("the policy and the torch table", ("check-policy", "derive", "probe-torch", "watch")),
@@ -60,7 +60,14 @@ def main_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(
         dest="command", required=True, metavar="COMMAND", help=argparse.SUPPRESS
     )
-    for group in (_list_commands, _binary_commands, _farm_commands, _lint_command, _checks):
+    for group in (
+        _list_commands,
+        _binary_commands,
+        _farm_commands,
+        _lint_command,
+        _checks,
+        _abi_command,
+    ):
         group(sub)
     helps = {a.dest: a.help or "" for a in sub._choices_actions}
     lines = textwrap.wrap(
@@ -213,6 +220,13 @@ def _farm_commands(sub: Subparsers) -> None:
         metavar="PKG.toml",
         help="a [tool.archguard] table (ARCHGUARD_CONFIG)",
     )
+    p.add_argument(
+        "--local-version",
+        metavar="LABEL",
+        help="each wheel's local version label: auto (cu130torch2.13 for torch's C++ ABI, cu130 "
+        "for its stable ABI), off, or a template with {cuda} and {torch} (default: the "
+        "package's or --config's local_version, else auto)",
+    )
     _format(p)
     p.epilog = "Extra pip options go after --: archguard wheel SRC -- --config-settings=..."
 
@@ -253,6 +267,26 @@ def _lint_command(sub: Subparsers) -> None:
         help="a file the build includes before each source (nvcc -include / --pre-include)",
     )
     _add_inputs(p)
+    _format(p)
+
+
+def _abi_command(sub: Subparsers) -> None:
+    p = sub.add_parser(
+        "abi",
+        help="will built extensions import with these torch builds? their torch symbols "
+        "resolved against each torch's exports, read without importing anything",
+    )
+    p.add_argument("paths", nargs="+", metavar="WHEEL_OR_SO", type=Path)
+    p.add_argument(
+        "--torch",
+        dest="torches",
+        action="append",
+        required=True,
+        type=Path,
+        metavar="DIR_OR_WHEEL",
+        help="an installed torch (its directory, or the site-packages holding it) or a torch "
+        "wheel, read without installing it; repeat for several",
+    )
     _format(p)
 
 

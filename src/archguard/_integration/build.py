@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from archguard._integration.abi import record_abi
 from archguard._integration.common import announce_once, project_root, say
 from archguard._integration.environment import Planned, compiler_cache, complete_toolkit
 from archguard._integration.postbuild import verify_build
@@ -417,6 +418,7 @@ def archguard_build(cmd: Any) -> Iterator[None]:
     if cache_report is not None:
         cache_report()
     verify_build(cmd, session, [e.name for e in cuda], started)
+    record_abi(cmd, session)
 
 
 def _apply(

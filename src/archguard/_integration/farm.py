@@ -17,13 +17,18 @@ import json
 import os
 import re
 import sys
+import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from archguard.binaries.record import read_wheel_record
+from archguard.binaries.relabel import check_label, relabel
 from archguard.binaries.verify import check
+from archguard.core.abi import cell_label, minor
 from archguard.core.arch import Targets
+from archguard.core.cuda import CudaVersion
 from archguard.detect.cuobjdump import find_cuobjdump
 from archguard.detect.tools import BUILD_TIMEOUT_S, run
 from archguard.errors import ArchguardError, ConfigError
@@ -82,7 +87,17 @@ class Built:
         }
 
 
-def cell_environment(source: Path, config: Path | None) -> tuple[dict[str, str], bool]:
+@dataclass(frozen=True)
+class Cell:
+    """What the build of one source gets: its environment before ``setup.py`` runs, whether
+    its wheels get a wheel-variant copy, and the local version label template."""
+
+    environment: dict[str, str]
+    variants: bool
+    local_version: str  # "auto", "off" or a template with {cuda} and {torch}
+
+
+def cell_environment(source: Path, config: Path | None, local_version: str | None = None) -> Cell:
     """What the build of ``source`` gets in its environment before ``setup.py`` runs, and
     whether its wheels get a wheel-variant copy (``ARCHGUARD_WHEEL_VARIANT``, else the
     package's or ARCHGUARD_CONFIG's ``wheel_variant``)."""
@@ -101,7 +116,8 @@ def cell_environment(source: Path, config: Path | None) -> tuple[dict[str, str],
         out["CUDA_HOME"] = str(Path(res.toolkit.nvcc).parent.parent)
     if config is not None:
         out[ENV_CONFIG] = str(config)
-    return out, wanted
+    label = local_version or (package.local_version if package else "auto")
+    return Cell(out, wanted, label)
 
 
 def _wheels_in(out: Path) -> dict[Path, float]:
@@ -139,8 +155,16 @@ def _verify(wheels: list[Path], checked: dict[str, list[Checked]]) -> list[dict[
     return out
 
 
-def build_one(source: Path, out: Path, config: Path | None, pip_args: Sequence[str]) -> Built:
-    env_vars, variants = cell_environment(source, config)
+def build_one(
+    source: Path,
+    out: Path,
+    config: Path | None,
+    pip_args: Sequence[str],
+    *,
+    local_version: str | None = None,
+) -> Built:
+    cell = cell_environment(source, config, local_version)
+    env_vars, variants = cell.environment, cell.variants
     reads = variables_read(source / "setup.py")
     before = _wheels_in(out)
     argv = [
@@ -194,9 +218,49 @@ def build_one(source: Path, out: Path, config: Path | None, pip_args: Sequence[s
             )
     if not made:
         built.problems.append("pip reported success but wrote no wheel")
+    if not built.problems:
+        _label(built, cell.local_version)
     if variants and not built.problems:
         _variants(built, out)
     return built
+
+
+def _label(built: Built, template: str) -> None:
+    """Each verified wheel relabelled for its cell: its local version and its torch pin,
+    from what its binaries bind to (the record's ``abi``, its CUDA and torch)."""
+    if template == "off":
+        return
+    for w in built.wheels:
+        wheel = Path(str(w["wheel"]))
+        try:
+            with zipfile.ZipFile(wheel) as zf:
+                record = read_wheel_record(zf, wheel.name)
+        except (OSError, zipfile.BadZipFile) as exc:
+            built.problems.append(f"{wheel.name}: not labelled: {exc}")
+            continue
+        if record is None or record.cuda is None or record.torch is None or not record.abi:
+            w["label"] = None
+            w["label_note"] = "not labelled: its record says nothing of what it binds to"
+            continue
+        cuda = CudaVersion.parse(record.cuda, wheel.name)
+        chosen = cell_label(list(record.abi.values()), cuda, record.torch)
+        if chosen is None:
+            w["label"] = None
+            w["label_note"] = "not labelled: no extension links torch"
+            continue
+        label = chosen.label
+        if template != "auto":
+            major, minor_ = minor(record.torch)
+            label = check_label(
+                template.format(cuda=cuda.tag, torch=f"{major}.{minor_}"), "local_version"
+            )
+        try:
+            labelled = relabel(wheel, label, chosen.pin)
+        except ArchguardError as exc:
+            built.problems.append(f"{wheel.name}: not labelled: {exc}")
+            continue
+        built.checked[str(labelled)] = built.checked.pop(str(wheel), [])
+        w.update(wheel=str(labelled), label=label, pin=chosen.pin, label_why=chosen.why)
 
 
 def _variants(built: Built, out: Path) -> None:
@@ -213,12 +277,14 @@ def _variants(built: Built, out: Path) -> None:
         w["variant_notes"] = planned.notes
 
 
-def run_wheel(
+def run_wheel(  # noqa: PLR0913 - the command's options, each named at the call
     sources: Sequence[Path],
     out: Path,
     config: Path | None,
     fmt: str,
     pip_args: Sequence[str],
+    *,
+    local_version: str | None = None,
 ) -> tuple[int, str]:
     """Build each source; (exit status, stdout text). 0: every wheel built and verified."""
     for source in sources:
@@ -233,7 +299,9 @@ def run_wheel(
     results = []
     for source in sources:
         try:
-            results.append(build_one(source.resolve(), out, config, pip_args))
+            results.append(
+                build_one(source.resolve(), out, config, pip_args, local_version=local_version)
+            )
         except ArchguardError as exc:
             failed = Built(str(source), -1, {}, variables_read(source / "setup.py"))
             failed.problems.append(render_error(exc))
@@ -249,7 +317,10 @@ def run_wheel(
         for w in r.wheels:
             mark = "ok" if w["ok"] else "FAILED"
             targets = " ".join(w["targets"]) or "no CUDA code"  # type: ignore[arg-type]
-            lines.append(f"{mark}  {Path(str(w['wheel'])).name}  {targets}")
+            pin = f"  requires {w['pin']}" if w.get("pin") else ""
+            lines.append(f"{mark}  {Path(str(w['wheel'])).name}  {targets}{pin}")
+            if w.get("label_note"):
+                lines.append(f"  {w['label_note']}")
             if w.get("variant"):
                 lines.append(f"  variant: {w['variant']}")
         if not r.wheels:

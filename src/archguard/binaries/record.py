@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Literal
 
 from archguard import __version__
+from archguard.core.abi import BinaryAbi
 from archguard.core.arch import Arch, Targets, parse_targets
 from archguard.core.coverage import runs_on
 from archguard.core.kinds import STUB_KINDS, StubKind
@@ -242,6 +243,8 @@ class RecordedTargets:
     stubs: dict[str, Stubs] = field(default_factory=dict)  # file -> its kernels' kinds
     cuda: str | None = None  # "13.0"
     hazards: dict[str, tuple[LintHazard, ...]] = field(default_factory=dict)  # file -> lint's
+    abi: dict[str, BinaryAbi] = field(default_factory=dict)  # file -> what it binds to
+    torch: str | None = None  # the torch version it was built against: "2.13.0+cu130"
 
     def file_for(self, member: str) -> str | None:
         """The recorded file of the extension whose binary ``member`` is (a path in a wheel
@@ -283,6 +286,48 @@ def _stubs(value: object) -> Stubs:
                 raise ValueError(f"stub kind {kind!r} is not one of {', '.join(STUB_KINDS)}")
             out[str(kernel)][str(image)] = kind
     return out
+
+
+def abi_record(binary: BinaryAbi) -> dict[str, object]:
+    """What an extension binds to, as its record holds it (``build.extensions[].abi``)."""
+    return {
+        "kind": binary.kind,
+        "torch_symbols": list(binary.torch_symbols),
+        "target_version": binary.target_version,
+        "python_api": binary.python_api,
+        "python_floor": binary.python_floor,
+        "python_note": binary.python_note,
+        "cuda_runtime": binary.cuda_runtime,
+        "needed": list(binary.needed),
+        "glibc": binary.glibc,
+        "glibcxx": binary.glibcxx,
+    }
+
+
+def abi_from_record(value: dict[str, object], file: str) -> BinaryAbi:
+    """An extension's recorded ``abi`` back (ValueError if malformed)."""
+    symbols, needed = value.get("torch_symbols"), value.get("needed")
+    if not isinstance(symbols, list) or not isinstance(needed, list):
+        raise ValueError("abi needs torch_symbols and needed lists")
+    api = value.get("python_api")
+    if api not in ("limited", "full", "none", "unknown"):
+        raise ValueError(f"abi python_api {api!r} is not limited, full, none or unknown")
+
+    def text(key: str) -> str | None:
+        item = value.get(key)
+        return None if item is None else str(item)
+
+    return BinaryAbi(
+        file,
+        tuple(str(s) for s in symbols),
+        tuple(str(n) for n in needed),
+        api,
+        text("python_floor"),
+        text("python_note") or "",
+        text("glibc"),
+        text("glibcxx"),
+        text("target_version"),
+    )
 
 
 def _hazards(value: object) -> tuple[LintHazard, ...]:
@@ -329,6 +374,7 @@ def read_record(text: str, where: str) -> RecordedTargets:
         extensions: dict[str, tuple[str, Targets]] = {}
         stubs: dict[str, Stubs] = {}
         hazards: dict[str, tuple[LintHazard, ...]] = {}
+        abi: dict[str, BinaryAbi] = {}
         build = data.get("build")
         linted = build.get("lint", {}) if isinstance(build, dict) else {}
         for ext in build.get("extensions", []) if isinstance(build, dict) else []:
@@ -340,6 +386,8 @@ def read_record(text: str, where: str) -> RecordedTargets:
                 )
                 stubs[file] = _stubs(ext.get("stubs"))
                 hazards[file] = _hazards(linted.get(name) if isinstance(linted, dict) else None)
+                if isinstance(ext.get("abi"), dict):
+                    abi[file] = abi_from_record(ext["abi"], file)
         raw_cuda, raw_torch = data.get("cuda"), data.get("torch")
         cuda: dict[str, object] = raw_cuda if isinstance(raw_cuda, dict) else {}
         torch: dict[str, object] = raw_torch if isinstance(raw_torch, dict) else {}
@@ -349,7 +397,8 @@ def read_record(text: str, where: str) -> RecordedTargets:
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise BinaryReadError(f"{where} is not a readable archguard record ({exc}).") from None
     version = str(cuda["version"]) if cuda.get("version") else None
-    return RecordedTargets(targets, label, extensions, stubs, version, hazards)
+    built_with = str(torch["version"]) if torch.get("version") else None
+    return RecordedTargets(targets, label, extensions, stubs, version, hazards, abi, built_with)
 
 
 def read_wheel_record(wheel: zipfile.ZipFile, where: str) -> RecordedTargets | None:

@@ -134,6 +134,15 @@ class PackageConfig:
             "default_word": DEFAULT_COMPILER_CACHE,
         },
     )
+    local_version: str = field(
+        default="auto",
+        metadata={
+            "doc": "the local version label `archguard wheel` gives each wheel for its cell: "
+            '`"auto"` (default: `cu130torch2.13` for a wheel that calls torch\'s C++ ABI, '
+            '`cu130` for one that uses only its stable ABI), `"off"`, or a template with '
+            "`{cuda}` and `{torch}` (`--local-version` wins)"
+        },
+    )
     wheel_variant: bool = field(
         default=False,
         metadata={
@@ -220,6 +229,13 @@ def parse_config(
     policy = _policy_path(table, root, problems)
     choices = _choices(table, problems)
     counts = _counts(table, problems)
+    local_version = table.get("local_version", "auto")
+    if not isinstance(local_version, str) or not local_version.strip():
+        problems.add(
+            f'local_version = {local_version!r} must be "auto", "off" or a label template '
+            'such as "{cuda}torch{torch}"'
+        )
+        local_version = "auto"
     wheel_variant = table.get("wheel_variant", False)
     if not isinstance(wheel_variant, bool):
         problems.add(f"wheel_variant = {wheel_variant!r} must be true or false")
@@ -241,6 +257,7 @@ def parse_config(
         nvcc_threads=counts.get("nvcc_threads"),
         max_jobs=counts.get("max_jobs"),
         compiler_cache=cast("CompilerCache | None", choices.get("compiler_cache")),
+        local_version=local_version,
         wheel_variant=wheel_variant,
     )
 

@@ -1,0 +1,109 @@
+"""A built wheel labelled for its cell (SPEC section 7): its version's local label
+(``+cu130torch2.13``; a label the package set itself is replaced, never doubled) and a
+``Requires-Dist`` on torch matching what its binaries need, in place of the package's own
+unpinned torch requirement. The name, the ``.dist-info`` and ``.data`` directories, METADATA
+and RECORD stay consistent: the wheel is rewritten through the ``wheel`` package's
+``WheelFile``, which writes RECORD from what it holds, and METADATA is edited as the email
+message it is (``packaging`` parses the requirements)."""
+
+from __future__ import annotations
+
+import email.policy
+import re
+import tempfile
+import zipfile
+from email.generator import BytesGenerator
+from email.parser import BytesParser
+from pathlib import Path
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
+
+from archguard.errors import BinaryReadError, ConfigError
+
+_LOCAL = re.compile(r"^[a-z0-9]+(?:\.[a-z0-9]+)*$")
+
+
+def check_label(label: str, where: str) -> str:
+    """A local version label as PEP 440 writes it (lower case, alphanumerics and dots)."""
+    text = label.strip().lower()
+    if not _LOCAL.match(text):
+        raise ConfigError(
+            f"{where} {label!r} is not a local version label: letters, digits and dots only "
+            "(PEP 440), e.g. 'cu130torch2.13'."
+        )
+    return text
+
+
+def relabel(wheel: Path, label: str, pin: str) -> Path:
+    """Rewrite ``wheel`` (beside it) with version ``<public>+<label>`` and the torch
+    requirement ``pin``; the new wheel's path. The original is removed only once the new one
+    is complete."""
+    try:
+        _, version, build, _ = parse_wheel_filename(wheel.name)
+    except (ValueError, InvalidVersion) as exc:
+        raise BinaryReadError(f"{wheel.name} is not a wheel file name ({exc}).") from None
+    try:
+        from wheel.wheelfile import WheelFile
+    except ImportError:
+        raise ConfigError(
+            "archguard wheel labels each wheel for its cell with the `wheel` package, which "
+            "is not installed: pip install 'torch-archguard[farm]' (or wheel>=0.40)."
+        ) from None
+    new = Version(f"{version.public}+{label}")
+    if new == version and _pinned(wheel, pin):
+        return wheel
+    with tempfile.TemporaryDirectory(prefix="archguard-label-", dir=wheel.parent) as tmp:
+        root = Path(tmp, "tree")
+        with zipfile.ZipFile(wheel) as zf:
+            zf.extractall(root)
+        old_info = next(root.glob("*.dist-info"))
+        stem = old_info.name[: -len(".dist-info")].rsplit("-", 1)[0]
+        new_info = root / f"{stem}-{new}.dist-info"
+        old_info.rename(new_info)
+        for data in root.glob("*.data"):
+            data.rename(root / f"{stem}-{new}.data")
+        (new_info / "RECORD").unlink(missing_ok=True)
+        _metadata(new_info / "METADATA", new, pin)
+        pieces = wheel.name[: -len(".whl")].split("-")
+        build_tag = [pieces[2]] if build else []  # name-version[-build]-python-abi-platform
+        target = wheel.parent / ("-".join([stem, str(new), *build_tag, *pieces[-3:]]) + ".whl")
+        partial = Path(tmp, target.name)
+        with WheelFile(str(partial), "w") as wf:
+            wf.write_files(str(root))
+        partial.replace(target)
+    if target != wheel:
+        wheel.unlink()
+    return target
+
+
+def _pinned(wheel: Path, pin: str) -> bool:
+    with zipfile.ZipFile(wheel) as zf:
+        meta = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
+        message = BytesParser(policy=email.policy.compat32).parsebytes(zf.read(meta))
+    return pin in (message.get_all("Requires-Dist") or [])
+
+
+def _metadata(path: Path, version: Version, pin: str) -> None:
+    message = BytesParser(policy=email.policy.compat32).parsebytes(path.read_bytes())
+    message.replace_header("Version", str(version))
+    requirements = message.get_all("Requires-Dist") or []
+    del message["Requires-Dist"]
+    placed = False
+    for text in requirements:
+        try:
+            requirement = Requirement(text)
+        except InvalidRequirement:
+            message["Requires-Dist"] = text
+            continue
+        if canonicalize_name(requirement.name) == "torch" and requirement.marker is None:
+            if not placed:
+                message["Requires-Dist"] = pin
+                placed = True
+            continue
+        message["Requires-Dist"] = text
+    if not placed:
+        message["Requires-Dist"] = pin
+    with path.open("wb") as f:
+        BytesGenerator(f, maxheaderlen=0).flatten(message)
