@@ -56,10 +56,9 @@ def readelf(path: Path) -> tuple[set[tuple[str, str | None]], set[str]]:
         if len(fields) < 8 or not fields[0].rstrip(":").isdigit() or fields[0] == "0:":
             continue
         bind, vis, ndx, name = fields[4], fields[5], fields[6], fields[7]
-        symbol, _, version = name.partition("@")
-        version = version.lstrip("@") or None
+        symbol, _, tail = name.partition("@")
         if ndx == "UND":
-            imports.add((symbol, version))
+            imports.add((symbol, tail.lstrip("@") or None))
         elif bind in ("GLOBAL", "WEAK", "UNIQUE") and vis in ("DEFAULT", "PROTECTED"):
             exports.add(symbol)
     return imports, exports
