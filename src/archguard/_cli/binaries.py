@@ -203,7 +203,14 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     packages = doctor.installed(args.path or None, cuobjdump)
     findings = doctor.diagnose([g for g, _ in gpus], packages, driver)
     torch = doctor.installed_torch(args.path)
-    diagnosis = doctor.Diagnosis(gpus, driver, packages, findings, torch, notes)
+    from archguard.user.importable import check_installed
+
+    imports, import_notes = check_installed(
+        [(p.name, p.binaries) for p in packages], doctor.torch_root(args.path), driver
+    )
+    diagnosis = doctor.Diagnosis(
+        gpus, driver, packages, findings, torch, [*notes, *import_notes], imports
+    )
     write(
         json.dumps(diagnosis.as_json(), indent=2) + "\n"
         if args.format == "json"
@@ -211,4 +218,4 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     )
     if not gpus:
         return EXIT_USAGE
-    return EXIT_FAIL if doctor.failed(findings) else EXIT_OK
+    return EXIT_FAIL if doctor.failed(findings) or any(c.fails for c in imports) else EXIT_OK

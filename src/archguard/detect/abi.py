@@ -28,6 +28,9 @@ from archguard.errors import BinaryReadError
 # A mangled name in torch's namespaces (at::, c10::, torch::, caffe2::), a vtable or typeinfo
 # of one: what an extension imports from torch even where the torch at hand lacks it.
 _TORCH_MANGLED = re.compile(r"^_Z(?:T[VIS])?N[rVKO]*(?:2at|3c10|5torch|6caffe2)(?=\d|[A-Z_])")
+# The C++ standard library's names (std::, __gnu_cxx::): torch's libraries export thousands
+# of their template instances, as an extension's own instances are imported unversioned.
+_STD_MANGLED = re.compile(r"^_Z(?:T[VIS])?N?[rVKO]*(?:S[tabsiod]|9__gnu_cxx)")
 _LIB = re.compile(r"^(?:.*/)?torch/lib/[^/]+\.so(?:\.\d+)*$")
 CACHE_SCHEMA = "archguard.torch-exports/1"
 
@@ -35,13 +38,16 @@ CACHE_SCHEMA = "archguard.torch-exports/1"
 def torch_imports(dynamic: Dynamic, exports: frozenset[str] = frozenset()) -> tuple[str, ...]:
     """The symbols a binary needs from torch: unversioned imports that ``exports`` (a
     torch build's) holds, or whose names are torch's (namespaces at::, c10::, torch::, and
-    the stable shim's C names), so that one a newer torch dropped is still counted."""
+    the stable shim's C names), so that one a newer torch dropped is still counted; never
+    the C++ standard library's, which torch's libraries happen to export too."""
     out = {
         i.name
         for i in dynamic.imports
         if i.version is None
         and (
-            i.name in exports or _TORCH_MANGLED.match(i.name) or i.name.startswith(STABLE_PREFIXES)
+            (i.name in exports and not _STD_MANGLED.match(i.name))
+            or _TORCH_MANGLED.match(i.name)
+            or i.name.startswith(STABLE_PREFIXES)
         )
     }
     return tuple(sorted(out))

@@ -21,6 +21,7 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from archguard.binaries.record import RECORD_NAME, LintHazard, RecordedTargets, Stubs, read_record
+from archguard.core.abi import BinaryAbi
 from archguard.core.arch import Targets
 from archguard.core.coverage import Device, Tier, device_coverage
 from archguard.core.kinds import REAL
@@ -28,6 +29,8 @@ from archguard.core.torchbuild import bundled_torch
 from archguard.detect.cuobjdump import read_binary
 from archguard.detect.torchlibs import parse_version_py
 from archguard.errors import ArchguardError, BinaryReadError
+from archguard.user.importable import ImportCheck
+from archguard.user.importable import lines as import_lines
 
 DOCTOR_SCHEMA = "archguard.doctor/1"
 _RUNTIME = ("torch", "triton", "pytorch-triton")
@@ -45,6 +48,9 @@ class Binary:
     stubs: Stubs = field(default_factory=dict)  # kernel -> image -> kind
     built_with: tuple[int, int] | None = None  # the CUDA toolkit that compiled it
     hazards: tuple[LintHazard, ...] = ()  # the build's lint, by device and image
+    path: Path | None = None  # where it is installed (read for what it binds to)
+    abi: BinaryAbi | None = None  # what it binds to, as its record holds it
+    built_for: str | None = None  # the torch its record names: "2.13.0+cu130"
 
 
 @dataclass
@@ -121,6 +127,8 @@ def _from_record(record: RecordedTargets, file: str) -> Binary | None:
         record.stubs.get(own, {}),
         _version_pair(record.cuda),
         record.hazards.get(own, ()),
+        abi=record.abi.get(own),
+        built_for=record.torch,
     )
 
 
@@ -135,6 +143,7 @@ def _binary(
     member = str(file).replace("\\", "/")
     binary = _from_record(record, member) if record else None
     if binary is not None:
+        binary.path = Path(str(dist.locate_file(file)))
         return binary
     if cuobjdump is None:
         return Binary(member, None, "not read: no cuobjdump (pip install nvidia-cuda-cuobjdump)")
@@ -142,7 +151,9 @@ def _binary(
         targets = read_binary(Path(str(dist.locate_file(file))), cuobjdump).targets
     except ArchguardError as exc:
         return Binary(member, None, f"not read: {exc}")
-    return None if targets is None else Binary(member, targets, "cuobjdump")
+    if targets is None:
+        return None
+    return Binary(member, targets, "cuobjdump", path=Path(str(dist.locate_file(file))))
 
 
 def installed(paths: Sequence[str] | None, cuobjdump: str | None) -> list[Package]:
@@ -192,6 +203,20 @@ def installed_torch(paths: Sequence[str]) -> tuple[str, Targets | None] | None:
         return label, bundled_torch((cuda.major, cuda.minor), base).targets
     except (InvalidVersion, ArchguardError):
         return label, None
+
+
+def torch_root(paths: Sequence[str]) -> Path | None:
+    """The installed torch's package directory (None: no torch)."""
+    found = (
+        metadata.distributions(name="torch", path=list(paths))
+        if paths
+        else metadata.distributions(name="torch")
+    )
+    dist = next(iter(found), None)
+    if dist is None:
+        return None
+    root = Path(str(dist.locate_file("torch")))
+    return root if root.is_dir() else None
 
 
 def diagnose(
@@ -263,6 +288,7 @@ class Diagnosis:
     findings: Sequence[Finding]
     torch: tuple[str, Targets | None] | None
     notes: Sequence[str]
+    imports: Sequence[ImportCheck] = ()
 
     def as_json(self) -> dict[str, object]:
         return as_json(self)
@@ -322,8 +348,20 @@ def as_json(d: Diagnosis) -> dict[str, object]:
             }
             for f in findings
         ],
+        "imports": [
+            {
+                "package": c.package,
+                "binary": c.binary,
+                "kind": c.kind,
+                "built_for": c.built_for,
+                "imports": not c.fails,
+                "missing": list(c.missing),
+                "problem": c.problem or None,
+            }
+            for c in d.imports
+        ],
         "notes": list(notes),
-        "ok": not failed(findings),
+        "ok": not failed(findings) and not any(c.fails for c in d.imports),
     }
 
 
@@ -373,10 +411,13 @@ def render_text(d: Diagnosis) -> str:
                     f"(from the build's lint; its kernels were not disassembled): "
                     f"{', '.join(f.lint)}"
                 )
+    if d.imports and torch is not None:
+        lines += ["", *import_lines(d.imports, torch[0])]
     bad = failed(findings)
+    cannot = sorted({c.package for c in d.imports if c.fails})
     lines += [
         "",
-        f"result: {'OK' if not bad else 'NO IMAGE'} ({len(gpus)} GPU"
+        f"result: {'NO IMAGE' if bad else 'WILL NOT IMPORT' if cannot else 'OK'} ({len(gpus)} GPU"
         f"{'s' if len(gpus) != 1 else ''}, {len(packages)} package"
         f"{'s' if len(packages) != 1 else ''} with CUDA binaries"
         + (
@@ -384,6 +425,7 @@ def render_text(d: Diagnosis) -> str:
             if bad
             else ""
         )
+        + (f"; will not import: {', '.join(cannot)}" if cannot else "")
         + ")",
     ]
     return "\n".join(lines) + "\n"
