@@ -109,6 +109,8 @@ def test_torch_symbols_by_name_when_the_torch_at_hand_lacks_them() -> None:
             Import("memcpy", "GLIBC_2.14", False),
             Import("_ZNSt6thread6_StateD2Ev", "GLIBCXX_3.4.22", False),
             Import("my_own_helper", None, False),
+            Import("_ZNSt7__cxx1118basic_stringstreamIcSt11char_traitsIcESaIcEEC1Ev", None, True),
+            Import("_ZNKRSt7__cxx1115basic_stringbufIcSt11char_traitsIcESaIcEE3strEv", None, True),
         ),
         frozenset(),
     )
@@ -117,7 +119,13 @@ def test_torch_symbols_by_name_when_the_torch_at_hand_lacks_them() -> None:
         "_ZN3c1019UndefinedTensorImpl10_singletonE",
         "aoti_torch_empty_strided",
     )
-    assert torch_imports(d, frozenset({"my_own_helper"}))[-1] == "my_own_helper"
+    # a symbol torch exports counts, except the C++ standard library's template instances
+    std = "_ZNSt7__cxx1118basic_stringstreamIcSt11char_traitsIcESaIcEEC1Ev"
+    ref = "_ZNKRSt7__cxx1115basic_stringbufIcSt11char_traitsIcESaIcEE3strEv"  # a & member
+    exports = frozenset({"my_own_helper", std, ref})
+    assert torch_imports(d, exports)[-1] == "my_own_helper" and not {std, ref} & set(
+        torch_imports(d, exports)
+    )
 
 
 @pytest.mark.parametrize(
@@ -270,3 +278,17 @@ def test_abi_refuses_what_is_not_torch(tmp_path: Path) -> None:
         error["code"] == "unreadable-binary"
         and "is not a torch package directory" in error["message"]
     )
+
+
+def test_a_stable_abi3_wheel_serves_later_torches_and_pythons() -> None:
+    from archguard.core.abi import serves
+
+    stable = BinaryAbi("x.so", ("torch_library_impl",), (), "limited", target_version="2.10")
+    label = cell_label([stable], CU130, "2.13.0+cu130")
+    assert label is not None and label.stable
+    assert serves(label, [stable], "cp310-abi3") == "torch>=2.10 on Python>=3.10"
+    assert serves(label, [stable], "cp311-cp311") is None  # not abi3: one wheel per Python
+    full = BinaryAbi("x.so", ("torch_library_impl",), (), "full", target_version="2.10")
+    assert serves(label, [full], "cp310-abi3") is None  # abi3 by name, not by its symbols
+    cxx = cell_label([abi(("_ZN2at6TensorD1Ev",))], CU130, "2.13.0")
+    assert cxx is not None and serves(cxx, [stable], "cp310-abi3") is None

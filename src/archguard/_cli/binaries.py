@@ -77,16 +77,11 @@ def cmd_abi(args: argparse.Namespace) -> int:
 
 
 def cmd_wheel(args: argparse.Namespace) -> int:
-    from archguard._integration.farm import run_wheel
+    from archguard._integration.farm import WheelOptions, run_wheel
 
-    status, text = run_wheel(
-        args.sources,
-        args.wheel_dir,
-        args.config,
-        args.format,
-        args.pip_args,
-        local_version=args.local_version,
-    )  # an ArchguardError (bad input) exits 2 through the one handler
+    options = WheelOptions(args.config, args.pip_args, args.local_version, args.repair)
+    # an ArchguardError (bad input) exits 2 through the one handler
+    status, text = run_wheel(args.sources, args.wheel_dir, args.format, options)
     write(text)
     return status
 

@@ -221,6 +221,12 @@ def _farm_commands(sub: Subparsers) -> None:
         help="a [tool.archguard] table (ARCHGUARD_CONFIG)",
     )
     p.add_argument(
+        "--repair",
+        action="store_true",
+        help="make each wheel manylinux with auditwheel (never grafting torch's, the CUDA "
+        "runtime's or NVIDIA wheels' libraries; never below manylinux_2_28), read back again",
+    )
+    p.add_argument(
         "--local-version",
         metavar="LABEL",
         help="each wheel's local version label: auto (cu130torch2.13 for torch's C++ ABI, cu130 "

@@ -17,6 +17,7 @@ import json
 import os
 import re
 import sys
+import tempfile
 import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -25,8 +26,9 @@ from typing import TYPE_CHECKING
 
 from archguard.binaries.record import read_wheel_record
 from archguard.binaries.relabel import check_label, relabel
+from archguard.binaries.repair import never_grafted, repair
 from archguard.binaries.verify import check
-from archguard.core.abi import cell_label, minor
+from archguard.core.abi import cell_label, minor, serves
 from archguard.core.arch import Targets
 from archguard.core.cuda import CudaVersion
 from archguard.detect.cuobjdump import find_cuobjdump
@@ -155,15 +157,19 @@ def _verify(wheels: list[Path], checked: dict[str, list[Checked]]) -> list[dict[
     return out
 
 
-def build_one(
-    source: Path,
-    out: Path,
-    config: Path | None,
-    pip_args: Sequence[str],
-    *,
-    local_version: str | None = None,
-) -> Built:
-    cell = cell_environment(source, config, local_version)
+@dataclass(frozen=True)
+class WheelOptions:
+    """``archguard wheel``'s options for every source."""
+
+    config: Path | None = None  # a [tool.archguard] table (ARCHGUARD_CONFIG)
+    pip_args: Sequence[str] = ()
+    local_version: str | None = None  # None: the package's or the config's, else auto
+    repair: bool = False  # auditwheel, read back again
+
+
+def build_one(source: Path, out: Path, options: WheelOptions) -> Built:
+    config, pip_args = options.config, options.pip_args
+    cell = cell_environment(source, config, options.local_version)
     env_vars, variants = cell.environment, cell.variants
     reads = variables_read(source / "setup.py")
     before = _wheels_in(out)
@@ -220,6 +226,8 @@ def build_one(
         built.problems.append("pip reported success but wrote no wheel")
     if not built.problems:
         _label(built, cell.local_version)
+    if options.repair and not built.problems:
+        _repair(built)
     if variants and not built.problems:
         _variants(built, out)
     return built
@@ -260,7 +268,55 @@ def _label(built: Built, template: str) -> None:
             built.problems.append(f"{wheel.name}: not labelled: {exc}")
             continue
         built.checked[str(labelled)] = built.checked.pop(str(wheel), [])
-        w.update(wheel=str(labelled), label=label, pin=chosen.pin, label_why=chosen.why)
+        tags = "-".join(labelled.name[: -len(".whl")].split("-")[-3:-1])
+        w.update(
+            wheel=str(labelled),
+            label=label,
+            pin=chosen.pin,
+            label_why=chosen.why,
+            serves=serves(chosen, list(record.abi.values()), tags),
+        )
+
+
+def _repair(built: Built) -> None:
+    """Each labelled wheel made manylinux (:mod:`archguard.binaries.repair`), its cubins read
+    back again, and put in place of the plain wheel only then."""
+    cuobjdump = find_cuobjdump(None, needed_by="archguard wheel --repair (it reads back)")
+    for w in built.wheels:
+        wheel = Path(str(w["wheel"]))
+        with tempfile.TemporaryDirectory(prefix="archguard-repair-", dir=wheel.parent) as tmp:
+            try:
+                repaired = repair(wheel, Path(tmp))
+            except ArchguardError as exc:
+                built.problems.append(f"{wheel.name}: not repaired: {exc}")
+                continue
+            bad = never_grafted(repaired.grafted)
+            if bad:
+                built.problems.append(
+                    f"{wheel.name}: refused: auditwheel grafted {', '.join(bad)}, which only "
+                    "the user's torch may bring; the plain wheel is kept"
+                )
+                continue
+            results = check([repaired.wheel], cuobjdump)
+            cuda = [r for r in results if r.found is not None]
+            if not cuda or not all(r.ok for r in cuda):
+                built.problems.append(
+                    f"{wheel.name}: refused: the repaired wheel's binaries do not read back "
+                    "as recorded; the plain wheel is kept"
+                )
+                continue
+            target = wheel.parent / repaired.wheel.name
+            repaired.wheel.replace(target)
+        if target != wheel:
+            wheel.unlink()
+        built.checked[str(target)] = built.checked.pop(str(wheel), results)
+        w.update(
+            wheel=str(target),
+            platform=repaired.platform,
+            lowest_platform=repaired.lowest,
+            grafted=repaired.grafted,
+            not_grafted=repaired.not_grafted,
+        )
 
 
 def _variants(built: Built, out: Path) -> None:
@@ -277,14 +333,8 @@ def _variants(built: Built, out: Path) -> None:
         w["variant_notes"] = planned.notes
 
 
-def run_wheel(  # noqa: PLR0913 - the command's options, each named at the call
-    sources: Sequence[Path],
-    out: Path,
-    config: Path | None,
-    fmt: str,
-    pip_args: Sequence[str],
-    *,
-    local_version: str | None = None,
+def run_wheel(
+    sources: Sequence[Path], out: Path, fmt: str, options: WheelOptions
 ) -> tuple[int, str]:
     """Build each source; (exit status, stdout text). 0: every wheel built and verified."""
     for source in sources:
@@ -293,15 +343,13 @@ def run_wheel(  # noqa: PLR0913 - the command's options, each named at the call
                 f"archguard wheel: {source} is not a directory; give unpacked source trees "
                 "(an sdist unpacked, a checkout)."
             )
-    if config is not None and not config.is_file():
-        raise ConfigError(f"archguard wheel --config {config}: no such file.")
+    if options.config is not None and not options.config.is_file():
+        raise ConfigError(f"archguard wheel --config {options.config}: no such file.")
     out.mkdir(parents=True, exist_ok=True)
     results = []
     for source in sources:
         try:
-            results.append(
-                build_one(source.resolve(), out, config, pip_args, local_version=local_version)
-            )
+            results.append(build_one(source.resolve(), out, options))
         except ArchguardError as exc:
             failed = Built(str(source), -1, {}, variables_read(source / "setup.py"))
             failed.problems.append(render_error(exc))
@@ -315,15 +363,33 @@ def run_wheel(  # noqa: PLR0913 - the command's options, each named at the call
     lines = []
     for r in results:
         for w in r.wheels:
-            mark = "ok" if w["ok"] else "FAILED"
-            targets = " ".join(w["targets"]) or "no CUDA code"  # type: ignore[arg-type]
-            pin = f"  requires {w['pin']}" if w.get("pin") else ""
-            lines.append(f"{mark}  {Path(str(w['wheel'])).name}  {targets}{pin}")
-            if w.get("label_note"):
-                lines.append(f"  {w['label_note']}")
-            if w.get("variant"):
-                lines.append(f"  variant: {w['variant']}")
+            lines += _wheel_lines(w)
         if not r.wheels:
             lines.append(f"FAILED  {r.source}  no wheel")
         lines += [f"  {p}" for p in r.problems]
     return (0 if ok else 1), "\n".join(lines) + "\n"
+
+
+def _wheel_lines(w: dict[str, object]) -> list[str]:
+    """One wheel's line, and what was done to it beneath."""
+    mark = "ok" if w["ok"] else "FAILED"
+    targets = " ".join(w["targets"]) or "no CUDA code"  # type: ignore[arg-type]
+    pin = f"  requires {w['pin']}" if w.get("pin") else ""
+    lines = [f"{mark}  {Path(str(w['wheel'])).name}  {targets}{pin}"]
+    if w.get("label_note"):
+        lines.append(f"  {w['label_note']}")
+    if w.get("platform"):
+        kept = ", ".join(w["not_grafted"]) or "none"  # type: ignore[arg-type]
+        grafted = ", ".join(w["grafted"]) or "nothing"  # type: ignore[arg-type]
+        lines.append(
+            f"  repaired: {w['platform']} (the symbols allow {w['lowest_platform']}; never "
+            f"below torch's manylinux_2_28); not grafted: {kept}; grafted: {grafted}"
+        )
+    if w.get("serves"):
+        lines.append(
+            f"  serves {w['serves']} (stable ABI, abi3): this CUDA's other cells need no "
+            "build of it"
+        )
+    if w.get("variant"):
+        lines.append(f"  variant: {w['variant']}")
+    return lines

@@ -137,6 +137,19 @@ class CellLabel:
     label: str  # "cu130torch2.13" / "cu130"
     pin: str  # "torch>=2.13,<2.14" / "torch>=2.10"
     why: str
+    stable: bool = False  # every extension uses only torch's stable C ABI
+
+
+def serves(label: CellLabel, binaries: Sequence[BinaryAbi], wheel_tags: str) -> str | None:
+    """What one stable-ABI, limited-API wheel serves (None: it serves its own cell only):
+    ``torch>=2.10 on Python>=3.10``, so that a farm's other cells of that CUDA major need no
+    build. ``wheel_tags``: the wheel's python-abi tags (``cp310-abi3``)."""
+    python, _, abi_tag = wheel_tags.partition("-")
+    match = re.fullmatch(r"cp3(\d+)", python)
+    limited = all(b.python_api in ("limited", "none") for b in binaries if b.links_torch)
+    if not label.stable or abi_tag != "abi3" or not match or not limited:
+        return None
+    return f"{label.pin} on Python>=3.{match[1]}"
 
 
 def cell_label(
@@ -155,6 +168,7 @@ def cell_label(
             f"torch>={floor}",
             f"every extension uses only torch's stable C ABI (target {floor}): it loads on "
             f"torch {floor} and later built for CUDA {cuda.major}",
+            stable=True,
         )
     cxx = [b.file for b in linked if not b.stable_only]
     return CellLabel(

@@ -27,10 +27,10 @@ from archguard.errors import BinaryReadError
 
 # A mangled name in torch's namespaces (at::, c10::, torch::, caffe2::), a vtable or typeinfo
 # of one: what an extension imports from torch even where the torch at hand lacks it.
-_TORCH_MANGLED = re.compile(r"^_Z(?:T[VIS])?N[rVKO]*(?:2at|3c10|5torch|6caffe2)(?=\d|[A-Z_])")
+_TORCH_MANGLED = re.compile(r"^_Z(?:T[VIS])?N[rVKRO]*(?:2at|3c10|5torch|6caffe2)(?=\d|[A-Z_])")
 # The C++ standard library's names (std::, __gnu_cxx::): torch's libraries export thousands
 # of their template instances, as an extension's own instances are imported unversioned.
-_STD_MANGLED = re.compile(r"^_Z(?:T[VIS])?N?[rVKO]*(?:S[tabsiod]|9__gnu_cxx)")
+_STD_MANGLED = re.compile(r"^_Z(?:T[VIS])?N?[rVKRO]*(?:S[tabsiod]|9__gnu_cxx)")
 _LIB = re.compile(r"^(?:.*/)?torch/lib/[^/]+\.so(?:\.\d+)*$")
 CACHE_SCHEMA = "archguard.torch-exports/1"
 
