@@ -337,9 +337,13 @@ MUTATIONS = [
         "traceback-on-error",
         "src/archguard/_cli/__init__.py",
         "    except ArchguardError as exc:\n"
-        "        from archguard.reports.text import render_error",
-        "    except KeyError as exc:\n        from archguard.reports.text import render_error",
-        ("tests/test_errors.py::test_reachable_from_the_command_line",),
+        "        from archguard.reports.text import error_json, render_error",
+        "    except KeyError as exc:\n"
+        "        from archguard.reports.text import error_json, render_error",
+        (
+            "tests/test_errors.py::test_reachable_from_the_command_line",
+            "tests/test_cli.py::test_under_format_json_an_error_is_one_json_object_on_stdout",
+        ),
     ),
     Mutation(
         "lint-reports-a-trap-the-device-would-take",

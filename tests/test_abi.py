@@ -161,7 +161,9 @@ def test_labels_and_pins_per_kind_of_binding() -> None:
     assert label is not None and (label.label, label.pin) == ("cu130", "torch>=2.10")
     untargeted = cell_label([abi(("torch_library_impl",))], CU130, "2.13.0+cu130")
     assert untargeted is not None and untargeted.pin == "torch>=2.13"  # the build's own
-    assert cell_label([plain], CU130, "2.13.0") is None
+    alone = cell_label([plain], CU130, "2.13.0")  # a CUDA extension that never calls torch
+    assert alone is not None and (alone.label, alone.pin) == ("cu130", "")
+    assert cell_label([], CU130, "2.13.0") is None
 
 
 def test_a_missing_symbol_proves_the_failure_a_weak_one_does_not() -> None:

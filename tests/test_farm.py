@@ -394,9 +394,10 @@ def test_archguard_wheel_fails_a_cpu_fallback_and_names_the_switch(tmp_path: Pat
         env={**env, "FORCE_CUDA": "1", "ARCHGUARD_WHEEL_VARIANT": "1"},
     )
     assert cuda.returncode == 0, cuda.stdout + cuda.stderr[-3000:]
-    assert re.search(r"^ok  fallback-1\.0-.*\.whl  sm_80 compute_80$", cuda.stdout, re.M)
+    # it never calls torch: labelled for its CUDA only, no torch pin
+    assert re.search(r"^ok  fallback-1\.0\+cu130-.*\.whl  sm_80 compute_80$", cuda.stdout, re.M)
     # ARCHGUARD_WHEEL_VARIANT: a wheel-variant copy of the verified wheel beside it
-    (variant,) = (tmp_path / "cuda" / "variants").glob("fallback-1.0-*.whl")
+    (variant,) = (tmp_path / "cuda" / "variants").glob("fallback-1.0+cu130-*.whl")
     assert f"  variant: {variant}" in cuda.stdout
     bad = cli("wheel", str(tmp_path / "nowhere"), env=env)
-    assert bad.returncode == 2 and "is not a directory" in bad.stderr
+    assert bad.returncode == 2 and "is neither a source tree, an sdist file nor a URL" in bad.stderr

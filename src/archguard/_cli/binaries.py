@@ -79,7 +79,7 @@ def cmd_abi(args: argparse.Namespace) -> int:
 def cmd_wheel(args: argparse.Namespace) -> int:
     from archguard._integration.farm import WheelOptions, run_wheel
 
-    options = WheelOptions(args.config, args.pip_args, args.local_version, args.repair)
+    options = WheelOptions(args.config, args.pip_args, args.local_version, args.repair, args.sha256)
     # an ArchguardError (bad input) exits 2 through the one handler
     status, text = run_wheel(args.sources, args.wheel_dir, args.format, options)
     write(text)

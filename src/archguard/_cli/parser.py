@@ -212,7 +212,16 @@ def _farm_commands(sub: Subparsers) -> None:
         help="a farm cell: the list in the environment before setup.py runs, pip wheel "
         "--no-build-isolation, every wheel verified",
     )
-    p.add_argument("sources", nargs="+", metavar="SRC", type=Path, help="unpacked source trees")
+    p.add_argument(
+        "sources",
+        nargs="+",
+        metavar="SRC",
+        help="a source tree, an sdist file, or an sdist URL pinned as URL#sha256=HEX (an sdist "
+        "is unpacked at the same path each time, so a compile cache hits)",
+    )
+    p.add_argument(
+        "--sha256", metavar="HEX", help="the pinned sha256 of the one SRC (an sdist file or URL)"
+    )
     p.add_argument("-w", "--wheel-dir", type=Path, default=Path("wheelhouse"), metavar="DIR")
     p.add_argument(
         "--config",

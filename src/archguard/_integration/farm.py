@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from archguard._integration.sources import source_tree
 from archguard.binaries.record import read_wheel_record
 from archguard.binaries.relabel import check_label, relabel
 from archguard.binaries.repair import never_grafted, repair
@@ -165,6 +166,7 @@ class WheelOptions:
     pip_args: Sequence[str] = ()
     local_version: str | None = None  # None: the package's or the config's, else auto
     repair: bool = False  # auditwheel, read back again
+    sha256: str | None = None  # the one source's pinned sha256
 
 
 def build_one(source: Path, out: Path, options: WheelOptions) -> Built:
@@ -254,7 +256,7 @@ def _label(built: Built, template: str) -> None:
         chosen = cell_label(list(record.abi.values()), cuda, record.torch)
         if chosen is None:
             w["label"] = None
-            w["label_note"] = "not labelled: no extension links torch"
+            w["label_note"] = "not labelled: it holds no extension"
             continue
         label = chosen.label
         if template != "auto":
@@ -272,7 +274,7 @@ def _label(built: Built, template: str) -> None:
         w.update(
             wheel=str(labelled),
             label=label,
-            pin=chosen.pin,
+            pin=chosen.pin or None,
             label_why=chosen.why,
             serves=serves(chosen, list(record.abi.values()), tags),
         )
@@ -334,22 +336,24 @@ def _variants(built: Built, out: Path) -> None:
 
 
 def run_wheel(
-    sources: Sequence[Path], out: Path, fmt: str, options: WheelOptions
+    sources: Sequence[str], out: Path, fmt: str, options: WheelOptions
 ) -> tuple[int, str]:
-    """Build each source; (exit status, stdout text). 0: every wheel built and verified."""
-    for source in sources:
-        if not source.is_dir():
-            raise ConfigError(
-                f"archguard wheel: {source} is not a directory; give unpacked source trees "
-                "(an sdist unpacked, a checkout)."
-            )
+    """Build each source (a tree, an sdist file, an sdist URL pinned by its sha256); (exit
+    status, stdout text). 0: every wheel built and verified. Every source is checked (an
+    sdist's hash too) before anything builds."""
+    if options.sha256 is not None and len(sources) != 1:
+        raise ConfigError(
+            "archguard wheel --sha256 pins one source; for several, write each as "
+            "URL_OR_FILE#sha256=HEX."
+        )
     if options.config is not None and not options.config.is_file():
         raise ConfigError(f"archguard wheel --config {options.config}: no such file.")
+    trees = [source_tree(s, options.sha256) for s in sources]
     out.mkdir(parents=True, exist_ok=True)
     results = []
-    for source in sources:
+    for source in trees:
         try:
-            results.append(build_one(source.resolve(), out, options))
+            results.append(build_one(source, out, options))
         except ArchguardError as exc:
             failed = Built(str(source), -1, {}, variables_read(source / "setup.py"))
             failed.problems.append(render_error(exc))

@@ -13,6 +13,7 @@ import re
 import tempfile
 import zipfile
 from email.generator import BytesGenerator
+from email.message import Message
 from email.parser import BytesParser
 from pathlib import Path
 
@@ -38,8 +39,8 @@ def check_label(label: str, where: str) -> str:
 
 def relabel(wheel: Path, label: str, pin: str) -> Path:
     """Rewrite ``wheel`` (beside it) with version ``<public>+<label>`` and the torch
-    requirement ``pin``; the new wheel's path. The original is removed only once the new one
-    is complete."""
+    requirement ``pin`` (empty: its requirements untouched); the new wheel's path. The
+    original is removed only once the new one is complete."""
     try:
         _, version, build, _ = parse_wheel_filename(wheel.name)
     except (ValueError, InvalidVersion) as exc:
@@ -52,7 +53,7 @@ def relabel(wheel: Path, label: str, pin: str) -> Path:
             "is not installed: pip install 'torch-archguard[farm]' (or wheel>=0.40)."
         ) from None
     new = Version(f"{version.public}+{label}")
-    if new == version and _pinned(wheel, pin):
+    if new == version and (not pin or _pinned(wheel, pin)):
         return wheel
     with tempfile.TemporaryDirectory(prefix="archguard-label-", dir=wheel.parent) as tmp:
         root = Path(tmp, "tree")
@@ -88,6 +89,9 @@ def _pinned(wheel: Path, pin: str) -> bool:
 def _metadata(path: Path, version: Version, pin: str) -> None:
     message = BytesParser(policy=email.policy.compat32).parsebytes(path.read_bytes())
     message.replace_header("Version", str(version))
+    if not pin:
+        _write(path, message)
+        return
     requirements = message.get_all("Requires-Dist") or []
     del message["Requires-Dist"]
     placed = False
@@ -105,5 +109,9 @@ def _metadata(path: Path, version: Version, pin: str) -> None:
         message["Requires-Dist"] = text
     if not placed:
         message["Requires-Dist"] = pin
+    _write(path, message)
+
+
+def _write(path: Path, message: Message) -> None:
     with path.open("wb") as f:
         BytesGenerator(f, maxheaderlen=0).flatten(message)

@@ -155,10 +155,17 @@ def serves(label: CellLabel, binaries: Sequence[BinaryAbi], wheel_tags: str) -> 
 def cell_label(
     binaries: Sequence[BinaryAbi], cuda: CudaVersion, torch_version: str
 ) -> CellLabel | None:
-    """The label and pin the wheel's binaries call for (None: no binary links torch)."""
+    """The label and pin the wheel's binaries call for (None: it holds no binary). A wheel
+    none of whose binaries links torch is labelled for its CUDA only, with no torch pin."""
+    if not binaries:
+        return None
     linked = [b for b in binaries if b.links_torch]
     if not linked:
-        return None
+        return CellLabel(
+            cuda.tag,
+            "",
+            f"no extension links torch: labelled for CUDA {cuda.text}, which compiled it",
+        )
     major, minor_ = minor(torch_version)
     if all(b.stable_only for b in linked):
         targets = [b.target_version for b in linked if b.target_version]

@@ -1,0 +1,77 @@
+"""What ``archguard wheel`` builds from (issue 35): a tree, an sdist file, or an sdist URL
+pinned by its sha256; an sdist is unpacked afresh at the same path each time (so the compile
+cache's keys, which hold absolute paths, are equal), and a source whose sha256 differs is
+refused before anything builds."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from archguard._integration.sources import source_tree, split_pin
+from archguard.errors import ConfigError
+from realtools import run_main
+
+
+def sdist(tmp: Path, name: str = "pkg-1.0", body: str = "X = 1\n") -> Path:
+    archive = tmp / f"{name}.tar.gz"
+    with tarfile.open(archive, "w:gz") as tf:
+        for member, text in {
+            f"{name}/setup.py": "from setuptools import setup\nsetup()\n",
+            f"{name}/pkg/__init__.py": body,
+        }.items():
+            data = text.encode()
+            info = tarfile.TarInfo(member)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    return archive
+
+
+def sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_an_sdist_is_unpacked_afresh_at_one_path(tmp_path: Path) -> None:
+    archive = sdist(tmp_path)
+    cache = tmp_path / "cache"
+    tree = source_tree(str(archive), cache=cache)
+    assert tree == cache / "src" / sha(archive)[:16] / "pkg-1.0"
+    assert (tree / "pkg" / "__init__.py").read_text() == "X = 1\n"
+    (tree / "build").mkdir()  # what a build leaves behind
+    again = source_tree(f"{archive}#sha256={sha(archive)}", cache=cache)
+    assert again == tree and not (tree / "build").exists()  # the same path, a fresh tree
+    (tmp_path / "o").mkdir()
+    other = source_tree(str(sdist(tmp_path / "o", body="X = 2\n")), cache=cache)
+    assert other != tree  # another archive, another path
+
+
+def test_a_source_whose_sha256_differs_is_refused_before_anything_builds(tmp_path: Path) -> None:
+    archive = sdist(tmp_path)
+    wrong = "0" * 64
+    with pytest.raises(ConfigError, match="not the pinned 0000"):
+        source_tree(str(archive), wrong, cache=tmp_path / "cache")
+    assert not (tmp_path / "cache" / "src").exists()
+    url = archive.as_uri()
+    with pytest.raises(ConfigError, match="without a pinned sha256"):
+        source_tree(url, cache=tmp_path / "cache")
+    with pytest.raises(ConfigError, match="not the pinned 0000"):
+        source_tree(f"{url}#sha256={wrong}", cache=tmp_path / "cache")
+    tree = source_tree(f"{url}#sha256={sha(archive)}", cache=tmp_path / "cache")
+    assert (tree / "setup.py").is_file()
+    assert split_pin("u#sha256=ABC") == ("u", "abc") and split_pin("u") == ("u", None)
+
+
+def test_what_is_not_a_source_is_one_error(tmp_path: Path) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("x")
+    with pytest.raises(ConfigError, match="is not an sdist"):
+        source_tree(str(notes), cache=tmp_path)
+    with pytest.raises(ConfigError, match="64 hex digits"):
+        source_tree(str(notes), "abc", cache=tmp_path)
+    proc = run_main("wheel", str(tmp_path / "nowhere"), "--format", "json")
+    assert proc.returncode == 2
+    assert "is neither a source tree, an sdist file nor a URL" in proc.stderr
