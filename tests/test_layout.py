@@ -23,6 +23,7 @@ LAYERS: list[set[str]] = [
     {"binaries"},
     {"reports", "user"},
     {"_integration"},
+    {"farm"},
     {"_cli"},
     {"cpp_extension", "__main__"},
 ]

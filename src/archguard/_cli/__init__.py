@@ -46,6 +46,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "matrix": lists.cmd_matrix,
     "verify": binaries.cmd_verify,
     "abi": binaries.cmd_abi,
+    "farm": binaries.cmd_farm,
     "wheel": binaries.cmd_wheel,
     "watch": binaries.cmd_watch,
     "doctor": binaries.cmd_doctor,

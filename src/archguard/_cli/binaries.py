@@ -76,6 +76,13 @@ def cmd_abi(args: argparse.Namespace) -> int:
     return EXIT_FAIL if any(c.fails for c in checked) else EXIT_OK
 
 
+def cmd_farm(args: argparse.Namespace) -> int:
+    from archguard.farm.plan import plan_manifest
+
+    write(plan_manifest(args.manifest, args.policy, args.format))
+    return EXIT_OK
+
+
 def cmd_wheel(args: argparse.Namespace) -> int:
     from archguard._integration.farm import WheelOptions, run_wheel
 

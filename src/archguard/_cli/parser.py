@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TypeAlias, get_args
 
 from archguard import __version__
-from archguard.core.formats import EnvFormat, Format, ListFormat, MatrixFormat
+from archguard.core.formats import EnvFormat, Format, ListFormat, MatrixFormat, PlanFormat
 
 
 def _add_inputs(p: argparse.ArgumentParser) -> None:
@@ -44,7 +44,7 @@ def _add_inputs(p: argparse.ArgumentParser) -> None:
 GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("the list", ("explain", "list", "env", "matrix")),
     ("a build's checks", ("lint", "verify", "abi")),
-    ("a farm", ("wheel",)),
+    ("a farm", ("wheel", "farm")),
     ("a user's machine", ("doctor", "variant")),
     ("the policy and the torch table", ("check-policy", "derive", "probe-torch", "watch")),
 )
@@ -67,6 +67,7 @@ def main_parser() -> argparse.ArgumentParser:
         _lint_command,
         _checks,
         _abi_command,
+        _farm_plan_command,
     ):
         group(sub)
     helps = {a.dest: a.help or "" for a in sub._choices_actions}
@@ -283,6 +284,19 @@ def _lint_command(sub: Subparsers) -> None:
     )
     _add_inputs(p)
     _format(p)
+
+
+def _farm_plan_command(sub: Subparsers) -> None:
+    p = sub.add_parser(
+        "farm",
+        help="the farm past one cell: 'farm plan MANIFEST' lists the jobs (package x cell) with "
+        "their lists, ids and skips",
+    )
+    steps = p.add_subparsers(dest="farm_command", required=True, metavar="STEP")
+    plan = steps.add_parser("plan", help="the jobs of a manifest, nothing installed")
+    plan.add_argument("manifest", type=Path, metavar="MANIFEST")
+    plan.add_argument("--policy", metavar="FILE", help="the farm's policy (default: bundled)")
+    _format(plan, PlanFormat)
 
 
 def _abi_command(sub: Subparsers) -> None:

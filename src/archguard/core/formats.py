@@ -10,3 +10,4 @@ Format = Literal["text", "json"]  # verify, lint, derive, probe-torch
 ListFormat = Literal[Format, "torch", "cmake", "gencode"]  # archguard list
 EnvFormat = Literal["sh", "github", "json"]  # archguard env: shell lines, $GITHUB_ENV lines
 MatrixFormat = Literal[Format, "markdown", "html", "github"]  # archguard matrix
+PlanFormat = Literal[Format, "github"]  # archguard farm plan: + a GitHub Actions matrix

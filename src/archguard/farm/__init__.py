@@ -1,0 +1,1 @@
+"""The farm past one cell: a manifest of packages x cells, its plan (issue 32)."""

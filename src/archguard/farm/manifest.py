@@ -1,0 +1,261 @@
+"""A farm's manifest (SPEC section 8): the cells (``[[cell]]``: a name, a Python, the torch
+requirement and where it comes from, optionally the CUDA) and the packages (``[[package]]``: a
+name, a source pinned by sha256, the package's ``[tool.archguard]`` table, its own switches,
+and cells to skip with a reason). Strict as ``[tool.archguard]`` is: an unknown key is an
+error naming the file, the table and a "did you mean"; every problem is listed at once."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+
+from archguard.core.cuda import CudaVersion
+from archguard.core.problems import Problems, closest
+from archguard.errors import ArchguardError, ConfigError
+from archguard.settings.config import PackageConfig, parse_config, read_toml
+
+CELL_KEYS = {
+    "name": "the cell's name (letters, digits, . _ -): its index is SITE/<name>/simple/",
+    "python": "the cell's Python, X.Y",
+    "torch": "the torch requirement, e.g. torch==2.13.0",
+    "cuda": "the CUDA of the cell's torch, X.Y (default: from index-url's /cuXYZ)",
+    "index-url": "where the cell's torch comes from (a PEP 503 index)",
+    "extra-index-url": "more indexes",
+    "find-links": "directories or pages of wheels",
+    "installer-options": "more options for the installer (uv pip install ...)",
+}
+PACKAGE_KEYS = {
+    "name": "the package's name",
+    "source": "a source tree, an sdist file or URL (pinned by sha256), or name==version",
+    "sha256": "the sdist's sha256 (required for a file or a URL)",
+    "config": "the package's [tool.archguard] table, kept by the farm",
+    "env": 'the package\'s own switches for its build, e.g. { FORCE_CUDA = "1" }',
+    "skip": "cells not to build, each { cell = NAME, reason = WHY }",
+}
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_CUDA_IN_URL = re.compile(r"/cu(\d\d)(\d)\b")
+
+
+@dataclass(frozen=True)
+class Cell:
+    name: str
+    python: str
+    torch: Requirement
+    cuda: CudaVersion
+    index_url: str | None = None
+    extra_index_urls: tuple[str, ...] = ()
+    find_links: tuple[str, ...] = ()
+    installer_options: tuple[str, ...] = ()
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "python": self.python,
+            "torch": str(self.torch),
+            "cuda": self.cuda.text,
+            "index_url": self.index_url,
+            "extra_index_urls": list(self.extra_index_urls),
+            "find_links": list(self.find_links),
+            "installer_options": list(self.installer_options),
+        }
+
+
+@dataclass(frozen=True)
+class Package:
+    name: str
+    source: str
+    sha256: str | None
+    config: PackageConfig | None
+    raw_config: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+    skip: dict[str, str] = field(default_factory=dict)  # cell -> reason
+
+
+@dataclass(frozen=True)
+class Manifest:
+    path: Path
+    cells: tuple[Cell, ...]
+    packages: tuple[Package, ...]
+
+
+def load_manifest(path: Path) -> Manifest:
+    """Read and check a manifest; one :class:`ConfigError` listing every problem."""
+    if not path.is_file():
+        raise ConfigError(f"farm manifest {path}: no such file.")
+    data = read_toml(path)
+    problems = Problems()
+    _unknown(data, {"cell": "", "package": ""}, str(path), problems)
+    cells = [
+        _cell(t, i, path, problems) for i, t in enumerate(_tables(data, "cell", path, problems))
+    ]
+    names = [c.name for c in cells if c is not None]
+    for name in {n for n in names if names.count(n) > 1}:
+        problems.add(f"[[cell]] name {name!r} is given twice", str(path))
+    packages = [
+        _package(t, i, path, set(names), problems)
+        for i, t in enumerate(_tables(data, "package", path, problems))
+    ]
+    problems.raise_if_any(
+        lambda _, lines: ConfigError(
+            f"farm manifest {path} is invalid; fix each of these:\n{lines}"
+        )
+    )
+    return Manifest(
+        path, tuple(c for c in cells if c is not None), tuple(p for p in packages if p is not None)
+    )
+
+
+def _tables(data: dict[str, Any], key: str, path: Path, problems: Problems) -> list[dict[str, Any]]:
+    value = data.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        problems.add(f"{key} must be [[{key}]] tables", str(path))
+        return []
+    if not value:
+        problems.add(f"no [[{key}]]: a farm needs at least one", str(path))
+    return value
+
+
+def _unknown(
+    table: dict[str, Any], allowed: dict[str, str], where: str, problems: Problems
+) -> None:
+    for key in table:
+        if key not in allowed:
+            close = closest(key, allowed)
+            hint = f" Did you mean {close!r}?" if close else ""
+            problems.add(f"unknown key {key!r}.{hint} The keys: {', '.join(allowed)}", where)
+
+
+def _text(table: dict[str, Any], key: str, where: str, problems: Problems) -> str | None:
+    value = table.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        problems.add(f"{key} = {value!r} must be a non-empty string", where)
+        return None
+    return value.strip()
+
+
+def _texts(table: dict[str, Any], key: str, where: str, problems: Problems) -> tuple[str, ...]:
+    value = table.get(key, [])
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        problems.add(f"{key} = {value!r} must be a string or a list of strings", where)
+        return ()
+    return tuple(value)
+
+
+def _cell(table: dict[str, Any], index: int, path: Path, problems: Problems) -> Cell | None:
+    where = f"{path} [[cell]] #{index + 1}"
+    _unknown(table, CELL_KEYS, where, problems)
+    name = _text(table, "name", where, problems)
+    if name is None or not _NAME.match(name):
+        problems.add(f"name = {table.get('name')!r}: letters, digits, '.', '_' and '-'", where)
+        return None
+    where = f"{path} [[cell]] {name!r}"
+    python = _text(table, "python", where, problems)
+    if python is None or not re.fullmatch(r"3\.\d+", python):
+        problems.add(f"python = {table.get('python')!r} must be 3.X", where)
+    torch = _requirement(table.get("torch"), where, problems)
+    index_url = _text(table, "index-url", where, problems)
+    cuda = _cuda(table, index_url, where, problems)
+    if python is None or torch is None or cuda is None:
+        return None
+    return Cell(
+        name,
+        python,
+        torch,
+        cuda,
+        index_url,
+        _texts(table, "extra-index-url", where, problems),
+        _texts(table, "find-links", where, problems),
+        _texts(table, "installer-options", where, problems),
+    )
+
+
+def _requirement(value: object, where: str, problems: Problems) -> Requirement | None:
+    try:
+        requirement = Requirement(str(value))
+    except InvalidRequirement:
+        problems.add(f"torch = {value!r} is not a requirement; write torch==2.13.0", where)
+        return None
+    if requirement.name.lower() != "torch" or not requirement.specifier:
+        problems.add(f"torch = {value!r} must pin torch, e.g. torch==2.13.0", where)
+        return None
+    return requirement
+
+
+def _cuda(
+    table: dict[str, Any], index_url: str | None, where: str, problems: Problems
+) -> CudaVersion | None:
+    text = _text(table, "cuda", where, problems)
+    if text is not None:
+        try:
+            return CudaVersion.parse(text, f"{where} cuda")
+        except ArchguardError as exc:
+            problems.add(str(exc), where)
+            return None
+    match = _CUDA_IN_URL.search(index_url or "")
+    if match:
+        return CudaVersion(int(match[1]), int(match[2]))
+    problems.add('cuda is not given and index-url names no /cuXYZ: write cuda = "13.0"', where)
+    return None
+
+
+def _package(
+    table: dict[str, Any], index: int, path: Path, cells: set[str], problems: Problems
+) -> Package | None:
+    where = f"{path} [[package]] #{index + 1}"
+    _unknown(table, PACKAGE_KEYS, where, problems)
+    name = _text(table, "name", where, problems)
+    source = _text(table, "source", where, problems)
+    if name is None or source is None:
+        problems.add("a package needs a name and a source", where)
+        return None
+    where = f"{path} [[package]] {name!r}"
+    sha256 = _text(table, "sha256", where, problems)
+    remote_or_file = source.startswith(("http://", "https://")) or source.endswith(
+        (".tar.gz", ".zip", ".tgz")
+    )
+    if remote_or_file and sha256 is None:
+        problems.add(f'source {source!r} is an sdist: pin it with sha256 = "..."', where)
+    if sha256 is not None and not re.fullmatch(r"[0-9a-fA-F]{64}", sha256):
+        problems.add(f"sha256 = {sha256!r} is not 64 hex digits", where)
+    raw = table.get("config", {})
+    config = None
+    if not isinstance(raw, dict):
+        problems.add("config must be a table (the package's [tool.archguard])", where)
+        raw = {}
+    elif raw:
+        try:
+            config = parse_config(raw, f"{where} config", path.parent)
+        except ConfigError as exc:
+            problems.add(str(exc), where)
+    env = table.get("env", {})
+    if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
+        problems.add(f"env = {env!r} must be a table of strings", where)
+        env = {}
+    skip = _skips(table.get("skip", []), cells, where, problems)
+    return Package(name, source, sha256.lower() if sha256 else None, config, raw, env, skip)
+
+
+def _skips(value: object, cells: set[str], where: str, problems: Problems) -> dict[str, str]:
+    out: dict[str, str] = {}
+    if not isinstance(value, list):
+        problems.add("skip must be a list of { cell = NAME, reason = WHY }", where)
+        return out
+    for item in value:
+        if not isinstance(item, dict) or set(item) != {"cell", "reason"}:
+            problems.add(f"skip entry {item!r} must be {{ cell = NAME, reason = WHY }}", where)
+            continue
+        if item["cell"] not in cells:
+            close = closest(str(item["cell"]), cells)
+            hint = f" Did you mean {close!r}?" if close else ""
+            problems.add(f"skip names no cell {item['cell']!r}.{hint}", where)
+            continue
+        out[str(item["cell"])] = str(item["reason"])
+    return out

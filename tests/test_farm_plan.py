@@ -1,0 +1,126 @@
+"""The farm's manifest and plan (issue 32): strict TOML with one error naming the file, the
+table, the key and a did-you-mean; the jobs (package x cell) with their lists resolved from
+the bundled tables, ids that change with any input and only then, the skips with their
+reasons, and a GitHub Actions matrix sharded under GitHub's 256-job limit."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from archguard.errors import ConfigError
+from archguard.farm.manifest import load_manifest
+from archguard.farm.plan import plan
+from realtools import run_main
+
+SHA = "fc937220d3cc6d7e8ba4ef50cd83be6f9d91d03a983dca23691d290805e8e508"
+MANIFEST = f"""\
+[[cell]]
+name = "cu130-torch2.13-py311"
+python = "3.11"
+torch = "torch==2.13.0"
+index-url = "https://download.pytorch.org/whl/cu130"
+
+[[cell]]
+name = "cu130-torch2.14-py311"
+python = "3.11"
+torch = "torch==2.14.1"
+cuda = "13.0"
+
+[[package]]
+name = "fused-lncc"
+source = "https://example.invalid/fused_lncc-0.1.0.tar.gz"
+sha256 = "{SHA}"
+env = {{ FORCE_CUDA = "1" }}
+
+[[package]]
+name = "floors"
+source = "src/floors"
+config = {{ arch_list = "8.0;9.0+PTX" }}
+skip = [{{ cell = "cu130-torch2.14-py311", reason = "upstream pins torch<2.14" }}]
+
+[[package]]
+name = "too-old"
+source = "src/old"
+config = {{ arch_list = "5.0;6.0" }}
+"""
+
+
+def manifest(tmp: Path, text: str = MANIFEST) -> Path:
+    path = tmp / "farm.toml"
+    path.write_text(text)
+    return path
+
+
+def test_the_plan_resolves_each_job_from_the_bundled_tables(tmp_path: Path) -> None:
+    jobs = plan(load_manifest(manifest(tmp_path)))
+    table = {(j.package.name, j.cell.name): (j.arch_list, j.skipped) for j in jobs}
+    cu130 = "7.5;8.0;8.6;9.0+PTX;10.0;12.0+PTX"  # the bundled policy's cu130 row
+    assert table[("fused-lncc", "cu130-torch2.13-py311")] == (cu130, "")
+    assert table[("fused-lncc", "cu130-torch2.14-py311")] == (cu130, "")
+    assert table[("floors", "cu130-torch2.13-py311")] == ("8.0;9.0+PTX", "")
+    assert table[("floors", "cu130-torch2.14-py311")] == (
+        None,
+        "skipped: upstream pins torch<2.14",
+    )
+    arch_list, why = table[("too-old", "cu130-torch2.13-py311")]
+    assert arch_list is None and why.startswith("skipped: empty-arch-list")
+    assert len({j.id for j in jobs}) == len(jobs) == 6
+
+
+def test_a_job_id_changes_with_its_inputs_and_only_then(tmp_path: Path) -> None:
+    before = {j.id for j in plan(load_manifest(manifest(tmp_path)))}
+    again = {j.id for j in plan(load_manifest(manifest(tmp_path)))}
+    assert before == again
+    changed = manifest(tmp_path, MANIFEST.replace('FORCE_CUDA = "1"', 'FORCE_CUDA = "0"'))
+    after = {j.id for j in plan(load_manifest(changed))}
+    assert len(before - after) == 2  # fused-lncc's two jobs, nothing else
+
+
+def test_the_github_matrix_is_sharded_under_256_jobs(tmp_path: Path) -> None:
+    cells = "".join(
+        f'[[cell]]\nname = "c{i}"\npython = "3.11"\ntorch = "torch==2.13.0"\ncuda = "13.0"\n'
+        for i in range(20)
+    )
+    packages = "".join(f'[[package]]\nname = "p{i}"\nsource = "src/p{i}"\n' for i in range(40))
+    path = manifest(tmp_path, cells + packages)
+    proc = run_main("farm", "plan", str(path), "--format", "github")
+    assert proc.returncode == 0, proc.stderr
+    shards = json.loads(proc.stdout)["shards"]
+    assert [len(s["include"]) for s in shards] == [256, 256, 256, 32]  # 800 jobs
+    assert shards[0]["include"][0]["arch_list"] == "7.5;8.0;8.6;9.0+PTX;10.0;12.0+PTX"
+    text = run_main("farm", "plan", str(manifest(tmp_path))).stdout
+    assert text.startswith("archguard farm plan: 3 jobs to build, 3 skipped")
+
+
+@pytest.mark.parametrize(
+    ("edit", "needle"),
+    [
+        (("index-url", "index_url"), "unknown key 'index_url'. Did you mean 'index-url'?"),
+        (('torch = "torch==2.14.1"', 'torch = "numpy==1.0"'), "must pin torch"),
+        (('cuda = "13.0"', 'cuda = "thirteen"'), "thirteen"),
+        (("sha256 = ", "sha = "), "unknown key 'sha'. Did you mean 'sha256'?"),
+        (
+            ('cell = "cu130-torch2.14-py311"', 'cell = "cu130-torch2.14-py31"'),
+            "skip names no cell 'cu130-torch2.14-py31'. Did you mean 'cu130-torch2.14-py311'?",
+        ),
+        (('arch_list = "8.0;9.0+PTX"', 'arch_lst = "8.0"'), "unknown key 'arch_lst'"),
+    ],
+)
+def test_a_bad_manifest_is_one_error_naming_the_file_and_the_fix(
+    tmp_path: Path, edit: tuple[str, str], needle: str
+) -> None:
+    path = manifest(tmp_path, MANIFEST.replace(*edit, 1))
+    with pytest.raises(ConfigError) as caught:
+        load_manifest(path)
+    assert str(path) in str(caught.value) and needle in str(caught.value)
+    proc = run_main("farm", "plan", str(path), "--format", "json")
+    assert proc.returncode == 2 and json.loads(proc.stdout)["error"]["code"] == "invalid-config"
+
+
+def test_an_unpinned_sdist_is_refused(tmp_path: Path) -> None:
+    path = manifest(tmp_path, MANIFEST.replace(f'sha256 = "{SHA}"\n', ""))
+    with pytest.raises(ConfigError, match=r"is an sdist: pin it with sha256"):
+        load_manifest(path)
