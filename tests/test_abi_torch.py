@@ -250,3 +250,38 @@ def test_doctor_names_the_undefined_symbol_and_nothing_else(
     assert "  stable-ext: stable_ext/_C.abi3.so: imports: torch's stable C ABI" in proc.stdout
     assert re.search(r"^  archguard-example: .*: imports: every torch symbol", proc.stdout, re.M)
     assert "will not import: dlpack-ext)" in proc.stdout.splitlines()[-1]
+
+
+def test_a_false_manylinux2014_tag_is_dropped_not_kept_beside_the_true_one(
+    wheelhouse: tuple[Path, str], tmp_path: Path
+) -> None:
+    """A torch extension whose package forces manylinux2014 (glibc 2.17) although it links
+    torch (manylinux_2_28): auditwheel alone keeps that tag beside the true one; --repair
+    retags it first and says why."""
+    from archguard.binaries.repair import repair
+
+    house, _ = wheelhouse
+    forced = tmp_path / "forced"
+    forced.mkdir()
+    source = wheel_of(house, "stable-ext")
+    plain = forced / source.name
+    plain.write_bytes(source.read_bytes())
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "wheel",
+            "tags",
+            "--platform-tag",
+            "manylinux2014_x86_64",
+            "--remove",
+            str(plain),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    (claimed,) = forced.glob("*manylinux2014_x86_64.whl")
+    repaired = repair(claimed, tmp_path / "work")
+    assert "manylinux2014" not in repaired.wheel.name, repaired.wheel.name
+    assert repaired.wheel.name.endswith(f"-{repaired.platform}.whl")
+    assert repaired.retagged.startswith("its own tag manylinux2014_x86_64 promised glibc 2.17")

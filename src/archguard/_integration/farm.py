@@ -318,6 +318,7 @@ def _repair(built: Built) -> None:
             lowest_platform=repaired.lowest,
             grafted=repaired.grafted,
             not_grafted=repaired.not_grafted,
+            retagged=repaired.retagged or None,
         )
 
 
@@ -389,6 +390,8 @@ def _wheel_lines(w: dict[str, object]) -> list[str]:
             f"  repaired: {w['platform']} (the symbols allow {w['lowest_platform']}; never "
             f"below torch's manylinux_2_28); not grafted: {kept}; grafted: {grafted}"
         )
+    if w.get("retagged"):
+        lines.append(f"  {w['retagged']}")
     if w.get("serves"):
         lines.append(
             f"  serves {w['serves']} (stable ABI, abi3): this CUDA's other cells need no "

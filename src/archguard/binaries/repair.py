@@ -57,6 +57,7 @@ class Repaired:
     wheel: Path  # the repaired wheel (in the work directory)
     platform: str  # "manylinux_2_34_x86_64"
     lowest: str  # what the binary's symbol versions allow
+    retagged: str = ""  # the wheel's own false platform tag, dropped, and why
     grafted: list[str] = field(default_factory=list)  # libraries copied in
     not_grafted: list[str] = field(default_factory=list)  # excluded libraries it needs
 
@@ -98,6 +99,7 @@ def repair(wheel: Path, work: Path) -> Repaired:
     shown = json.loads(_auditwheel(["show", "--json", str(wheel)]))
     lowest = str(shown.get("sym_tag") or "")
     platform = platform_for(lowest)
+    wheel, retagged = _drop_false_tags(wheel, platform, work)
     needed = sorted(str(n) for n in shown.get("external_libs") or {})
     excludes = [arg for pattern in NEVER_GRAFT for arg in ("--exclude", pattern)]
     out = work / "repaired"
@@ -110,7 +112,58 @@ def repair(wheel: Path, work: Path) -> Repaired:
     with zipfile.ZipFile(made[0]) as zf:
         grafted = sorted(Path(n).name for n in zf.namelist() if re.search(r"\.libs/[^/]+\.so", n))
     kept_out = [n for n in needed if any(fnmatch(n, p) for p in NEVER_GRAFT)]
-    return Repaired(made[0], platform, lowest, grafted, kept_out)
+    return Repaired(made[0], platform, lowest, retagged, grafted=grafted, not_grafted=kept_out)
+
+
+def _glibc(tag: str) -> tuple[int, int] | None:
+    """The glibc a platform tag promises (manylinux2014 is 2.17); None for linux_*."""
+    legacy = {"manylinux1": (2, 5), "manylinux2010": (2, 12), "manylinux2014": (2, 17)}
+    for name, version in legacy.items():
+        if tag.startswith(f"{name}_"):
+            return version
+    match = _POLICY.match(tag)
+    return (int(match[1]), int(match[2])) if match else None
+
+
+def _drop_false_tags(wheel: Path, platform: str, work: Path) -> tuple[Path, str]:
+    """A wheel whose own platform tag promises an older glibc than its binaries need (a
+    forced manylinux2014 on a torch extension) is retagged linux_<arch> before auditwheel,
+    which would otherwise keep the false tag beside the true one."""
+    tags = wheel.name[: -len(".whl")].split("-")[-1].split(".")
+    needed = _glibc(platform)
+    false = [t for t in tags if (g := _glibc(t)) is not None and needed and g < needed]
+    if not false:
+        return wheel, ""
+    arch = platform.split("_", 3)[-1]  # manylinux_2_34_x86_64 -> x86_64
+    copy = work / "retag" / wheel.name
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    copy.write_bytes(wheel.read_bytes())
+    try:
+        proc = run(
+            [
+                sys.executable,
+                "-m",
+                "wheel",
+                "tags",
+                "--platform-tag",
+                f"linux_{arch}",
+                "--remove",
+                str(copy),
+            ],
+            ConfigError,
+            READ_TIMEOUT_S,
+        )
+    except ToolFailed as exc:
+        raise ConfigError(f"wheel tags could not run ({exc.cause}).") from None
+    made = [p for p in copy.parent.glob("*.whl") if p != copy]
+    if proc.returncode != 0 or len(made) != 1:
+        raise ConfigError(f"{wheel.name}: its false tag {', '.join(false)} could not be dropped.")
+    promised = ".".join(str(n) for n in _glibc(false[0]) or ())
+    why = (
+        f"its own tag {', '.join(false)} promised glibc {promised}, but its binaries need "
+        f"{platform} (and torch's own floor is manylinux_2_28): retagged"
+    )
+    return made[0], why
 
 
 def never_grafted(grafted: list[str]) -> list[str]:
