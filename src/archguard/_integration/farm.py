@@ -105,6 +105,7 @@ def cell_environment(source: Path, config: Path | None, local_version: str | Non
     whether its wheels get a wheel-variant copy (``ARCHGUARD_WHEEL_VARIANT``, else the
     package's or ARCHGUARD_CONFIG's ``wheel_variant``)."""
     environ = dict(os.environ)
+    config = config.resolve() if config is not None else None  # pip builds elsewhere
     if config is not None:
         environ[ENV_CONFIG] = str(config)
     gathered = gather(Query(project_dir=source), environ)

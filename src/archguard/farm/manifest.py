@@ -217,6 +217,14 @@ def _package(
         problems.add("a package needs a name and a source", where)
         return None
     where = f"{path} [[package]] {name!r}"
+    if re.fullmatch(r"[A-Za-z0-9._-]+==\S+", source):
+        problems.add(
+            f"source {source!r}: name==version is not taken yet; give the sdist's URL with "
+            "its sha256 (as the index lists them)",
+            where,
+        )
+    elif "://" not in source and not Path(source).is_absolute():
+        source = str((path.parent / source).resolve())  # relative to the manifest
     sha256 = _text(table, "sha256", where, problems)
     remote_or_file = source.startswith(("http://", "https://")) or source.endswith(
         (".tar.gz", ".zip", ".tgz")

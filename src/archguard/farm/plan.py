@@ -33,7 +33,7 @@ class Job:
     skipped: str = ""  # why
 
 
-def _torch_version(cell: Cell) -> str:
+def torch_version(cell: Cell) -> str:
     """The torch version a cell pins (``torch==2.13.0`` -> 2.13.0; a range: its lowest)."""
     specs = sorted(cell.torch.specifier, key=lambda s: s.operator != "==")
     return specs[0].version.rstrip(".*")
@@ -77,7 +77,7 @@ def plan(manifest: Manifest, policy_path: str | None = None) -> list[Job]:
 def _resolve(package: Package, cell: Cell, policy: Policy) -> tuple[str | None, str]:
     try:
         toolkit = bundled_toolkit(cell.cuda)
-        torch = bundled_torch(cell.cuda, parse_torch_version(_torch_version(cell)))
+        torch = bundled_torch(cell.cuda, parse_torch_version(torch_version(cell)))
         res = resolve(policy, toolkit, torch, package.config, None).require_cubins()
         return res.effective_text, ""
     except ArchguardError as exc:  # nothing left after the clamp (empty-arch-list), ...

@@ -1,0 +1,477 @@
+"""``archguard farm run MANIFEST -o SITE``: the embedded engine on one machine.
+
+One environment per cell, made with uv (which reaches the CUDA builds of torch whatever pip's
+local settings say) and reused while the cell is unchanged; each job through ``archguard
+wheel --repair`` in its cell's environment, with the package's ``[tool.archguard]`` table and
+its own switches; a log per job; failures isolated per job and summed up at the end. A job
+whose id already has a verified wheel in SITE is not built again, so a run killed midway
+resumes where it stopped. The output: one PEP 503 simple index per cell,
+``SITE/<cell>/simple/``, and a page, ``SITE/index.html``, each written whole and then put in
+place (a reader never sees a partial one)."""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+from archguard._integration.sources import source_tree
+from archguard.errors import ArchguardError, ConfigError
+from archguard.farm.manifest import Cell, Manifest, Package, load_manifest
+from archguard.farm.plan import Job, plan, torch_version
+
+STATE = ".farm"  # SITE/.farm: environments and job records
+
+
+@dataclass
+class Outcome:
+    """One job's result, as recorded in SITE/.farm/jobs/<id>.json."""
+
+    job: str
+    package: str
+    cell: str
+    status: str  # "built", "skipped", "failed", "kept" (an earlier run's), "served"
+    wheels: list[str] = field(default_factory=list)
+    why: str = ""
+    log: str = ""
+    seconds: float = 0.0
+    details: list[dict[str, object]] = field(default_factory=list)  # archguard wheel's JSON
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "job": self.job,
+            "package": self.package,
+            "cell": self.cell,
+            "status": self.status,
+            "wheels": self.wheels,
+            "why": self.why,
+            "log": self.log,
+            "seconds": round(self.seconds, 1),
+            "details": self.details,
+        }
+
+
+def _say(text: str) -> None:
+    print(f"archguard farm: {text}", file=sys.stderr, flush=True)
+
+
+def _uv() -> str:
+    here = Path(sys.executable).parent / "uv"
+    found = str(here) if here.is_file() else shutil.which("uv")
+    if not found:
+        raise ConfigError(
+            "archguard farm run makes each cell's environment with uv, which is not "
+            "installed: pip install uv."
+        )
+    return found
+
+
+def archguard_requirement() -> str:
+    """What each cell's environment installs for archguard: this archguard (its source
+    tree when installed from one, else its release), with the farm extra."""
+    dist = metadata.distribution("torch-archguard")
+    direct = dist.read_text("direct_url.json")
+    if direct:
+        url = json.loads(direct).get("url", "")
+        if url.startswith("file://"):
+            return f"torch-archguard[farm] @ {url}"
+    return f"torch-archguard[farm]=={dist.version}"
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(text, encoding="utf-8")
+    partial.replace(path)
+
+
+def cell_environment(cell: Cell, site: Path) -> Path:
+    """The cell's Python, in an environment made once and reused while the cell is the
+    same (uv's cache makes the next cell's torch a link, not a download)."""
+    root = site / STATE / "envs" / cell.name
+    python = root / "bin" / "python"
+    wanted = json.dumps({**cell.as_json(), "archguard": archguard_requirement()}, sort_keys=True)
+    marker = root / "archguard-cell.json"
+    if python.is_file() and marker.is_file() and marker.read_text() == wanted:
+        return python
+    uv = _uv()
+    _say(f"cell {cell.name}: making its environment (Python {cell.python}, {cell.torch})")
+    if root.exists():
+        shutil.rmtree(root)
+    _run([uv, "venv", "--seed", "--python", cell.python, str(root)], f"uv venv for {cell.name}")
+    where = [f"--index-url={cell.index_url}"] if cell.index_url else []
+    where += [f"--extra-index-url={u}" for u in cell.extra_index_urls]
+    where += [f"--find-links={u}" for u in cell.find_links]
+    _run(
+        [
+            uv,
+            "pip",
+            "install",
+            "--python",
+            str(python),
+            *where,
+            *cell.installer_options,
+            str(cell.torch),
+            archguard_requirement(),
+            "setuptools>=77",
+            "wheel",
+            "ninja",
+        ],
+        f"uv pip install for {cell.name}",
+    )
+    marker.write_text(wanted)
+    return python
+
+
+def _run(argv: list[str], what: str) -> None:
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        tail = "\n".join(proc.stderr.strip().splitlines()[-6:])
+        raise ConfigError(f"{what} failed (exit {proc.returncode}):\n{tail}")
+
+
+def _toml_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items()) + " }"
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    return json.dumps(str(value))  # a TOML basic string is a JSON string
+
+
+def config_file(package: Package, where: Path) -> Path | None:
+    """The package's ``[tool.archguard]`` table as a file (ARCHGUARD_CONFIG), or None."""
+    if not package.raw_config:
+        return None
+    lines = [
+        "[tool.archguard]",
+        *(f"{k} = {_toml_value(v)}" for k, v in package.raw_config.items()),
+    ]
+    _write_atomic(where, "\n".join(lines) + "\n")
+    return where
+
+
+def run_job(job: Job, python: Path, site: Path, policy: str | None, repair: bool) -> Outcome:
+    """One job: its source (checked against its pin), then archguard wheel in its cell."""
+    cell, package = job.cell, job.package
+    logs = site / cell.name / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    log = logs / f"{package.name}.log"
+    outcome = Outcome(job.id, package.name, cell.name, "failed", log=str(log.relative_to(site)))
+    started = time.monotonic()
+    try:
+        tree = source_tree(package.source, package.sha256)
+    except ArchguardError as exc:
+        outcome.why = exc.message
+        log.write_text(exc.message + "\n")
+        return outcome
+    argv = [
+        str(python),
+        "-m",
+        "archguard",
+        "wheel",
+        str(tree),
+        "-w",
+        str(site / cell.name / "wheels"),
+        "--format",
+        "json",
+    ]
+    config = config_file(package, site / STATE / "jobs" / job.id / "config.toml")
+    if config is not None:
+        argv += ["--config", str(config)]
+    if repair:
+        argv.append("--repair")
+    env = {**os.environ, **package.env}
+    if policy:
+        env["ARCHGUARD_POLICY"] = str(Path(policy).resolve())
+    with log.open("w") as out:
+        proc = subprocess.run(
+            argv, stdout=subprocess.PIPE, stderr=out, text=True, env=env, check=False
+        )
+    outcome.seconds = time.monotonic() - started
+    try:
+        report = json.loads(proc.stdout)
+    except ValueError:
+        outcome.why = f"archguard wheel exited {proc.returncode} without its report; see the log"
+        return outcome
+    builds = report.get("builds") or [{}]
+    outcome.details = list(builds[0].get("wheels") or [])
+    outcome.wheels = [Path(str(w["wheel"])).name for w in outcome.details if w.get("ok")]
+    if report.get("ok"):
+        outcome.status = "built"
+    else:
+        problems = builds[0].get("problems") or [report.get("error", {}).get("message", "")]
+        outcome.why = "; ".join(str(p) for p in problems if p) or "see the log"
+    return outcome
+
+
+def _recorded(site: Path, job: Job) -> Outcome | None:
+    path = site / STATE / "jobs" / f"{job.id}.json"
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    wheels = [site / job.cell.name / "wheels" / w for w in data.get("wheels", [])]
+    if (
+        data.get("status") not in ("built", "kept", "served")
+        or not wheels
+        or not all(w.is_file() for w in wheels)
+    ):
+        return None
+    return Outcome(
+        job.id, job.package.name, job.cell.name, "kept", data["wheels"], log=data.get("log", "")
+    )
+
+
+_SERVES = re.compile(r"^torch>=([0-9.]+) on Python>=3\.(\d+)$")
+
+
+@dataclass(frozen=True)
+class Serving:
+    """A stable-ABI, abi3 wheel one cell built, and what it serves."""
+
+    wheel: Path
+    cell: str
+    cuda_major: int
+    torch_floor: str
+    python_floor: int  # 3.X's X
+
+
+def servings(outcome: Outcome, site: Path, cell: Cell) -> list[Serving]:
+    out = []
+    for w in outcome.details:
+        match = _SERVES.match(str(w.get("serves") or ""))
+        if match and w.get("ok"):
+            wheel = site / cell.name / "wheels" / Path(str(w["wheel"])).name
+            out.append(Serving(wheel, cell.name, cell.cuda.major, match[1], int(match[2])))
+    return out
+
+
+def served_by(job: Job, offers: Sequence[Serving]) -> Serving | None:
+    """A wheel another cell built that serves this job's cell: same CUDA major, a torch at
+    or above its floor, a Python at or above its floor."""
+    torch = _version_tuple(torch_version(job.cell))
+    python = int(job.cell.python.split(".")[1])
+    for offer in offers:
+        if (
+            offer.cuda_major == job.cell.cuda.major
+            and torch >= _version_tuple(offer.torch_floor)
+            and python >= offer.python_floor
+            and offer.wheel.is_file()
+        ):
+            return offer
+    return None
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", text)[:3])
+
+
+def _failed_record(site: Path, job: Job) -> str | None:
+    try:
+        data = json.loads((site / STATE / "jobs" / f"{job.id}.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return str(data.get("why") or "failed")
+
+
+@dataclass
+class RunOptions:
+    site: Path
+    only: str | None = None
+    policy: str | None = None
+    repair: bool = True
+    assemble: bool = False  # build nothing: the indexes and the page from the jobs' records
+
+
+def selected(jobs: Sequence[Job], only: str | None) -> list[Job]:
+    if only is None:
+        return list(jobs)
+    chosen = [j for j in jobs if only in (j.id, j.package.name, j.cell.name)]
+    if not chosen:
+        names = sorted({j.package.name for j in jobs} | {j.cell.name for j in jobs})
+        raise ConfigError(
+            f"farm run --only {only!r}: no job, package or cell of that name ({', '.join(names)})."
+        )
+    return chosen
+
+
+def run_farm(manifest_path: Path, options: RunOptions) -> tuple[int, str]:
+    """Run every selected job; (exit status, the summary)."""
+    manifest = load_manifest(manifest_path)
+    jobs = selected(plan(manifest, options.policy), options.only)
+    site = options.site.resolve()
+    outcomes: list[Outcome] = []
+    pythons: dict[str, Path] = {}
+    offers: dict[str, list[Serving]] = {}  # package -> stable-ABI abi3 wheels built
+    for number, job in enumerate(jobs, 1):
+        head = f"[{number}/{len(jobs)}] {job.package.name} in {job.cell.name}"
+        if job.arch_list is None:
+            outcomes.append(
+                Outcome(job.id, job.package.name, job.cell.name, "skipped", why=job.skipped)
+            )
+            _say(f"{head}: {job.skipped}")
+            continue
+        kept = _recorded(site, job)
+        if kept is not None:
+            outcomes.append(kept)
+            _say(f"{head}: already built ({', '.join(kept.wheels)}): not built again")
+            continue
+        offer = served_by(job, offers.get(job.package.name, []))
+        if offer is not None:
+            wheels = site / job.cell.name / "wheels"
+            wheels.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(offer.wheel, wheels / offer.wheel.name)
+            why = f"served by {offer.wheel.name} from cell {offer.cell} (stable ABI, abi3)"
+            served = Outcome(
+                job.id, job.package.name, job.cell.name, "served", [offer.wheel.name], why=why
+            )
+            _write_atomic(
+                site / STATE / "jobs" / f"{job.id}.json", json.dumps(served.as_json(), indent=2)
+            )
+            outcomes.append(served)
+            _say(f"{head}: not built: {why}")
+            continue
+        if options.assemble:
+            why = _failed_record(site, job) or "not built by any job"
+            outcomes.append(Outcome(job.id, job.package.name, job.cell.name, "failed", why=why))
+            continue
+        try:
+            if job.cell.name not in pythons:
+                pythons[job.cell.name] = cell_environment(job.cell, site)
+        except ArchguardError as exc:
+            outcomes.append(
+                Outcome(job.id, job.package.name, job.cell.name, "failed", why=exc.message)
+            )
+            _say(f"{head}: FAILED: {exc.message}")
+            continue
+        _say(f"{head}: building ({job.arch_list})")
+        outcome = run_job(job, pythons[job.cell.name], site, options.policy, options.repair)
+        offers.setdefault(job.package.name, []).extend(servings(outcome, site, job.cell))
+        _write_atomic(
+            site / STATE / "jobs" / f"{job.id}.json", json.dumps(outcome.as_json(), indent=2)
+        )
+        outcomes.append(outcome)
+        _say(
+            f"{head}: {outcome.status} in {outcome.seconds:.0f} s"
+            + (f": {outcome.why}" if outcome.why else "")
+        )
+    for cell in manifest.cells:
+        write_index(site, cell.name)
+    write_page(site, manifest, outcomes)
+    return summary(outcomes)
+
+
+def summary(outcomes: Sequence[Outcome]) -> tuple[int, str]:
+    counts = {
+        s: sum(1 for o in outcomes if o.status == s)
+        for s in ("built", "kept", "served", "skipped", "failed")
+    }
+    lines = [
+        f"archguard farm run: {counts['built']} built, {counts['kept']} already built (not built "
+        f"again), {counts['served']} served by another cell's stable-ABI wheel, "
+        f"{counts['skipped']} skipped, {counts['failed']} failed"
+    ]
+    lines += [
+        f"  FAILED {o.package} in {o.cell}: {o.why} (log: {o.log})"
+        for o in outcomes
+        if o.status == "failed"
+    ]
+    return (1 if counts["failed"] else 0), "\n".join(lines) + "\n"
+
+
+def _normalized(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def write_index(site: Path, cell: str) -> None:
+    """SITE/<cell>/simple/: a PEP 503 index of the cell's wheels, written whole, then put in
+    place of the old one."""
+    wheels = (
+        sorted((site / cell / "wheels").glob("*.whl")) if (site / cell / "wheels").is_dir() else []
+    )
+    projects: dict[str, list[Path]] = {}
+    for wheel in wheels:
+        projects.setdefault(_normalized(wheel.name.split("-", 1)[0]), []).append(wheel)
+    fresh = site / cell / ".simple.partial"
+    if fresh.exists():
+        shutil.rmtree(fresh)
+    fresh.mkdir(parents=True)
+    links = "".join(f'<a href="{p}/">{p}</a><br>\n' for p in sorted(projects))
+    (fresh / "index.html").write_text(f"<!DOCTYPE html>\n<html><body>\n{links}</body></html>\n")
+    for project, files in projects.items():
+        (fresh / project).mkdir()
+        rows = "".join(
+            f'<a href="../../wheels/{html.escape(f.name)}#sha256={_sha256(f)}">'
+            f"{html.escape(f.name)}</a><br>\n"
+            for f in files
+        )
+        (fresh / project / "index.html").write_text(
+            f"<!DOCTYPE html>\n<html><body>\n{rows}</body></html>\n"
+        )
+    target = site / cell / "simple"
+    old = site / cell / ".simple.old"
+    if old.exists():
+        shutil.rmtree(old)
+    if target.exists():
+        target.rename(old)
+    fresh.rename(target)
+    if old.exists():
+        shutil.rmtree(old)
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def write_page(site: Path, manifest: Manifest, outcomes: Sequence[Outcome]) -> None:
+    """SITE/index.html: every package x cell, built or why not, with its log."""
+    by = {(o.package, o.cell): o for o in outcomes}
+    head = "".join(f"<th>{html.escape(c.name)}</th>" for c in manifest.cells)
+    rows = []
+    for package in manifest.packages:
+        cells = []
+        for cell in manifest.cells:
+            o = by.get((package.name, cell.name))
+            if o is None:
+                cells.append("<td>not run</td>")
+                continue
+            text = {
+                "built": "built",
+                "kept": "built (earlier run)",
+                "skipped": "skipped",
+                "served": "served by another cell",
+                "failed": "FAILED",
+            }[o.status]
+            wheels = "".join(
+                f'<br><a href="{cell.name}/wheels/{html.escape(w)}">{html.escape(w)}</a>'
+                for w in o.wheels
+            )
+            why = f"<br>{html.escape(o.why)}" if o.why else ""
+            log = f'<br><a href="{html.escape(o.log)}">log</a>' if o.log else ""
+            cells.append(f'<td class="{o.status}">{text}{wheels}{why}{log}</td>')
+        rows.append(f"<tr><th>{html.escape(package.name)}</th>{''.join(cells)}</tr>")
+    page = (
+        '<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>archguard farm</title>'
+        "<style>td,th{border:1px solid #999;padding:4px;vertical-align:top}"
+        ".built,.kept,.served{background:#dfd}.failed{background:#fdd}.skipped{background:#eee}</style>"
+        f"</head><body><h1>archguard farm: {html.escape(str(manifest.path.name))}</h1>"
+        f"<table><tr><th>package</th>{head}</tr>{''.join(rows)}</table>"
+        "<p>Each cell's index: <code>pip install --index-url "
+        "file://SITE/&lt;cell&gt;/simple NAME</code></p>"
+        "</body></html>\n"
+    )
+    _write_atomic(site / "index.html", page)

@@ -1,0 +1,121 @@
+"""``archguard farm run`` for real (issue 32): two small packages (a C++-ABI extension and a
+stable-ABI one) x two cells (torch 2.13.0 and torch 2.14.1, both CUDA builds, this Python),
+each cell's environment made with uv, each job through ``archguard wheel --repair``; then
+each package installed from its cell's index (``pip install --index-url file://SITE/<cell>/
+simple NAME``) into that cell's environment and imported there; a second run builds nothing
+and says so; the page names every job."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from realtools import (
+    REPO,
+    build_env,
+    cli,
+    needs_cu130,
+    needs_cuda_torch,
+    needs_cuobjdump,
+    needs_nvcc,
+)
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.network,  # uv fetches each cell's torch (its cache links the second)
+    needs_nvcc,
+    needs_cuda_torch,
+    needs_cuobjdump,
+    needs_cu130,
+]
+PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
+MANIFEST = f"""\
+[[cell]]
+name = "torch2.13"
+python = "{PYTHON}"
+torch = "torch==2.13.0"
+cuda = "13.0"
+
+[[cell]]
+name = "torch2.14"
+python = "{PYTHON}"
+torch = "torch==2.14.1"
+cuda = "13.0"
+
+[[package]]
+name = "dlpack-ext"
+source = "src/dlpack_ext"
+config = {{ arch_list = "8.0" }}
+
+[[package]]
+name = "stable-ext"
+source = "src/stable_ext"
+config = {{ arch_list = "8.0" }}
+"""
+MODULES = {"dlpack-ext": "dlpack_ext._C", "stable-ext": "stable_ext._C"}
+
+
+def test_farm_run_builds_each_cell_into_its_own_index(tmp_path: Path) -> None:
+    if shutil.which("uv") is None and not (Path(sys.executable).parent / "uv").is_file():
+        pytest.fail("no uv: the test extra installs it")
+    for name in ("dlpack_ext", "stable_ext"):
+        shutil.copytree(REPO / "tests" / "packages" / name, tmp_path / "src" / name)
+    manifest = tmp_path / "farm.toml"
+    manifest.write_text(MANIFEST)
+    site = tmp_path / "site"
+    env = build_env()
+    env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"
+    first = cli("farm", "run", str(manifest), "-o", str(site), env=env)
+    assert first.returncode == 0, (first.stdout + first.stderr)[-6000:]
+    # stable-ext's abi3 wheel of the first cell serves the second (same CUDA, torch >= 2.10)
+    assert (
+        "archguard farm run: 3 built, 0 already built (not built again), 1 served" in first.stdout
+    )
+    assert (
+        "stable-ext in torch2.14: not built: served by stable_ext-1.0+cu130-cp310-abi3-"
+        in first.stderr
+    )
+    assert "[4/4]" in first.stderr
+    for cell in ("torch2.13", "torch2.14"):
+        python = site / ".farm" / "envs" / cell / "bin" / "python"
+        assert (site / cell / "simple" / "index.html").is_file()
+        for package, module in MODULES.items():
+            installed = subprocess.run(
+                [
+                    str(python),
+                    "-m",
+                    "pip",
+                    "install",
+                    "--isolated",
+                    "-q",
+                    "--index-url",
+                    (site / cell / "simple").as_uri(),
+                    package,
+                ],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            assert installed.returncode == 0, installed.stderr[-3000:]
+            imported = subprocess.run(
+                [str(python), "-c", f"import torch, {module}; print(torch.__version__)"],
+                capture_output=True,
+                text=True,
+                env=build_env(),
+                check=False,
+            )
+            assert imported.returncode == 0, (cell, package, imported.stderr[-2000:])
+            assert imported.stdout.startswith(cell.removeprefix("torch"))
+    wheels = sorted(p.name for p in (site / "torch2.14" / "wheels").glob("*.whl"))
+    assert any(w.startswith("dlpack_ext-1.0+cu130torch2.14-") for w in wheels), wheels
+    page = (site / "index.html").read_text()
+    assert page.count('class="built"') == 3 and page.count('class="served"') == 1
+    assert "torch2.14/logs/dlpack-ext.log" in page
+    again = cli("farm", "run", str(manifest), "-o", str(site), env=env)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "archguard farm run: 0 built, 4 already built (not built again)" in again.stdout
+    assert "not built again" in again.stderr
