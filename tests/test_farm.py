@@ -401,3 +401,54 @@ def test_archguard_wheel_fails_a_cpu_fallback_and_names_the_switch(tmp_path: Pat
     assert f"  variant: {variant}" in cuda.stdout
     bad = cli("wheel", str(tmp_path / "nowhere"), env=env)
     assert bad.returncode == 2 and "is neither a source tree, an sdist file nor a URL" in bad.stderr
+
+
+NO_GPU = """\
+import os
+
+import torch
+from setuptools import Extension, setup
+from torch.utils.cpp_extension import BuildExtension
+
+# As some real setup.py files do: refuse to build without a GPU unless told.
+if not torch.cuda.is_available() and os.environ.get("FORCE_CUDA", "0") != "1":
+    raise RuntimeError("CUDA is not available: build on a machine with a GPU or set FORCE_CUDA")
+setup(
+    name="nogpu",
+    version="1.0",
+    ext_modules=[Extension("_minicuda", ["mod.c", "kernel.cu"], extra_compile_args={"nvcc": []})],
+    cmdclass={"build_ext": BuildExtension},
+)
+"""
+MISSING = FALLBACK.replace('"kernel.cu"]', '"csrc/kernel.cu"]').replace("fallback", "missing")
+CPU_FALLBACK = FALLBACK.replace('["mod.c"]', '["mod.c", "cpu.cpp"]').replace("fallback", "cpuonly")
+
+
+@pytest.mark.parametrize(
+    ("setup_py", "env", "cause"),
+    [
+        (NO_GPU, {}, "the package's setup.py stopped because no GPU is visible"),
+        (MISSING, {"FORCE_CUDA": "1"}, "the source does not hold csrc/kernel.cu"),
+        (CPU_FALLBACK, {}, "the package built its CPU fallback (no CUDA compile ran"),
+    ],
+    ids=["no-gpu-at-import", "sdist-without-its-sources", "cpu-fallback-fails"],
+)
+def test_setup_time_failures_name_their_cause_and_the_switch(
+    tmp_path: Path, setup_py: str, env: dict[str, str], cause: str
+) -> None:
+    """`archguard wheel`'s last line says why the build stopped, names the package's own
+    switch read from its setup.py and where a farm sets it."""
+    root = tmp_path / "pkg"
+    root.mkdir()
+    for name in ("kernel.cu", "mod.c"):
+        shutil.copy(MINI / name, root / name)
+    (root / "cpu.cpp").write_text("int broken( {\n")  # the CPU path does not compile
+    (root / "setup.py").write_text(setup_py)
+    (root / "pyproject.toml").write_text(pyproject())
+    proc = cli("wheel", str(root), "-w", str(tmp_path / "out"), env=build_env(**env))
+    assert proc.returncode == 1, proc.stdout + proc.stderr[-3000:]
+    last = proc.stdout.strip().splitlines()[-1]
+    assert cause in last, last
+    if not env:  # the switch is named with where to set it
+        assert "FORCE_CUDA=1, in the farm manifest's env table for this package" in last, last
+    assert "the log is above" not in last

@@ -19,11 +19,13 @@ import re
 import sys
 import tempfile
 import zipfile
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from archguard._integration.failures import cause
 from archguard._integration.sources import source_tree
 from archguard.binaries.record import read_wheel_record
 from archguard.binaries.relabel import check_label, relabel
@@ -199,12 +201,15 @@ def build_one(source: Path, out: Path, options: WheelOptions) -> Built:
     )
     # no timeout (BUILD_TIMEOUT_S, see archguard.detect.tools); the build log goes to stderr,
     # stdout is the one line per wheel (or JSON)
-    proc = run(argv, ConfigError, BUILD_TIMEOUT_S, {**os.environ, **env_vars}, log=sys.stderr)
+    environment = {**os.environ, **env_vars}
+    tail: deque[str] = deque(maxlen=400)  # the log's last lines, to say why it failed
+    proc = run(argv, ConfigError, BUILD_TIMEOUT_S, environment, log=sys.stderr, tail=tail)
     after = _wheels_in(out)
     made = sorted(p for p, t in after.items() if before.get(p) != t)
     built = Built(str(source), proc.returncode, env_vars, reads)
     if proc.returncode != 0:
-        built.problems.append(f"pip wheel failed (exit {proc.returncode}); the log is above")
+        why = cause(tail, reads, environment, str(source))
+        built.problems.append(f"pip wheel failed (exit {proc.returncode}): {why}")
         return built
     built.wheels = _verify(made, built.checked)
     for w in built.wheels:

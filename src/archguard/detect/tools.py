@@ -34,6 +34,8 @@ import importlib.util
 import os
 import shutil
 import subprocess
+import time
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -135,12 +137,16 @@ def run(  # noqa: PLR0913 - the one runner: each option of every external comman
     *,
     stdin: str | None = None,
     log: TextIO | None = None,
+    tail: deque[str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run a command: ``stdin`` its input; its output captured, or with ``log`` written there
-    (stdout and stderr together, not captured). A command that cannot start or runs past
-    ``timeout`` raises :class:`ToolFailed`, or ``error`` with the same message. The exit
-    status is the caller's to judge."""
+    (stdout and stderr together, not captured; with ``tail``, each line also kept there, as
+    many as it holds, to say afterwards why the command failed). A command that cannot start
+    or runs past ``timeout`` raises :class:`ToolFailed`, or ``error`` with the same message.
+    The exit status is the caller's to judge."""
     try:
+        if log is not None and tail is not None:
+            return _tee(argv, timeout, env, log, tail)
         return subprocess.run(
             argv,
             input=stdin,
@@ -157,3 +163,32 @@ def run(  # noqa: PLR0913 - the one runner: each option of every external comman
         if error is not None:
             raise error(str(failure)) from None
         raise failure from None
+
+
+def _tee(
+    argv: list[str],
+    timeout: float | None,
+    env: Mapping[str, str] | None,
+    log: TextIO,
+    tail: deque[str],
+) -> subprocess.CompletedProcess[str]:
+    """A command whose output streams to ``log`` line by line and is kept in ``tail``."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    with subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+        env=None if env is None else dict(env),
+    ) as proc:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            log.write(line)
+            tail.append(line.rstrip("\n"))
+            if deadline is not None and time.monotonic() > deadline:
+                proc.kill()
+                raise subprocess.TimeoutExpired(argv, timeout or 0)
+        log.flush()
+        code = proc.wait()
+    return subprocess.CompletedProcess(argv, code, "", "")

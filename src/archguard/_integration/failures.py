@@ -1,0 +1,72 @@
+"""Why a farm build failed before or outside the compile of its CUDA code, said on its last
+line (issue 32): a ``setup.py`` that stops because no GPU is visible, a CPU fallback (chosen
+because no GPU is visible) that then fails to compile, an sdist that lacks its own sources.
+Each names the package's own switch read from its ``setup.py`` (``FORCE_CUDA``, ...) and where
+a farm sets it (the manifest's ``env`` table, or the environment of ``archguard wheel``), in
+place of "pip wheel failed; the log is above". Read from the build log's last lines."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+# a setup.py that asks torch for a GPU and stops without one
+_NO_GPU = re.compile(
+    r"(No CUDA GPUs are available|Found no NVIDIA driver|torch\.cuda\.is_available\(\)"
+    r"|CUDA is not available|no CUDA-capable device|get_device_capability|"
+    r"NVIDIA driver on your system|CUDA (?:must|needs to) be available)",
+    re.I,
+)
+# a source file a build names that the tree does not hold (setuptools' check, or ninja's)
+_SOURCE_MISSING = re.compile(
+    r"(?P<file>[\w./+-]+\.(?:cu|cpp|cc|cxx|c))['\"]?(?:: No such file or directory"
+    r"| does not exist|, needed by .*, missing and no known rule)",
+)
+_COMPILE_ERROR = re.compile(r"\berror\b.*\.(?:cpp|cc|cxx|c)[:(]|\.(?:cpp|cc|cxx|c):\d+:\d+: error")
+_NVCC = re.compile(r"bin/nvcc\b")  # an nvcc command line (archguard's own lines say "nvcc")
+_SWITCH = re.compile(r"^(?:FORCE_\w+|WITH_CUDA|USE_CUDA|BUILD_CUDA\w*|\w*_CUDA\w*|\w*CUDA_ONLY)$")
+
+
+def switches(reads: Sequence[str]) -> list[str]:
+    """The package's own switches among the variables its setup.py reads (FORCE_CUDA, ...)."""
+    return [r for r in reads if _SWITCH.match(r) and r not in ("CUDA_HOME", "CUDA_PATH")]
+
+
+def _where_to_set(names: Sequence[str], set_already: dict[str, str]) -> str:
+    if not names:
+        return ""
+    shown = ", ".join(f"{n}={set_already[n]!r} (set)" if n in set_already else n for n in names)
+    return (
+        f"; its setup.py reads {shown}: set the one that forces the CUDA build, e.g. "
+        f"{names[0]}=1, in the farm manifest's env table for this package "
+        f'(env = {{ {names[0]} = "1" }}) or the environment of archguard wheel'
+    )
+
+
+def cause(
+    log_tail: Sequence[str], reads: Sequence[str], environment: dict[str, str], source: str = ""
+) -> str:
+    """The last line of a failed build: its cause where the log shows one (``source``: the
+    tree, whose prefix a missing file's name loses)."""
+    text = "\n".join(log_tail)
+    own = switches(reads)
+    if _NO_GPU.search(text) and not _NVCC.search(text):
+        return (
+            "the package's setup.py stopped because no GPU is visible (it asks torch for "
+            "the GPU while pip prepares the build; a farm has none)"
+            + _where_to_set(own, environment)
+        )
+    missing = _SOURCE_MISSING.search(text)
+    if missing:
+        return (
+            f"the source does not hold {missing['file'].removeprefix(source.rstrip('/') + '/')}, "
+            "which its build names: the sdist "
+            "lacks its own sources (its MANIFEST.in leaves them out); build from the project's "
+            "source tree or a fixed sdist"
+        )
+    if _COMPILE_ERROR.search(text) and not _NVCC.search(text) and own:
+        return (
+            "the package built its CPU fallback (no CUDA compile ran: chosen because no GPU is "
+            "visible?) and that failed to compile" + _where_to_set(own, environment)
+        )
+    return "pip wheel failed; the log is above"
