@@ -193,6 +193,7 @@ def test_labels_pins_and_manylinux_per_cell(wheelhouse: tuple[Path, str]) -> Non
         assert not [n for n in inside if re.match(r"lib(torch|c10|cudart|cuda)\b", n)], inside
         verified = cli("verify", str(wheel), env=build_env())
         assert verified.returncode == 0, verified.stdout
+        assert "  binds to   torch's " in verified.stdout  # what it binds to, shown by verify
     assert "not grafted: libc10.so" in out and "libcudart.so.13" in out
 
 

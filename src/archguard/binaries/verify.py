@@ -21,10 +21,12 @@ from archguard.binaries.record import RECORD_NAME, RecordedTargets, is_record_na
 from archguard.binaries.stubs import StubReport
 from archguard.binaries.stubs import analyse as analyse_stubs
 from archguard.binaries.stubs import lines as stub_lines
+from archguard.core.abi import BinaryAbi, describe
 from archguard.core.arch import Targets, parse_arch_list
 from archguard.core.coverage import Device, Tier, coverage
 from archguard.core.formats import Format
 from archguard.core.toolkit import known_arches
+from archguard.detect.abi import binary_abi
 from archguard.detect.cuobjdump import read_binary
 from archguard.detect.sass import demangle, read_kernels
 from archguard.errors import BinaryReadError
@@ -46,6 +48,7 @@ class Checked:
     expected: Expectation | None
     found: Targets | None  # None: no device code
     stubs: StubReport | None = None  # with --stubs
+    abi: BinaryAbi | None = None  # what it binds to, read from its ELF
 
     @property
     def missing(self) -> list[str]:
@@ -207,8 +210,18 @@ def check_binaries(
             images = read_kernels(path, cuobjdump, nvdisasm)
             mangled = sorted({k for kernels in images.values() for k in kernels})
             stubs = analyse_stubs(images, demangle(mangled))
-        out.append(Checked(label, expected, found, stubs))
+        out.append(Checked(label, expected, found, stubs, _abi(path, label, found)))
     return out
+
+
+def _abi(path: Path, label: str, found: Targets | None) -> BinaryAbi | None:
+    """What a CUDA binary binds to (None for others, or an ELF that cannot be read)."""
+    if found is None:
+        return None
+    try:
+        return binary_abi(path.read_bytes(), label)
+    except (OSError, BinaryReadError):
+        return None
 
 
 def _tiers(found: Targets) -> dict[str, list[str]]:
@@ -270,6 +283,7 @@ def render(report: Report, fmt: Format) -> str:
                             "ok": r.ok and (r.found is None or r.expected is not None),
                             "coverage": _tiers(r.found) if r.found else None,
                             "stubs": _stubs_json(r.stubs) if r.stubs is not None else None,
+                            "abi": _abi_json(r.abi),
                         }
                         for r in results
                     ],
@@ -288,6 +302,8 @@ def render(report: Report, fmt: Format) -> str:
         if r.expected is not None:
             out.append(f"  expected   {r.expected.targets}  ({r.expected.source})")
         out.append(f"  found      {r.found}")
+        if r.abi is not None:
+            out.append(f"  binds to   {describe(r.abi)}")
         if r.missing:
             out.append(f"  MISSING    {' '.join(r.missing)}")
         if r.unexpected:
@@ -310,6 +326,20 @@ def render(report: Report, fmt: Format) -> str:
         f"{'y' if checked == 1 else 'ies'} checked, {bad} with differences)"
     )
     return "\n".join(out) + "\n"
+
+
+def _abi_json(abi: BinaryAbi | None) -> dict[str, object] | None:
+    if abi is None:
+        return None
+    return {
+        "kind": abi.kind,
+        "torch_symbols": len(abi.torch_symbols),
+        "python_api": abi.python_api,
+        "python_floor": abi.python_floor,
+        "cuda_runtime": abi.cuda_runtime,
+        "glibc": abi.glibc,
+        "glibcxx": abi.glibcxx,
+    }
 
 
 def _stubs_json(report: StubReport) -> dict[str, object]:
