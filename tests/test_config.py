@@ -114,7 +114,8 @@ def test_a_bad_lint_budget_is_one_error_naming_it(value: str) -> None:
 
 
 def test_an_unknown_key_gets_the_suggestion_and_the_key_names_not_every_description() -> None:
-    from archguard.settings.config import CONFIG_KEYS, parse_config
+    from archguard.settings.config import parse_config
+    from archguard.settings.model import CONFIG_KEYS
 
     try:
         parse_config({"max_job": 2}, "p/pyproject.toml [tool.archguard]", Path())

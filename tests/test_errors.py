@@ -156,7 +156,7 @@ def _table_names(section: str, pattern: str) -> set[str]:
 def test_readme_config_table_is_the_models() -> None:
     """One description per key: the README's table is rendered from the model the parser
     reads (``PackageConfig``'s field docs), word for word."""
-    from archguard.settings.config import CONFIG_KEYS, config_table
+    from archguard.settings.model import CONFIG_KEYS, config_table
 
     section = _README.split("### `[tool.archguard]`", 1)[1].split("\n#", 1)[0]
     assert config_table() in section, config_table()

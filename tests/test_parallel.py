@@ -164,7 +164,7 @@ def test_one_reading_of_the_parallel_settings(
 
 def test_the_package_own_threads_win_over_nvcc_threads_and_the_table() -> None:
     from archguard.nvcc.parallel import asked
-    from archguard.settings.config import PackageConfig
+    from archguard.settings.model import PackageConfig
 
     table = PackageConfig("pyproject", max_jobs=5, nvcc_threads=6)
     got = asked(

@@ -23,7 +23,7 @@ from archguard.reports.text import (
     render_error,
     tiers_text,
 )
-from archguard.settings.config import PackageConfig
+from archguard.settings.model import PackageConfig
 
 POLICY = load_policy(None)
 

@@ -23,7 +23,7 @@ from archguard.core.toolkit import bundled_rows, bundled_toolkit, known_arches
 from archguard.core.torchbuild import TorchBuild, bundled_builds, bundled_torch
 from archguard.errors import EmptyArchList, NoPolicyRow
 from archguard.reports.text import render_error
-from archguard.settings.config import PackageConfig
+from archguard.settings.model import PackageConfig
 
 POLICY = load_policy(None)
 KNOWN = known_arches()

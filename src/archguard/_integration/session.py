@@ -20,11 +20,11 @@ from archguard.nvcc.flags import cmake_architectures, torch_arch_list
 from archguard.reports.text import build_log_lines, render_error
 from archguard.settings.config import (
     ENV_VERIFY,
-    PackageConfig,
     env_choice,
     env_disabled,
 )
 from archguard.settings.inputs import Query, gather
+from archguard.settings.model import PackageConfig
 
 
 @dataclass(kw_only=True)

@@ -9,7 +9,6 @@ checked against its sha256 before anything is unpacked or built; a mismatch is r
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import tarfile
@@ -18,6 +17,7 @@ import urllib.request
 import zipfile
 from pathlib import Path
 
+from archguard.detect.sources import file_sha256
 from archguard.errors import ConfigError
 
 _ARCHIVES = (".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".tar", ".zip")
@@ -35,14 +35,6 @@ def split_pin(spec: str) -> tuple[str, str | None]:
     if fragment.startswith("sha256="):
         return where, fragment[len("sha256=") :].lower()
     return spec, None
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def is_remote(spec: str) -> bool:
@@ -82,7 +74,7 @@ def source_tree(spec: str, sha256: str | None = None, cache: Path | None = None)
             f"archguard wheel: {spec} is not an sdist ({', '.join(_ARCHIVES)}); give a source "
             "tree, an sdist, or its URL."
         )
-    found = _sha256(path)
+    found = file_sha256(path)
     if sha256 is not None and found != sha256:
         raise ConfigError(
             f"archguard wheel: {spec} has sha256 {found}, not the pinned {sha256}: refused "
@@ -94,7 +86,7 @@ def source_tree(spec: str, sha256: str | None = None, cache: Path | None = None)
 def _download(url: str, sha256: str, root: Path) -> Path:
     name = Path(urllib.parse.urlparse(url).path).name or "sdist.tar.gz"
     target = root / "downloads" / sha256 / name
-    if target.is_file() and _sha256(target) == sha256:
+    if target.is_file() and file_sha256(target) == sha256:
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(target.name + ".partial")
@@ -106,7 +98,7 @@ def _download(url: str, sha256: str, root: Path) -> Path:
             shutil.copyfileobj(response, out)
     except OSError as exc:
         raise ConfigError(f"archguard wheel: {url} could not be downloaded ({exc}).") from None
-    found = _sha256(partial)
+    found = file_sha256(partial)
     if found != sha256:
         partial.unlink()
         raise ConfigError(

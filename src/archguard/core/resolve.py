@@ -45,7 +45,7 @@ from archguard.core.torchbuild import TorchBuild
 from archguard.errors import EmptyArchList, NoPolicyRow
 
 if TYPE_CHECKING:  # the core never imports settings: a package's table is passed in
-    from archguard.settings.config import PackageConfig
+    from archguard.settings.model import PackageConfig
 
 
 @dataclass(frozen=True)

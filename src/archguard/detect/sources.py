@@ -4,6 +4,7 @@ source-less extension's tree holds CUDA code, the lint finds its translation uni
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,3 +30,12 @@ def tree_files(root: Path | str, limit: int = LIMIT) -> Iterator[str]:
         seen += len(files)
         if seen > limit:
             return
+
+
+def file_sha256(path: Path) -> str:
+    """A file's sha256, read in blocks (an sdist, a torch wheel, a library)."""
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

@@ -12,7 +12,6 @@ are listed as notes with their counts, for a reviewer.
 
 from __future__ import annotations
 
-import hashlib
 import re
 import tempfile
 import zipfile
@@ -25,6 +24,7 @@ from archguard.core.arch import Arch, Targets
 from archguard.core.cuda import CudaVersion
 from archguard.core.snapshot import Probed
 from archguard.detect.cuobjdump import read_entries
+from archguard.detect.sources import file_sha256
 from archguard.errors import BinaryReadError, TorchNotCuda
 
 _VERSION = re.compile(r"""^__version__\s*=\s*['"]([^'"]+)['"]""", re.M)
@@ -112,14 +112,6 @@ class TorchProbe:
         return Probed(self.version, self.cuda, self.targets, self.provenance, tuple(self.notes()))
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def parse_version_py(text: str, where: str) -> tuple[str, CudaVersion | None]:
     """torch/version.py's ``__version__`` and ``cuda`` (None for a CPU build)."""
     version = _VERSION.search(text)
@@ -159,7 +151,7 @@ def probe_wheel(wheel: Path, cuobjdump: str) -> TorchProbe:
                 target.unlink()
 
         libraries = _libraries(extracted(), cuobjdump)
-    provenance = f"{wheel.name} (sha256 {_sha256(wheel)})"
+    provenance = f"{wheel.name} (sha256 {file_sha256(wheel)})"
     return TorchProbe(version, cuda, libraries, provenance)
 
 
@@ -175,7 +167,7 @@ def probe_directory(path: Path, cuobjdump: str) -> TorchProbe:
     libs = sorted(p for p in (root / "lib").iterdir() if _LIB.match(f"torch/lib/{p.name}"))
     libraries = _libraries(((p.name, p) for p in libs), cuobjdump)
     main = root / "lib" / "libtorch_cuda.so"
-    digest = f", libtorch_cuda.so sha256 {_sha256(main)}" if main.is_file() else ""
+    digest = f", libtorch_cuda.so sha256 {file_sha256(main)}" if main.is_file() else ""
     return TorchProbe(version, cuda, libraries, f"installed torch {version} at {root}{digest}")
 
 

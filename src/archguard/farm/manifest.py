@@ -16,7 +16,8 @@ from packaging.requirements import InvalidRequirement, Requirement
 from archguard.core.cuda import CudaVersion
 from archguard.core.problems import Problems, closest
 from archguard.errors import ArchguardError, ConfigError
-from archguard.settings.config import PackageConfig, parse_config, read_toml
+from archguard.settings.config import parse_config, read_toml
+from archguard.settings.model import PackageConfig
 
 CELL_KEYS = {
     "name": "the cell's name (letters, digits, . _ -): its index is SITE/<name>/simple/",

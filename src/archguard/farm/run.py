@@ -11,7 +11,6 @@ place (a reader never sees a partial one)."""
 
 from __future__ import annotations
 
-import hashlib
 import html
 import json
 import os
@@ -26,6 +25,7 @@ from importlib import metadata
 from pathlib import Path
 
 from archguard._integration.sources import source_tree
+from archguard.detect.sources import file_sha256
 from archguard.errors import ArchguardError, ConfigError
 from archguard.farm.manifest import Cell, Manifest, Package, load_manifest
 from archguard.farm.plan import Job, plan, torch_version
@@ -415,7 +415,7 @@ def write_index(site: Path, cell: str) -> None:
     for project, files in projects.items():
         (fresh / project).mkdir()
         rows = "".join(
-            f'<a href="../../wheels/{html.escape(f.name)}#sha256={_sha256(f)}">'
+            f'<a href="../../wheels/{html.escape(f.name)}#sha256={file_sha256(f)}">'
             f"{html.escape(f.name)}</a><br>\n"
             for f in files
         )
@@ -431,10 +431,6 @@ def write_index(site: Path, cell: str) -> None:
     fresh.rename(target)
     if old.exists():
         shutil.rmtree(old)
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def write_page(site: Path, manifest: Manifest, outcomes: Sequence[Outcome]) -> None:

@@ -43,13 +43,13 @@ from archguard.nvcc.flags import arch_specific_mentions, target_mentions
 from archguard.settings.config import (
     ENV_CONFIG,
     ENV_POLICY,
-    PackageConfig,
     Project,
     env_arch_list,
     load_config_file,
     load_project,
     unknown_env_warnings,
 )
+from archguard.settings.model import PackageConfig
 
 Override = tuple[tuple[ArchEntry, ...], str]  # (entries, the variable that gave them)
 

@@ -177,17 +177,21 @@ def installed(paths: Sequence[str] | None, cuobjdump: str | None) -> list[Packag
     return sorted(out.values(), key=lambda p: p.name.lower())
 
 
-def installed_torch(paths: Sequence[str]) -> tuple[str, Targets | None] | None:
-    """The installed torch's version and, from the bundled table, its targets. Its
-    torch/version.py is read as text by the one parser of it
-    (:func:`archguard.detect.torchlibs.parse_version_py`): torch is not imported."""
-
+def _torch_distribution(paths: Sequence[str]) -> metadata.Distribution | None:
+    """The installed torch's distribution (on ``paths``, default: this interpreter's)."""
     found = (
         metadata.distributions(name="torch", path=list(paths))
         if paths
         else metadata.distributions(name="torch")
     )
-    dist = next(iter(found), None)
+    return next(iter(found), None)
+
+
+def installed_torch(paths: Sequence[str]) -> tuple[str, Targets | None] | None:
+    """The installed torch's version and, from the bundled table, its targets. Its
+    torch/version.py is read as text by the one parser of it
+    (:func:`archguard.detect.torchlibs.parse_version_py`): torch is not imported."""
+    dist = _torch_distribution(paths)
     if dist is None:
         return None
     where = Path(str(dist.locate_file("torch/version.py")))
@@ -207,12 +211,7 @@ def installed_torch(paths: Sequence[str]) -> tuple[str, Targets | None] | None:
 
 def torch_root(paths: Sequence[str]) -> Path | None:
     """The installed torch's package directory (None: no torch)."""
-    found = (
-        metadata.distributions(name="torch", path=list(paths))
-        if paths
-        else metadata.distributions(name="torch")
-    )
-    dist = next(iter(found), None)
+    dist = _torch_distribution(paths)
     if dist is None:
         return None
     root = Path(str(dist.locate_file("torch")))
