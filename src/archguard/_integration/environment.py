@@ -11,7 +11,7 @@ from typing import Any
 
 from archguard._integration.common import say
 from archguard._integration.session import Session, setup_error
-from archguard.detect.compcache import TOOLS, find_cache, read_stats
+from archguard.detect.compcache import TOOLS, find_cache, read_stats, sccache_wraps_nvcc
 from archguard.detect.cudalibs import completion, linked_libraries, make_header_dir, make_links
 from archguard.errors import ArchguardError, CompilerCacheMissing
 from archguard.nvcc.plan import ExtensionPlan
@@ -85,6 +85,20 @@ def _cache_choice(session: Session) -> tuple[str, str]:
     return "off", "the default"
 
 
+def _sccache_refuses(exe: str, nvcc: str, cmd: Any, session: Session, origin: str) -> bool:
+    """Whether sccache cannot run this nvcc (a probe compile of each shape archguard emits
+    failed): then the build goes without the cache, said in the log and the record."""
+    broken = sccache_wraps_nvcc(exe, nvcc, Path(cmd.build_temp).resolve() / "archguard-probe")
+    if broken is None:
+        return False
+    say(
+        f"warning: compiler cache: sccache cannot run this nvcc ({nvcc}): {broken}; this build "
+        f"goes without the cache ({origin} asked for it)"
+    )
+    session.compiler_cache = {"tool": "sccache", "from": origin, "skipped": broken}
+    return True
+
+
 def compiler_cache(cmd: Any, session: Session) -> tuple[dict[str, str | None], Any]:
     """The variables that route this build's compiles through the chosen cache, and a
     function that reads the cache's counters after the build (None when off)."""
@@ -106,6 +120,9 @@ def compiler_cache(cmd: Any, session: Session) -> tuple[dict[str, str | None], A
                 'compiler_cache = "off".'
             )
         )
+    nvcc = session.resolution.toolkit.nvcc
+    if tool == "sccache" and nvcc and _sccache_refuses(exe, nvcc, cmd, session, origin):
+        return {}, None
     shim = Path(cmd.build_temp).resolve() / "archguard-cache-bin"
     shim.mkdir(parents=True, exist_ok=True)
     link = shim / tool
@@ -122,7 +139,6 @@ def compiler_cache(cmd: Any, session: Session) -> tuple[dict[str, str | None], A
             say(f"compiler cache: your {name}={os.environ[name]!r} wins")
         else:
             values[name] = value
-    nvcc = session.resolution.toolkit.nvcc
     if tool == "sccache" and nvcc and not os.environ.get("PYTORCH_NVCC"):
         values["PYTORCH_NVCC"] = f"sccache {nvcc}"  # the ninja path, even beside a ccache
     elif os.environ.get("PYTORCH_NVCC"):

@@ -16,7 +16,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from archguard.detect.tools import QUERY_TIMEOUT_S, ToolFailed, on_path, run
+from archguard.detect.tools import QUERY_TIMEOUT_S, READ_TIMEOUT_S, ToolFailed, on_path, run
 
 TOOLS = ("sccache", "ccache")
 
@@ -103,3 +103,36 @@ def read_stats(tool: str, executable: str) -> Stats | None:
         )
     except (ValueError, KeyError, TypeError):
         return None
+
+
+PROBE_KERNEL = "__global__ void archguard_probe(float* x) { x[threadIdx.x] *= 2.0f; }\n"
+
+
+def sccache_wraps_nvcc(sccache: str, nvcc: str, work: Path, arch: str = "90") -> str | None:
+    """Whether sccache can run this nvcc for the shapes archguard emits, a cubin and a
+    PTX-only target (None: it can; else what failed). Measured: sccache 0.16 with nvcc 13.5
+    (the nvidia-cuda-nvcc wheel) fails every device compile ("Compiler killed by signal 1",
+    fatbinary missing its input), where nvcc 13.0 works; sccache issue 2862 reports PTX-only
+    targets failing with nvcc 13.3 and 13.4. Two one-line compiles, cached after the first."""
+    work.mkdir(parents=True, exist_ok=True)
+    source = work / "archguard_probe.cu"
+    source.write_text(PROBE_KERNEL)
+    for code in (f"sm_{arch}", f"compute_{arch}"):
+        argv = [
+            sccache,
+            nvcc,
+            "-c",
+            str(source),
+            "-o",
+            str(work / f"probe-{code}.o"),
+            "-gencode",
+            f"arch=compute_{arch},code={code}",
+        ]
+        try:
+            proc = run(argv, None, READ_TIMEOUT_S)
+        except ToolFailed as exc:
+            return f"{' '.join(argv[2:])} could not run ({exc.cause})"
+        if proc.returncode != 0:
+            last = (proc.stderr.strip() or proc.stdout.strip()).splitlines()[-1:] or ["no output"]
+            return f"a -gencode code={code} compile failed ({last[0]})"
+    return None
