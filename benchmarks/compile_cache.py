@@ -8,7 +8,9 @@ files that include torch headers, and a binding).
   (b) the same cell again, warm;
   (c) the same cell with one arch added to the list;
   (d) the same list under a second Python or torch: needs a second interpreter with a CUDA
-      build of torch (``--python PATH``); where none is given, the script says so.
+      build of torch (``--python PATH``); where none is given, the script says so;
+  (e) the same released sdist (``--sdist FILE``) through ``archguard wheel`` twice, each time
+      unpacked afresh (as pip would unpack it into a new /tmp directory): warm / cold.
 
 Each build is a clean ``setup.py build_ext`` of the same tree at the same path (sccache keys
 hold the absolute paths of the command line). Prints the wall time, the ratio to (a), and the
@@ -28,6 +30,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -52,6 +55,7 @@ def main() -> int:
     parser.add_argument("--add", default="8.6", help="the arch (c) adds")
     parser.add_argument("--sccache", help="the sccache executable (default: PATH, .cache)")
     parser.add_argument("--python", help="a second interpreter with a CUDA torch, for (d)")
+    parser.add_argument("--sdist", help="a released sdist (file), for (e)")
     args = parser.parse_args()
     repo = Path(__file__).resolve().parent.parent
     tool = args.sccache or find_cache("sccache") or str(repo / ".cache/sccache/bin/sccache")
@@ -108,6 +112,35 @@ def main() -> int:
                 "  (d) not measured: no second interpreter with a CUDA build of torch is "
                 "installed here (pass --python PATH where one is)"
             )
+        if args.sdist:
+            for run in ("cold", "warm"):
+                before = read_stats("sccache", tool)
+                start = time.perf_counter()
+                proc = subprocess.run(
+                    [
+                        sys.executable,
+                        "-m",
+                        "archguard",
+                        "wheel",
+                        args.sdist,
+                        "-w",
+                        str(work / f"sdist-{run}"),
+                    ],
+                    env={**cached, "XDG_CACHE_HOME": str(work / "xdg")},
+                    capture_output=True,
+                    text=True,
+                    check=False,
+                )
+                wall = time.perf_counter() - start
+                after = read_stats("sccache", tool)
+                delta = after.since(before) if before and after else None
+                label = f"(e) sdist through archguard wheel, {run}"
+                if proc.returncode != 0:
+                    label += " (FAILED: " + proc.stdout.strip().splitlines()[-1][:80] + ")"
+                rows.append((label, wall, delta))
+                print(f"  {label}: {wall:.1f} s  {rate(delta) if delta else ''}", flush=True)
+        else:
+            print("  (e) not measured: pass --sdist FILE (a released sdist)")
     finally:
         subprocess.run([tool, "--stop-server"], env=cached, capture_output=True, check=False)
         shutil.rmtree(work, ignore_errors=True)
