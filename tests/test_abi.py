@@ -182,6 +182,7 @@ def build_pure_wheel(tmp: Path, version: str, requires: list[str]) -> Path:
         '[build-system]\nrequires = ["setuptools>=64"]\nbuild-backend = "setuptools.build_meta"\n'
         f'[project]\nname = "tiny-pkg"\nversion = "{version}"\n'
         f"dependencies = {json.dumps(requires)}\n"
+        'readme = {text = "From the start of a line.", content-type = "text/plain"}\n'
     )
     subprocess.run(
         [
@@ -217,6 +218,7 @@ def test_relabel_keeps_one_label_and_a_consistent_wheel(tmp_path: Path) -> None:
         record = zf.read("tiny_pkg-1.0+cu130torch2.13.dist-info/RECORD").decode()
     assert all(n.startswith(("tiny/", "tiny_pkg-1.0+cu130torch2.13.dist-info/")) for n in names)
     assert "Version: 1.0+cu130torch2.13\n" in metadata
+    assert "\nFrom the start of a line." in metadata  # not mangled to ">From"
     requires = [line for line in metadata.splitlines() if line.startswith("Requires-Dist")]
     assert requires == [
         "Requires-Dist: torch>=2.13,<2.14",  # in place of the unpinned one

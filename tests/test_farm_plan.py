@@ -172,3 +172,33 @@ def test_the_workflow_passes_actionlint_and_runs_the_plan(tmp_path: Path) -> Non
     broken = tmp_path / "broken.yml"
     broken.write_text(text.replace("needs: plan\n", "needs: planning\n", 1))
     assert actionlint(broken).returncode == 1  # actionlint does check what it is given
+
+
+def test_a_range_plans_against_its_lowest_bound_and_names_are_checked(tmp_path: Path) -> None:
+    from archguard._integration.failures import switches
+    from archguard.farm.plan import torch_version
+
+    ranged = MANIFEST.replace('torch = "torch==2.14.1"', 'torch = "torch<2.15,>=2.14.1"')
+    cells = load_manifest(manifest(tmp_path, ranged)).cells
+    assert [torch_version(c) for c in cells] == ["2.13.0", "2.14.1"]
+    twice = MANIFEST + '[[package]]\nname = "floors"\nsource = "src/x"\n'
+    with pytest.raises(ConfigError, match="name 'floors' is given twice"):
+        load_manifest(manifest(tmp_path, twice))
+    slashed = MANIFEST.replace('name = "too-old"', 'name = "../too-old"')
+    with pytest.raises(ConfigError, match="letters, digits"):
+        load_manifest(manifest(tmp_path, slashed))
+    # what archguard sets is never offered as the package's switch; FORCE_ ones come first
+    assert switches(["TORCH_CUDA_ARCH_LIST", "WITH_CUDA", "FORCE_CUDA", "CUDA_HOME"]) == [
+        "FORCE_CUDA",
+        "WITH_CUDA",
+    ]
+
+
+def test_the_workflow_carries_the_farms_policy_and_uploads_no_environment(tmp_path: Path) -> None:
+    from archguard.farm.workflow import workflow
+
+    policy = tmp_path / "farm-policy.yml"
+    policy.write_text((REPO / "defaults" / "arch_policy.yml").read_text())
+    text = workflow(manifest(tmp_path), "farm.toml", str(policy))
+    assert text.count(f"--policy {policy}") == 3  # plan, each build shard, assemble
+    assert text.count("!site/.farm/envs") == 2

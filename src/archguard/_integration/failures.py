@@ -27,9 +27,21 @@ _NVCC = re.compile(r"bin/nvcc\b")  # an nvcc command line (archguard's own lines
 _SWITCH = re.compile(r"^(?:FORCE_\w+|WITH_CUDA|USE_CUDA|BUILD_CUDA\w*|\w*_CUDA\w*|\w*CUDA_ONLY)$")
 
 
+# what archguard or the toolkit set, never the package's own switch
+_NOT_SWITCHES = {
+    "CUDA_HOME",
+    "CUDA_PATH",
+    "TORCH_CUDA_ARCH_LIST",
+    "CUDAARCHS",
+    "CUDA_VISIBLE_DEVICES",
+}
+
+
 def switches(reads: Sequence[str]) -> list[str]:
-    """The package's own switches among the variables its setup.py reads (FORCE_CUDA, ...)."""
-    return [r for r in reads if _SWITCH.match(r) and r not in ("CUDA_HOME", "CUDA_PATH")]
+    """The package's own switches among the variables its setup.py reads (FORCE_CUDA, ...),
+    the FORCE_ ones first."""
+    found = [r for r in reads if _SWITCH.match(r) and r not in _NOT_SWITCHES]
+    return sorted(found, key=lambda r: not r.startswith("FORCE_"))
 
 
 def _where_to_set(names: Sequence[str], set_already: dict[str, str]) -> str:

@@ -120,6 +120,12 @@ def _unpack(archive: Path, sha256: str, root: Path) -> Path:
             with zipfile.ZipFile(archive) as zf:
                 zf.extractall(where)
         else:
+            if not hasattr(tarfile, "data_filter"):  # Python 3.10.0-3.10.11 and 3.11.0-3.11.3
+                raise ConfigError(
+                    f"archguard wheel: this Python has no safe tar extraction (tarfile's data "
+                    f"filter); unpack {archive.name} yourself and give the tree, or use a "
+                    "newer Python."
+                )
             with tarfile.open(archive) as tf:
                 tf.extractall(where, filter="data")
     except (OSError, tarfile.TarError, zipfile.BadZipFile) as exc:

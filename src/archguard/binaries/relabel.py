@@ -59,6 +59,10 @@ def relabel(wheel: Path, label: str, pin: str) -> Path:
         root = Path(tmp, "tree")
         with zipfile.ZipFile(wheel) as zf:
             zf.extractall(root)
+            for info in zf.infolist():  # extractall drops the modes: an executable stays one
+                mode = (info.external_attr >> 16) & 0o7777
+                if mode and not info.is_dir():
+                    (root / info.filename).chmod(mode)
         old_info = next(root.glob("*.dist-info"))
         stem = old_info.name[: -len(".dist-info")].rsplit("-", 1)[0]
         new_info = root / f"{stem}-{new}.dist-info"
@@ -81,7 +85,9 @@ def relabel(wheel: Path, label: str, pin: str) -> Path:
 
 def _pinned(wheel: Path, pin: str) -> bool:
     with zipfile.ZipFile(wheel) as zf:
-        meta = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
+        meta = next(
+            n for n in zf.namelist() if n.endswith(".dist-info/METADATA") and n.count("/") == 1
+        )
         message = BytesParser(policy=email.policy.compat32).parsebytes(zf.read(meta))
     return pin in (message.get_all("Requires-Dist") or [])
 
@@ -114,4 +120,4 @@ def _metadata(path: Path, version: Version, pin: str) -> None:
 
 def _write(path: Path, message: Message) -> None:
     with path.open("wb") as f:
-        BytesGenerator(f, maxheaderlen=0).flatten(message)
+        BytesGenerator(f, mangle_from_=False, maxheaderlen=0).flatten(message)

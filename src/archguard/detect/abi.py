@@ -15,6 +15,7 @@ import os
 import re
 import tempfile
 import zipfile
+import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -204,14 +205,14 @@ class _Build:
             data = json.loads(gzip.decompress(file.read_bytes()))
             if data.get("schema") == CACHE_SCHEMA:
                 return TorchExports(self.version, self.cuda, self.where, frozenset(data["symbols"]))
-        except (OSError, ValueError, KeyError, TypeError, EOFError):
-            pass
+        except (OSError, ValueError, KeyError, TypeError, EOFError, AttributeError, zlib.error):
+            pass  # no cache, or a broken one: read the libraries again
         symbols = exported_by(read_dynamic(data, name) for name, data in libraries)
         if not symbols:
             raise BinaryReadError(f"{self.where} exports no symbols from torch/lib: is this torch?")
         try:
             file.parent.mkdir(parents=True, exist_ok=True)
-            partial = file.with_suffix(".partial")
+            partial = file.with_suffix(f".{os.getpid()}.partial")
             payload = {"schema": CACHE_SCHEMA, "where": self.where, "symbols": sorted(symbols)}
             partial.write_bytes(gzip.compress(json.dumps(payload).encode()))
             partial.replace(file)

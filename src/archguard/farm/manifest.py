@@ -100,6 +100,9 @@ def load_manifest(path: Path) -> Manifest:
         _package(t, i, path, set(names), problems)
         for i, t in enumerate(_tables(data, "package", path, problems))
     ]
+    given = [p.name for p in packages if p is not None]
+    for name in sorted({n for n in given if given.count(n) > 1}):
+        problems.add(f"[[package]] name {name!r} is given twice", str(path))
     problems.raise_if_any(
         lambda _, lines: ConfigError(
             f"farm manifest {path} is invalid; fix each of these:\n{lines}"
@@ -216,6 +219,9 @@ def _package(
     source = _text(table, "source", where, problems)
     if name is None or source is None:
         problems.add("a package needs a name and a source", where)
+        return None
+    if not _NAME.match(name):
+        problems.add(f"name = {name!r}: letters, digits, '.', '_' and '-'", where)
         return None
     where = f"{path} [[package]] {name!r}"
     if re.fullmatch(r"[A-Za-z0-9._-]+==\S+", source):

@@ -11,13 +11,15 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.version import Version
+
 from archguard import __version__
 from archguard.core.formats import PlanFormat
 from archguard.core.policy import Policy, load_policy
 from archguard.core.resolve import resolve
 from archguard.core.toolkit import bundled_toolkit
 from archguard.core.torchbuild import bundled_torch, parse_torch_version
-from archguard.errors import ArchguardError
+from archguard.errors import ArchguardError, ConfigError
 from archguard.farm.manifest import Cell, Manifest, Package, load_manifest
 
 PLAN_SCHEMA = "archguard.farm-plan/1"
@@ -34,9 +36,19 @@ class Job:
 
 
 def torch_version(cell: Cell) -> str:
-    """The torch version a cell pins (``torch==2.13.0`` -> 2.13.0; a range: its lowest)."""
-    specs = sorted(cell.torch.specifier, key=lambda s: s.operator != "==")
-    return specs[0].version.rstrip(".*")
+    """The torch version a cell pins (``torch==2.13.0`` -> 2.13.0; a range: its lowest bound,
+    from ``==``, ``>=`` or ``~=``)."""
+    exact = [s.version for s in cell.torch.specifier if s.operator == "==="]
+    exact += [s.version.rstrip(".*") for s in cell.torch.specifier if s.operator == "=="]
+    if exact:
+        return exact[0]
+    floors = [s.version for s in cell.torch.specifier if s.operator in (">=", "~=")]
+    if not floors:
+        raise ConfigError(
+            f"cell {cell.name}: torch requirement {cell.torch} has no lower bound (==, >= or "
+            "~=): the plan needs the torch it builds against."
+        )
+    return str(min(Version(f) for f in floors))
 
 
 def job_id(package: Package, cell: Cell, policy: Policy) -> str:

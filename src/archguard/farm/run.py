@@ -7,7 +7,8 @@ its own switches; a log per job; failures isolated per job and summed up at the 
 whose id already has a verified wheel in SITE is not built again, so a run killed midway
 resumes where it stopped. The output: one PEP 503 simple index per cell,
 ``SITE/<cell>/simple/``, and a page, ``SITE/index.html``, each written whole and then put in
-place (a reader never sees a partial one)."""
+place (a reader never sees a partial one). Only the wheels of jobs that built and verified are
+published; a failed job's wheel stays out of its index."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from importlib import metadata
 from pathlib import Path
 
 from archguard._integration.sources import source_tree
+from archguard.core.cuda import CudaVersion
 from archguard.detect.sources import file_sha256
 from archguard.errors import ArchguardError, ConfigError
 from archguard.farm.manifest import Cell, Manifest, Package, load_manifest
@@ -245,18 +247,20 @@ class Serving:
 
     wheel: Path
     cell: str
-    cuda_major: int
+    cuda: CudaVersion
     torch_floor: str
     python_floor: int  # 3.X's X
+    arch_list: str | None  # the list it was built for
 
 
-def servings(outcome: Outcome, site: Path, cell: Cell) -> list[Serving]:
+def servings(outcome: Outcome, site: Path, job: Job) -> list[Serving]:
     out = []
+    cell = job.cell
     for w in outcome.details:
         match = _SERVES.match(str(w.get("serves") or ""))
         if match and w.get("ok"):
             wheel = site / cell.name / "wheels" / Path(str(w["wheel"])).name
-            out.append(Serving(wheel, cell.name, cell.cuda.major, match[1], int(match[2])))
+            out.append(Serving(wheel, cell.name, cell.cuda, match[1], int(match[2]), job.arch_list))
     return out
 
 
@@ -267,7 +271,9 @@ def served_by(job: Job, offers: Sequence[Serving]) -> Serving | None:
     python = int(job.cell.python.split(".")[1])
     for offer in offers:
         if (
-            offer.cuda_major == job.cell.cuda.major
+            offer.cuda.major == job.cell.cuda.major
+            and offer.cuda <= job.cell.cuda  # a newer runtime runs it, never an older one
+            and offer.arch_list == job.arch_list
             and torch >= _version_tuple(offer.torch_floor)
             and python >= offer.python_floor
             and offer.wheel.is_file()
@@ -360,7 +366,7 @@ def run_farm(manifest_path: Path, options: RunOptions) -> tuple[int, str]:
             continue
         _say(f"{head}: building ({job.arch_list})")
         outcome = run_job(job, pythons[job.cell.name], site, options.policy, options.repair)
-        offers.setdefault(job.package.name, []).extend(servings(outcome, site, job.cell))
+        offers.setdefault(job.package.name, []).extend(servings(outcome, site, job))
         _write_atomic(
             site / STATE / "jobs" / f"{job.id}.json", json.dumps(outcome.as_json(), indent=2)
         )
@@ -369,8 +375,11 @@ def run_farm(manifest_path: Path, options: RunOptions) -> tuple[int, str]:
             f"{head}: {outcome.status} in {outcome.seconds:.0f} s"
             + (f": {outcome.why}" if outcome.why else "")
         )
+    published = {
+        (o.cell, w) for o in outcomes if o.status in ("built", "kept", "served") for w in o.wheels
+    }
     for cell in manifest.cells:
-        write_index(site, cell.name)
+        write_index(site, cell.name, {w for c, w in published if c == cell.name})
     write_page(site, manifest, outcomes)
     return summary(outcomes)
 
@@ -397,11 +406,14 @@ def _normalized(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def write_index(site: Path, cell: str) -> None:
-    """SITE/<cell>/simple/: a PEP 503 index of the cell's wheels, written whole, then put in
-    place of the old one."""
+def write_index(site: Path, cell: str, published: set[str]) -> None:
+    """SITE/<cell>/simple/: a PEP 503 index of the cell's published wheels (those of jobs
+    that built and verified; a failed job's wheel stays out), written whole in a directory of
+    its own and then renamed into place: a reader never sees a partial index (for an instant,
+    between the two renames, none)."""
+    folder = site / cell / "wheels"
     wheels = (
-        sorted((site / cell / "wheels").glob("*.whl")) if (site / cell / "wheels").is_dir() else []
+        sorted(p for p in folder.glob("*.whl") if p.name in published) if folder.is_dir() else []
     )
     projects: dict[str, list[Path]] = {}
     for wheel in wheels:
