@@ -43,7 +43,8 @@ def record_abi(cmd: Any, session: Session) -> None:
     """Read each built extension's bindings into the session's record, one log line each."""
     root = _installed_torch()
     try:
-        exports = torch_exports(root).symbols if root else frozenset()
+        # read from the cache where one is, never written: a build writes only in its tree
+        exports = torch_exports(root, persist=False).symbols if root else frozenset()
     except ArchguardError as exc:
         say(f"abi: torch's exported symbols not read ({exc}); torch symbols judged by name")
         exports = frozenset()

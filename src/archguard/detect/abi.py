@@ -137,18 +137,21 @@ def cache_dir() -> Path:
     return Path(base, "archguard", "torch-exports")
 
 
-def torch_exports(path: Path, cache: Path | None = None) -> TorchExports:
+def torch_exports(path: Path, cache: Path | None = None, *, persist: bool = True) -> TorchExports:
     """An installed torch (its directory or the site-packages holding it) or a torch wheel,
     read without importing or installing it; cached per build in ``cache`` (default
-    :func:`cache_dir`), keyed by each library's path, size and time."""
+    :func:`cache_dir`), keyed by each library's path, size and time. ``persist=False``: the
+    cache is read but never written (a build writes nothing outside its tree)."""
     if not path.exists():
         raise BinaryReadError(f"{path} does not exist; give an installed torch or a torch wheel.")
+    folder = (cache or cache_dir()) if persist else None
+    read_from = cache or cache_dir()
     if path.is_dir():
-        return _directory_exports(path, cache)
-    return _wheel_exports(path, cache)
+        return _directory_exports(path, (read_from, folder))
+    return _wheel_exports(path, (read_from, folder))
 
 
-def _directory_exports(path: Path, cache: Path | None) -> TorchExports:
+def _directory_exports(path: Path, cache: tuple[Path, Path | None]) -> TorchExports:
     root = path / "torch" if (path / "torch" / "version.py").is_file() else path
     if not (root / "version.py").is_file() or not (root / "lib").is_dir():
         raise BinaryReadError(
@@ -166,7 +169,7 @@ def _directory_exports(path: Path, cache: Path | None) -> TorchExports:
     return build.exports(cache, ((p.name, p.read_bytes()) for p in libs))
 
 
-def _wheel_exports(path: Path, cache: Path | None) -> TorchExports:
+def _wheel_exports(path: Path, cache: tuple[Path, Path | None]) -> TorchExports:
     try:
         zf = zipfile.ZipFile(path)
     except (OSError, zipfile.BadZipFile) as exc:
@@ -198,9 +201,12 @@ class _Build:
     cuda: CudaVersion | None
     where: str
 
-    def exports(self, cache: Path | None, libraries: Iterable[tuple[str, bytes]]) -> TorchExports:
-        """From the cache, else read from ``libraries`` (name, bytes) and cached."""
-        file = (cache or cache_dir()) / f"{self.key}.json.gz"
+    def exports(
+        self, cache: tuple[Path, Path | None], libraries: Iterable[tuple[str, bytes]]
+    ) -> TorchExports:
+        """From the cache (``cache``: where to read, where to write or None), else read from
+        ``libraries`` (name, bytes) and cached."""
+        file = cache[0] / f"{self.key}.json.gz"
         try:
             data = json.loads(gzip.decompress(file.read_bytes()))
             if data.get("schema") == CACHE_SCHEMA:
@@ -210,6 +216,9 @@ class _Build:
         symbols = exported_by(read_dynamic(data, name) for name, data in libraries)
         if not symbols:
             raise BinaryReadError(f"{self.where} exports no symbols from torch/lib: is this torch?")
+        if cache[1] is None:
+            return TorchExports(self.version, self.cuda, self.where, symbols)
+        file = cache[1] / f"{self.key}.json.gz"
         try:
             file.parent.mkdir(parents=True, exist_ok=True)
             partial = file.with_suffix(f".{os.getpid()}.partial")
