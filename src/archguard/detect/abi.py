@@ -54,9 +54,9 @@ def torch_imports(dynamic: Dynamic, exports: frozenset[str] = frozenset()) -> tu
     return tuple(sorted(out))
 
 
-def python_api(data: bytes, name: str) -> tuple[PythonApi, str | None, str]:
+def python_api(data: bytes, name: str, dynamic: Dynamic) -> tuple[PythonApi, str | None, str]:
     """(kind, the lowest Python whose limited API covers it, how it was judged), by
-    abi3audit."""
+    abi3audit; ``dynamic``: the binary's ELF facts, already read."""
     try:
         from abi3audit._audit import audit
         from abi3audit._extract import SharedObjectExtractor, SharedObjectSpec
@@ -71,17 +71,14 @@ def python_api(data: bytes, name: str) -> tuple[PythonApi, str | None, str]:
             result = audit(shared, assume_minimum_abi3=PyVersion(3, 9))
         except Exception as exc:  # abi3audit's own failures: said, never raised
             return "unknown", None, f"not judged: abi3audit could not read it ({exc})"
-    if not any(s.startswith("Py") or s.startswith("_Py") for s in _python_symbols(data)):
+    unversioned = (i.name for i in dynamic.imports if i.version is None)
+    if not any(s.startswith(("Py", "_Py")) for s in unversioned):
         return "none", None, "abi3audit: it calls no Python C API function"
     if result.is_abi3_baseline_compatible and not result.non_abi3_symbols:
         computed = str(result.computed) if result.computed else "3.9"
         return "limited", computed, f"abi3audit: only the limited API (Python {computed}+)"
     bad = sorted(getattr(s, "name", str(s)) for s in result.non_abi3_symbols)[:3]
     return "full", None, f"abi3audit: the full CPython API ({', '.join(bad)}, ...)"
-
-
-def _python_symbols(data: bytes) -> list[str]:
-    return [i.name for i in read_dynamic(data, "extension").imports if i.version is None]
 
 
 def binary_abi(
@@ -92,7 +89,7 @@ def binary_abi(
 ) -> BinaryAbi:
     """One extension binary's bindings (``data``: its bytes; ``name``: where it is)."""
     dynamic = read_dynamic(data, name)
-    kind, floor, how = python_api(data, name)
+    kind, floor, how = python_api(data, name, dynamic)
     return BinaryAbi(
         name,
         torch_imports(dynamic, exports),
