@@ -192,7 +192,10 @@ def check(
             (label, path, given or recorded)
             for label, path, recorded in _iter_paths(list(paths), Path(tmp))
         ]
-        return check_binaries(found, cuobjdump, nvdisasm)
+        results = check_binaries(found, cuobjdump, nvdisasm)
+        for result, (label, path, _) in zip(results, found, strict=True):
+            result.abi = _abi(path, label, result.found)  # shown by verify; a build records it
+        return results
 
 
 def check_binaries(
@@ -210,7 +213,7 @@ def check_binaries(
             images = read_kernels(path, cuobjdump, nvdisasm)
             mangled = sorted({k for kernels in images.values() for k in kernels})
             stubs = analyse_stubs(images, demangle(mangled))
-        out.append(Checked(label, expected, found, stubs, _abi(path, label, found)))
+        out.append(Checked(label, expected, found, stubs))
     return out
 
 
