@@ -44,11 +44,7 @@ def _plan_job(manifest: str, shards: int, policy: str) -> list[str]:
         "    outputs:",
         *(f"      shard{i}: ${{{{ steps.plan.outputs.shard{i} }}}}" for i in range(shards)),
         "    steps:",
-        "      - uses: actions/checkout@v4",
-        "      - uses: actions/setup-python@v5",
-        "        with:",
-        '          python-version: "3.11"',
-        "      - run: python -m pip install torch-archguard",
+        *_setup('"3.11"', "torch-archguard"),
         "      - id: plan",
         "        run: |",
         f"          python -m archguard farm plan {manifest}{policy} --format github > plan.json",
@@ -72,10 +68,7 @@ def _build_job(i: int, manifest: str, policy: str) -> list[str]:
         "    env:",
         '      CUDA_VISIBLE_DEVICES: ""',
         "    steps:",
-        "      - uses: actions/checkout@v4",
-        "      - uses: actions/setup-python@v5",
-        "        with:",
-        "          python-version: ${{ matrix.python }}",
+        *_setup("${{ matrix.python }}"),
         "      - uses: mozilla-actions/sccache-action@v0.0.9",
         "      - uses: Jimver/cuda-toolkit@v0.2.24",
         "        with:",
@@ -103,11 +96,7 @@ def _assemble_job(manifest: str, shards: int, policy: str) -> list[str]:
         "    if: always()",
         "    runs-on: ubuntu-latest",
         "    steps:",
-        "      - uses: actions/checkout@v4",
-        "      - uses: actions/setup-python@v5",
-        "        with:",
-        '          python-version: "3.11"',
-        "      - run: python -m pip install torch-archguard",
+        *_setup('"3.11"', "torch-archguard"),
         "      - uses: actions/download-artifact@v4",
         "        with:",
         "          pattern: site-*",
@@ -122,3 +111,14 @@ def _assemble_job(manifest: str, shards: int, policy: str) -> list[str]:
         "            !site/.farm/envs",
         "          include-hidden-files: true",
     ]
+
+
+def _setup(python: str, install: str = "") -> list[str]:
+    """A job's first steps: the checkout, a Python, and what to install with pip."""
+    steps = [
+        "      - uses: actions/checkout@v4",
+        "      - uses: actions/setup-python@v5",
+        "        with:",
+        f"          python-version: {python}",
+    ]
+    return [*steps, f"      - run: python -m pip install {install}"] if install else steps
