@@ -80,7 +80,9 @@ def cmd_farm(args: argparse.Namespace) -> int:
     if args.farm_command == "run":
         from archguard.farm.run import RunOptions, run_farm
 
-        options = RunOptions(args.output, args.only, args.policy, not args.no_repair, args.assemble)
+        options = RunOptions(
+            args.output, args.only, args.policy, not args.no_repair, args.assemble, args.jobs
+        )
         status, text = run_farm(args.manifest, options)
         write(text)
         return status

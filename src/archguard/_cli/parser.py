@@ -11,6 +11,16 @@ from archguard import __version__
 from archguard.core.formats import EnvFormat, Format, ListFormat, MatrixFormat, PlanFormat
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1")
+    return value
+
+
 def _add_inputs(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("inputs (default: the installed torch and nvcc)")
     g.add_argument(
@@ -305,6 +315,14 @@ def _farm_plan_command(sub: Subparsers) -> None:
     run.add_argument("manifest", type=Path, metavar="MANIFEST")
     run.add_argument("-o", "--output", type=Path, required=True, metavar="SITE")
     run.add_argument("--only", metavar="PKG|CELL|JOB", help="only these jobs")
+    run.add_argument(
+        "--jobs",
+        type=_positive,
+        default=1,
+        metavar="N",
+        help="build N packages at once (a package's cells stay in order; each build gets "
+        "its share of the cores as MAX_JOBS unless the package sets it); default 1",
+    )
     run.add_argument("--policy", metavar="FILE", help="the farm's policy (default: bundled)")
     run.add_argument("--no-repair", action="store_true", help="keep linux_x86_64 wheels")
     run.add_argument(

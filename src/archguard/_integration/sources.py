@@ -1,5 +1,6 @@
-"""What ``archguard wheel`` builds from: a source tree, an sdist file, or an sdist URL pinned
-by its sha256 (``URL#sha256=HEX`` as pip writes it, or ``--sha256``), as a farm's sources are.
+"""What ``archguard wheel`` builds from: a source tree, an sdist file, an sdist URL pinned
+by its sha256 (``URL#sha256=HEX`` as pip writes it, or ``--sha256``), or ``name==version``
+(the release's sdist, fetched by pip from its configured index), as a farm's sources are.
 
 An sdist is unpacked afresh for each build, always at the same path for the same archive
 (``<cache>/src/<sha256 prefix>/<its top directory>``): pip would unpack it into a new
@@ -10,7 +11,10 @@ checked against its sha256 before anything is unpacked or built; a mismatch is r
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import subprocess
+import sys
 import tarfile
 import urllib.parse
 import urllib.request
@@ -22,6 +26,7 @@ from archguard.errors import ConfigError
 
 _ARCHIVES = (".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".tar", ".zip")
 DOWNLOAD_TIMEOUT = 300  # seconds for one sdist
+_RELEASE = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9][A-Za-z0-9.+!_-]*)")
 
 
 def cache_root() -> Path:
@@ -41,8 +46,17 @@ def is_remote(spec: str) -> bool:
     return urllib.parse.urlparse(spec).scheme in ("http", "https", "file")
 
 
-def source_tree(spec: str, sha256: str | None = None, cache: Path | None = None) -> Path:
-    """The directory to build for ``spec`` (a tree, an sdist file, or a pinned URL)."""
+def is_release(spec: str) -> bool:
+    """``name==version``: a released sdist, fetched from the index."""
+    return _RELEASE.fullmatch(spec) is not None
+
+
+def source_tree(
+    spec: str, sha256: str | None = None, cache: Path | None = None, python: str | None = None
+) -> Path:
+    """The directory to build for ``spec`` (a tree, an sdist file, a pinned URL, or
+    ``name==version``, which ``python``'s pip fetches: the build's own Python, since pip
+    runs the sdist's ``setup.py`` to read its metadata)."""
     spec, pinned = split_pin(spec)
     sha256 = (sha256 or pinned or "").lower() or None
     if sha256 is not None and (
@@ -50,6 +64,15 @@ def source_tree(spec: str, sha256: str | None = None, cache: Path | None = None)
     ):
         raise ConfigError(f"archguard wheel: sha256 {sha256!r} for {spec} is not 64 hex digits.")
     root = cache or cache_root()
+    if is_release(spec):
+        archive = _fetch_release(spec, root, python or sys.executable)
+        found = file_sha256(archive)
+        if sha256 is not None and found != sha256:
+            raise ConfigError(
+                f"archguard wheel: {spec} is {archive.name} with sha256 {found}, not the pinned "
+                f"{sha256}: refused before anything is built."
+            )
+        return _unpack(archive, found, root)
     if is_remote(spec):
         if sha256 is None:
             raise ConfigError(
@@ -81,6 +104,37 @@ def source_tree(spec: str, sha256: str | None = None, cache: Path | None = None)
             "before anything is built."
         )
     return _unpack(path, found, root)
+
+
+def _fetch_release(spec: str, root: Path, python: str) -> Path:
+    """``name==version``'s sdist, by ``pip download`` (the index pip is configured for),
+    kept under ``<cache>/downloads/release/<name>-<version>/`` and fetched once."""
+    match = _RELEASE.fullmatch(spec)
+    assert match is not None
+    where = root / "downloads" / "release" / f"{match[1].lower()}-{match[2]}"
+    found = [p for p in where.glob("*") if p.name.endswith(_ARCHIVES)] if where.is_dir() else []
+    if len(found) == 1:
+        return found[0]
+    partial = where.with_name(where.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    argv = [python, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:"]
+    argv += ["--no-build-isolation", "--disable-pip-version-check", "-d", str(partial), spec]
+    try:
+        proc = subprocess.run(
+            argv, capture_output=True, text=True, timeout=DOWNLOAD_TIMEOUT, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ConfigError(f"archguard wheel: pip download {spec} failed ({exc}).") from None
+    archives = [p for p in partial.glob("*") if p.name.endswith(_ARCHIVES)]
+    if proc.returncode != 0 or len(archives) != 1:
+        tail = "\n".join(proc.stderr.strip().splitlines()[-4:])
+        raise ConfigError(
+            f"archguard wheel: {spec}: pip download found no sdist of that release (exit "
+            f"{proc.returncode}):\n{tail}\nGive the sdist's URL with its sha256, or a file."
+        )
+    shutil.rmtree(where, ignore_errors=True)
+    partial.replace(where)
+    return where / archives[0].name
 
 
 def _download(url: str, sha256: str, root: Path) -> Path:

@@ -13,6 +13,7 @@ from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 
+from archguard._integration.sources import is_release
 from archguard.core.cuda import CudaVersion
 from archguard.core.problems import Problems, closest
 from archguard.errors import ArchguardError, ConfigError
@@ -224,13 +225,7 @@ def _package(
         problems.add(f"name = {name!r}: letters, digits, '.', '_' and '-'", where)
         return None
     where = f"{path} [[package]] {name!r}"
-    if re.fullmatch(r"[A-Za-z0-9._-]+==\S+", source):
-        problems.add(
-            f"source {source!r}: name==version is not taken yet; give the sdist's URL with "
-            "its sha256 (as the index lists them)",
-            where,
-        )
-    elif "://" not in source and not Path(source).is_absolute():
+    if not is_release(source) and "://" not in source and not Path(source).is_absolute():
         source = str((path.parent / source).resolve())  # relative to the manifest
     sha256 = _text(table, "sha256", where, problems)
     remote_or_file = source.startswith(("http://", "https://")) or source.endswith(

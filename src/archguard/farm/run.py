@@ -19,8 +19,10 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -166,16 +168,18 @@ def config_file(package: Package, where: Path) -> Path | None:
     return where
 
 
-def run_job(job: Job, python: Path, site: Path, policy: str | None, repair: bool) -> Outcome:
-    """One job: its source (checked against its pin), then archguard wheel in its cell."""
+def run_job(job: Job, python: Path, options: RunOptions, extra_env: dict[str, str]) -> Outcome:
+    """One job: its source (checked against its pin; ``name==version`` fetched by the cell's
+    pip), then archguard wheel in its cell."""
     cell, package = job.cell, job.package
+    site, policy = options.site.resolve(), options.policy
     logs = site / cell.name / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     log = logs / f"{package.name}.log"
     outcome = Outcome(job.id, package.name, cell.name, "failed", log=str(log.relative_to(site)))
     started = time.monotonic()
     try:
-        tree = source_tree(package.source, package.sha256)
+        tree = source_tree(package.source, package.sha256, python=str(python))
     except ArchguardError as exc:
         outcome.why = exc.message
         log.write_text(exc.message + "\n")
@@ -194,9 +198,9 @@ def run_job(job: Job, python: Path, site: Path, policy: str | None, repair: bool
     config = config_file(package, site / STATE / "jobs" / job.id / "config.toml")
     if config is not None:
         argv += ["--config", str(config)]
-    if repair:
+    if options.repair:
         argv.append("--repair")
-    env = {**os.environ, **package.env}
+    env = {**os.environ, **extra_env}
     if policy:
         env["ARCHGUARD_POLICY"] = str(Path(policy).resolve())
     with log.open("w") as out:
@@ -301,6 +305,7 @@ class RunOptions:
     policy: str | None = None
     repair: bool = True
     assemble: bool = False  # build nothing: the indexes and the page from the jobs' records
+    jobs: int = 1  # packages built at once
 
 
 def selected(jobs: Sequence[Job], only: str | None) -> list[Job]:
@@ -315,28 +320,56 @@ def selected(jobs: Sequence[Job], only: str | None) -> list[Job]:
     return chosen
 
 
-def run_farm(manifest_path: Path, options: RunOptions) -> tuple[int, str]:
-    """Run every selected job; (exit status, the summary)."""
-    manifest = load_manifest(manifest_path)
-    jobs = selected(plan(manifest, options.policy), options.only)
-    site = options.site.resolve()
-    outcomes: list[Outcome] = []
-    pythons: dict[str, Path] = {}
-    offers: dict[str, list[Serving]] = {}  # package -> stable-ABI abi3 wheels built
-    for number, job in enumerate(jobs, 1):
-        head = f"[{number}/{len(jobs)}] {job.package.name} in {job.cell.name}"
+class _Run:
+    """One ``farm run``: its options, the cells' environments (each made once, under a lock,
+    since packages run side by side with ``--jobs``) and the progress lines."""
+
+    def __init__(self, options: RunOptions, total: int) -> None:
+        self.options = options
+        self.site = options.site.resolve()
+        self.total = total
+        self.pythons: dict[str, Path] = {}
+        self.locks: dict[str, threading.Lock] = {}
+        self.guard = threading.Lock()
+
+    def python(self, cell: Cell) -> Path:
+        with self.guard:
+            lock = self.locks.setdefault(cell.name, threading.Lock())
+        with lock:
+            if cell.name not in self.pythons:
+                self.pythons[cell.name] = cell_environment(cell, self.site)
+            return self.pythons[cell.name]
+
+    def env(self, job: Job) -> dict[str, str]:
+        """What the job's build adds to the environment: its package's switches, and with
+        ``--jobs N`` its share of the cores as MAX_JOBS (unless the package or the caller
+        sets one)."""
+        extra = dict(job.package.env)
+        if self.options.jobs > 1 and "MAX_JOBS" not in extra and "MAX_JOBS" not in os.environ:
+            extra["MAX_JOBS"] = str(max(1, (os.cpu_count() or 1) // self.options.jobs))
+        return extra
+
+    def package(self, jobs: Sequence[tuple[int, Job]]) -> list[tuple[int, Outcome]]:
+        """One package's jobs, in the plan's order: a stable-ABI wheel one cell builds can
+        serve the cells after it."""
+        offers: list[Serving] = []
+        out = []
+        for number, job in jobs:
+            head = f"[{number}/{self.total}] {job.package.name} in {job.cell.name}"
+            outcome = self.job(job, head, offers)
+            out.append((number, outcome))
+        return out
+
+    def job(self, job: Job, head: str, offers: list[Serving]) -> Outcome:
+        site = self.site
         if job.arch_list is None:
-            outcomes.append(
-                Outcome(job.id, job.package.name, job.cell.name, "skipped", why=job.skipped)
-            )
             _say(f"{head}: {job.skipped}")
-            continue
+            return Outcome(job.id, job.package.name, job.cell.name, "skipped", why=job.skipped)
         kept = _recorded(site, job)
         if kept is not None:
-            outcomes.append(kept)
             _say(f"{head}: already built ({', '.join(kept.wheels)}): not built again")
-            continue
-        offer = served_by(job, offers.get(job.package.name, []))
+            return kept
+        offer = served_by(job, offers)
         if offer is not None:
             wheels = site / job.cell.name / "wheels"
             wheels.mkdir(parents=True, exist_ok=True)
@@ -348,33 +381,41 @@ def run_farm(manifest_path: Path, options: RunOptions) -> tuple[int, str]:
             _write_atomic(
                 site / STATE / "jobs" / f"{job.id}.json", json.dumps(served.as_json(), indent=2)
             )
-            outcomes.append(served)
             _say(f"{head}: not built: {why}")
-            continue
-        if options.assemble:
+            return served
+        if self.options.assemble:
             why = _failed_record(site, job) or "not built by any job"
-            outcomes.append(Outcome(job.id, job.package.name, job.cell.name, "failed", why=why))
-            continue
+            return Outcome(job.id, job.package.name, job.cell.name, "failed", why=why)
         try:
-            if job.cell.name not in pythons:
-                pythons[job.cell.name] = cell_environment(job.cell, site)
+            python = self.python(job.cell)
         except ArchguardError as exc:
-            outcomes.append(
-                Outcome(job.id, job.package.name, job.cell.name, "failed", why=exc.message)
-            )
             _say(f"{head}: FAILED: {exc.message}")
-            continue
+            return Outcome(job.id, job.package.name, job.cell.name, "failed", why=exc.message)
         _say(f"{head}: building ({job.arch_list})")
-        outcome = run_job(job, pythons[job.cell.name], site, options.policy, options.repair)
-        offers.setdefault(job.package.name, []).extend(servings(outcome, site, job))
+        outcome = run_job(job, python, self.options, self.env(job))
+        offers.extend(servings(outcome, site, job))
         _write_atomic(
             site / STATE / "jobs" / f"{job.id}.json", json.dumps(outcome.as_json(), indent=2)
         )
-        outcomes.append(outcome)
         _say(
             f"{head}: {outcome.status} in {outcome.seconds:.0f} s"
             + (f": {outcome.why}" if outcome.why else "")
         )
+        return outcome
+
+
+def run_farm(manifest_path: Path, options: RunOptions) -> tuple[int, str]:
+    """Run every selected job, ``options.jobs`` packages at once; (exit status, the summary)."""
+    manifest = load_manifest(manifest_path)
+    jobs = selected(plan(manifest, options.policy), options.only)
+    run = _Run(options, len(jobs))
+    by_package: dict[str, list[tuple[int, Job]]] = {}
+    for number, job in enumerate(jobs, 1):
+        by_package.setdefault(job.package.name, []).append((number, job))
+    with ThreadPoolExecutor(max_workers=options.jobs) as pool:
+        done = [pair for part in pool.map(run.package, by_package.values()) for pair in part]
+    outcomes = [outcome for _, outcome in sorted(done, key=lambda pair: pair[0])]
+    site = run.site
     published = {
         (o.cell, w) for o in outcomes if o.status in ("built", "kept", "served") for w in o.wheels
     }
