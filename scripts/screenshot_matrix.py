@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""Render ``archguard matrix --format html`` in headless Chromium and save a PNG.
+"""Render ``archguard matrix --format html`` (or any page: ``--page FILE``, e.g. a farm's
+``SITE/index.html``) in headless Chromium and save a PNG.
 
-Usage: python scripts/screenshot_matrix.py [OUT.png] [--chromium PATH] [-- matrix args...]
+Usage: python scripts/screenshot_matrix.py [OUT.png] [--chromium PATH] [--page FILE]
+       [-- matrix args...]
 
 Exits non-zero when Chromium is missing, fails, or writes no image, so a test can use it.
 The page is self-contained (no external assets); Chromium runs with networking features
@@ -30,34 +32,30 @@ def find_chromium(explicit: str | None) -> str:
     raise SystemExit("no Chromium found: install Debian's 'chromium' package or pass --chromium")
 
 
+def _matrix(page: Path, extra: list[str]) -> None:
+    argv = [sys.executable, "-m", "archguard", "matrix", "--format", "html", "-o", str(page)]
+    subprocess.run([*argv, *extra], check=False)
+    if not page.is_file():
+        raise SystemExit("archguard matrix wrote no page")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", nargs="?", type=Path, default=Path("matrix.png"))
     parser.add_argument("--chromium")
     parser.add_argument("--width", type=int, default=1500)
     parser.add_argument("--height", type=int, default=1100)
+    parser.add_argument("--page", type=Path, help="an HTML file to render, not the matrix")
     parser.add_argument("matrix_args", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     extra = [a for a in args.matrix_args if a != "--"]
     chromium = find_chromium(args.chromium)
     with tempfile.TemporaryDirectory(prefix="archguard-shot-") as tmp:
-        page = Path(tmp, "matrix.html")
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "archguard",
-                "matrix",
-                "--format",
-                "html",
-                "-o",
-                str(page),
-                *extra,
-            ],
-            check=False,
-        )
-        if not page.is_file():
-            raise SystemExit("archguard matrix wrote no page")
+        page = args.page.resolve() if args.page else Path(tmp, "matrix.html")
+        if args.page and not page.is_file():
+            raise SystemExit(f"{args.page}: no such page")
+        if not args.page:
+            _matrix(page, extra)
         out = args.out.resolve()
         out.unlink(missing_ok=True)
         proc = subprocess.run(

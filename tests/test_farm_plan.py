@@ -82,6 +82,24 @@ def test_a_job_id_changes_with_its_inputs_and_only_then(tmp_path: Path) -> None:
     assert len(before - after) == 2  # fused-lncc's two jobs, nothing else
 
 
+def test_a_release_source_is_taken_as_written_and_its_pin_is_an_input(tmp_path: Path) -> None:
+    """``source = "name==version"``: not a path (not made relative to the manifest), no pin
+    needed (pip fetches the release), and a pin, where given, changes the job ids."""
+    release = MANIFEST.replace(
+        'source = "https://example.invalid/fused_lncc-0.1.0.tar.gz"\nsha256 = "{SHA}"'.replace(
+            "{SHA}", SHA
+        ),
+        'source = "fused_lncc==0.1.0"',
+    )
+    assert release != MANIFEST
+    loaded = load_manifest(manifest(tmp_path, release))
+    assert loaded.packages[0].source == "fused_lncc==0.1.0"
+    bare = {j.id for j in plan(loaded) if j.package.name == "fused-lncc"}
+    pinned = release.replace('"fused_lncc==0.1.0"', f'"fused_lncc==0.1.0"\nsha256 = "{SHA}"')
+    ids = {j.id for j in plan(load_manifest(manifest(tmp_path, pinned)))}
+    assert len(bare) == 2 and not bare & ids
+
+
 def test_the_github_matrix_is_sharded_under_256_jobs(tmp_path: Path) -> None:
     cells = "".join(
         f'[[cell]]\nname = "c{i}"\npython = "3.11"\ntorch = "torch==2.13.0"\ncuda = "13.0"\n'
@@ -202,3 +220,37 @@ def test_the_workflow_carries_the_farms_policy_and_uploads_no_environment(tmp_pa
     text = workflow(manifest(tmp_path), "farm.toml", str(policy))
     assert text.count(f"--policy {policy}") == 3  # plan, each build shard, assemble
     assert text.count("!site/.farm/envs") == 2
+
+
+def test_the_page_gives_each_wheel_its_facts(tmp_path: Path) -> None:
+    """The page, from the jobs' records: built or why not, and for each wheel whether it
+    verified, its coverage tiers (from the targets read back) and what it binds to."""
+    from archguard.farm.run import Outcome, write_page
+
+    loaded = load_manifest(manifest(tmp_path))
+    wheel = "fused_lncc-0.1.0+cu130torch2.13-cp311-cp311-manylinux_2_28_x86_64.whl"
+    details: list[dict[str, object]] = [
+        {
+            "wheel": f"/site/cu130-torch2.13-py311/wheels/{wheel}",
+            "ok": True,
+            "targets": ["sm_80", "sm_90", "compute_90"],
+            "pin": "torch>=2.13,<2.14",
+            "label_why": "_C.so calls into torch's C++ ABI",
+            "platform": "manylinux_2_28_x86_64",
+        }
+    ]
+    outcomes = [
+        Outcome("j1", "fused-lncc", "cu130-torch2.13-py311", "built", [wheel], details=details),
+        Outcome("j2", "fused-lncc", "cu130-torch2.14-py311", "failed", why="compile failed"),
+        Outcome("j3", "floors", "cu130-torch2.13-py311", "skipped", why="skipped: no reason"),
+    ]
+    write_page(tmp_path, loaded, outcomes)
+    page = (tmp_path / "index.html").read_text()
+    assert "<li>verified: sm_80 sm_90 compute_90</li>" in page
+    assert "<li>native on 8.0, 8.6, 8.7, 8.8, 8.9, 9.0</li>" in page
+    assert "<li>PTX JIT only on 10.0, 10.3, 11.0, 12.0, 12.1</li>" in page
+    abi = "<li>ABI: requires torch&gt;=2.13,&lt;2.14: _C.so calls into torch&#x27;s C++ ABI"
+    assert abi in page
+    assert '<td class="failed">FAILED<br>compile failed' in page
+    assert page.count("<td>not run</td>") == 3  # floors' second cell, too-old's two
+    assert not list(tmp_path.glob("*.partial"))

@@ -59,6 +59,33 @@ config = {{ arch_list = "8.0" }}
 MODULES = {"dlpack-ext": "dlpack_ext._C", "stable-ext": "stable_ext._C"}
 
 
+def _page_renders_in_chromium(page: Path, tmp: Path) -> None:
+    """The page as Chromium parses it (its DOM holds every job's cell) and draws it."""
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        return  # the matrix page's test names the missing Chromium
+    dom = subprocess.run(
+        [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", page.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert dom.stdout.count('<td class="built">') == 3, dom.stderr[-2000:]
+    assert dom.stdout.count('<td class="served">') == 1
+    shot = tmp / "farm.png"
+    script = REPO / "scripts" / "screenshot_matrix.py"
+    proc = subprocess.run(
+        [sys.executable, str(script), str(shot), "--page", str(page)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 def test_farm_run_builds_each_cell_into_its_own_index(tmp_path: Path) -> None:
     if shutil.which("uv") is None and not (Path(sys.executable).parent / "uv").is_file():
         pytest.fail("no uv: the test extra installs it")
@@ -69,7 +96,9 @@ def test_farm_run_builds_each_cell_into_its_own_index(tmp_path: Path) -> None:
     site = tmp_path / "site"
     env = build_env()
     env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"
-    first = cli("farm", "run", str(manifest), "-o", str(site), env=env)
+    # --jobs 2: both packages at once, each package's cells in order (so the abi3 wheel
+    # stable-ext's first cell builds still serves its second)
+    first = cli("farm", "run", str(manifest), "-o", str(site), "--jobs", "2", env=env)
     assert first.returncode == 0, (first.stdout + first.stderr)[-6000:]
     # stable-ext's abi3 wheel of the first cell serves the second (same CUDA, torch >= 2.10)
     assert (
@@ -115,6 +144,13 @@ def test_farm_run_builds_each_cell_into_its_own_index(tmp_path: Path) -> None:
     page = (site / "index.html").read_text()
     assert page.count('class="built"') == 3 and page.count('class="served"') == 1
     assert "torch2.14/logs/dlpack-ext.log" in page
+    # each wheel's facts: verified, its coverage tiers, what it binds to
+    assert page.count("verified: sm_80") == 3, page
+    assert "native on 8.0, 8.6, 8.7, 8.8, 8.9</li>" in page
+    assert "ABI: requires torch&gt;=2.14,&lt;2.15: " in page
+    stable = "ABI: requires torch&gt;=2.10: every extension uses only torch&#x27;s stable C ABI"
+    assert stable in page
+    _page_renders_in_chromium(site / "index.html", tmp_path)
     again = cli("farm", "run", str(manifest), "-o", str(site), env=env)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "archguard farm run: 0 built, 4 already built (not built again)" in again.stdout

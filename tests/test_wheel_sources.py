@@ -75,3 +75,35 @@ def test_what_is_not_a_source_is_one_error(tmp_path: Path) -> None:
     proc = run_main("wheel", str(tmp_path / "nowhere"), "--format", "json")
     assert proc.returncode == 2
     assert "is neither a source tree, an sdist file nor a URL" in proc.stderr
+
+
+def test_name_equals_version_is_the_release_sdist_pip_fetches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``name==version``: pip (its configured index; here a local find-links) fetches the
+    release's sdist once; a sha256 pins it; a release with no sdist is one clear error."""
+    links = tmp_path / "links"
+    links.mkdir()
+    archive = links / "relpkg-1.0.tar.gz"
+    with tarfile.open(archive, "w:gz") as tf:
+        for member, text in {
+            "relpkg-1.0/setup.py": "from setuptools import setup\nsetup(name='relpkg', "
+            "version='1.0')\n",
+            "relpkg-1.0/PKG-INFO": "Metadata-Version: 2.1\nName: relpkg\nVersion: 1.0\n",
+        }.items():
+            data = text.encode()
+            info = tarfile.TarInfo(member)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(links))
+    cache = tmp_path / "cache"
+    tree = source_tree("relpkg==1.0", cache=cache)
+    assert (tree / "setup.py").is_file() and tree.name == "relpkg-1.0"
+    with pytest.raises(ConfigError, match=f"sha256 {sha(archive)}, not the pinned 0{{63}}"):
+        source_tree("relpkg==1.0", "0" * 64, cache=cache)
+    pinned = sha(archive)
+    archive.unlink()  # fetched once: the cached sdist serves the next build
+    assert source_tree("relpkg==1.0", pinned, cache=cache) == tree
+    with pytest.raises(ConfigError, match=r"relpkg==2\.0: pip download found no sdist"):
+        source_tree("relpkg==2.0", cache=cache)

@@ -28,6 +28,8 @@ from importlib import metadata
 from pathlib import Path
 
 from archguard._integration.sources import source_tree
+from archguard.core.arch import Targets, split_target
+from archguard.core.coverage import Tier, coverage, known_devices
 from archguard.core.cuda import CudaVersion
 from archguard.detect.sources import file_sha256
 from archguard.errors import ArchguardError, ConfigError
@@ -486,8 +488,53 @@ def write_index(site: Path, cell: str, published: set[str]) -> None:
         shutil.rmtree(old)
 
 
+def tiers(targets: Sequence[str], cuda: CudaVersion) -> dict[Tier, list[str]]:
+    """The known devices (capabilities) of the cell's CUDA by how a wheel holding
+    ``targets`` runs on them: native, PTX JIT only, or not at all."""
+    found = [split for name in targets if (split := split_target(name))]
+    held = Targets(
+        frozenset(a for kind, a in found if kind == "sm"),
+        frozenset(a for kind, a in found if kind == "compute"),
+    )
+    out: dict[Tier, list[str]] = {tier: [] for tier in Tier}
+    for row in coverage(held, known_devices((cuda.major, cuda.minor))):
+        out[row.tier].append(row.device.cc_text)
+    return out
+
+
+def _wheel_html(cell: Cell, name: str, details: Sequence[dict[str, object]]) -> str:
+    """One published wheel on the page: its link, whether it verified, its coverage tiers,
+    what it binds to (its torch pin and why) and its platform."""
+    link = f'<br><a href="{cell.name}/wheels/{html.escape(name)}">{html.escape(name)}</a>'
+    w = next((d for d in details if Path(str(d.get("wheel", ""))).name == name), None)
+    if w is None:  # served by another cell's wheel: its facts are on that cell's entry
+        return link
+    held = w.get("targets")
+    targets = [str(t) for t in held] if isinstance(held, list) else []
+    by_tier = tiers(targets, cell.cuda)
+    verified = "verified" if w.get("ok") else "NOT verified"
+    lines = [
+        f"{verified}: {' '.join(targets) or 'no CUDA code'}",
+        f"native on {', '.join(by_tier[Tier.NATIVE]) or 'no known GPU'}",
+        f"PTX JIT only on {', '.join(by_tier[Tier.JIT]) or 'none'}",
+        f"runs on none of {', '.join(by_tier[Tier.DEAD]) or 'none'}",
+    ]
+    if w.get("label_why"):
+        pin = f"requires {w['pin']}: " if w.get("pin") else ""
+        lines.append(f"ABI: {pin}{w['label_why']}")
+    elif w.get("label_note"):
+        lines.append(f"ABI: {w['label_note']}")
+    if w.get("serves"):
+        lines.append(f"serves {w['serves']} (stable ABI, abi3)")
+    if w.get("platform"):
+        lines.append(f"platform {w['platform']}")
+    rows = "".join(f"<li>{html.escape(line)}</li>" for line in lines)
+    return f'{link}<ul class="facts">{rows}</ul>'
+
+
 def write_page(site: Path, manifest: Manifest, outcomes: Sequence[Outcome]) -> None:
-    """SITE/index.html: every package x cell, built or why not, with its log."""
+    """SITE/index.html: every package x cell, built or why not, with each wheel's facts
+    (verified, coverage tiers, ABI) and its log."""
     by = {(o.package, o.cell): o for o in outcomes}
     head = "".join(f"<th>{html.escape(c.name)}</th>" for c in manifest.cells)
     rows = []
@@ -505,10 +552,7 @@ def write_page(site: Path, manifest: Manifest, outcomes: Sequence[Outcome]) -> N
                 "served": "served by another cell",
                 "failed": "FAILED",
             }[o.status]
-            wheels = "".join(
-                f'<br><a href="{cell.name}/wheels/{html.escape(w)}">{html.escape(w)}</a>'
-                for w in o.wheels
-            )
+            wheels = "".join(_wheel_html(cell, w, o.details) for w in o.wheels)
             why = f"<br>{html.escape(o.why)}" if o.why else ""
             log = f'<br><a href="{html.escape(o.log)}">log</a>' if o.log else ""
             cells.append(f'<td class="{o.status}">{text}{wheels}{why}{log}</td>')
@@ -516,6 +560,7 @@ def write_page(site: Path, manifest: Manifest, outcomes: Sequence[Outcome]) -> N
     page = (
         '<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>archguard farm</title>'
         "<style>td,th{border:1px solid #999;padding:4px;vertical-align:top}"
+        "ul.facts{margin:2px 0;padding-left:16px;font-size:90%}"
         ".built,.kept,.served{background:#dfd}.failed{background:#fdd}.skipped{background:#eee}</style>"
         f"</head><body><h1>archguard farm: {html.escape(str(manifest.path.name))}</h1>"
         f"<table><tr><th>package</th>{head}</tr>{''.join(rows)}</table>"
