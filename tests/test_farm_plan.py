@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -98,6 +99,23 @@ def test_a_release_source_is_taken_as_written_and_its_pin_is_an_input(tmp_path: 
     pinned = release.replace('"fused_lncc==0.1.0"', f'"fused_lncc==0.1.0"\nsha256 = "{SHA}"')
     ids = {j.id for j in plan(load_manifest(manifest(tmp_path, pinned)))}
     assert len(bare) == 2 and not bare & ids
+
+
+def test_a_cells_interpreter_is_checked_and_only_its_cell_changes(tmp_path: Path) -> None:
+    """``interpreter``: the Python a cell's environment is made from where uv would not find
+    it on PATH (pyenv's); a missing file is named; only that cell's job ids change."""
+    before = {j.id for j in plan(load_manifest(manifest(tmp_path)))}
+    python = Path(os.path.realpath(sys.executable))
+    text = MANIFEST.replace(
+        'python = "3.11"\ntorch = "torch==2.14.1"',
+        f'python = "3.11"\ninterpreter = "{python}"\ntorch = "torch==2.14.1"',
+    )
+    loaded = load_manifest(manifest(tmp_path, text))
+    assert loaded.cells[1].interpreter == str(python) and loaded.cells[0].interpreter is None
+    after = {j.id for j in plan(loaded)}
+    assert len(before - after) == 3  # the three packages' jobs in that cell, nothing else
+    with pytest.raises(ConfigError, match=r"interpreter = 'nowhere/python3.11': no such file"):
+        load_manifest(manifest(tmp_path, text.replace(str(python), "nowhere/python3.11")))
 
 
 def test_the_github_matrix_is_sharded_under_256_jobs(tmp_path: Path) -> None:

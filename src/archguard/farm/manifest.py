@@ -23,6 +23,7 @@ from archguard.settings.model import PackageConfig
 CELL_KEYS = {
     "name": "the cell's name (letters, digits, . _ -): its index is SITE/<name>/simple/",
     "python": "the cell's Python, X.Y",
+    "interpreter": "the Python X.Y to make the cell's environment from (default: uv finds one)",
     "torch": "the torch requirement, e.g. torch==2.13.0",
     "cuda": "the CUDA of the cell's torch, X.Y (default: from index-url's /cuXYZ)",
     "index-url": "where the cell's torch comes from (a PEP 503 index)",
@@ -52,9 +53,12 @@ class Cell:
     extra_index_urls: tuple[str, ...] = ()
     find_links: tuple[str, ...] = ()
     installer_options: tuple[str, ...] = ()
+    interpreter: str | None = None  # a path; None: uv finds Python X.Y
 
     def as_json(self) -> dict[str, object]:
+        where = {"interpreter": self.interpreter} if self.interpreter else {}
         return {
+            **where,
             "name": self.name,
             "python": self.python,
             "torch": str(self.torch),
@@ -179,7 +183,19 @@ def _cell(table: dict[str, Any], index: int, path: Path, problems: Problems) -> 
         _texts(table, "extra-index-url", where, problems),
         _texts(table, "find-links", where, problems),
         _texts(table, "installer-options", where, problems),
+        _interpreter(table, path, where, problems),
     )
+
+
+def _interpreter(table: dict[str, Any], path: Path, where: str, problems: Problems) -> str | None:
+    text = _text(table, "interpreter", where, problems)
+    if text is None:
+        return None
+    found = (path.parent / text).expanduser().resolve()
+    if not found.is_file():
+        problems.add(f"interpreter = {text!r}: no such file (a Python, e.g. python3.12)", where)
+        return None
+    return str(found)
 
 
 def _requirement(value: object, where: str, problems: Problems) -> Requirement | None:

@@ -114,7 +114,29 @@ def cell_environment(cell: Cell, site: Path) -> Path:
     _say(f"cell {cell.name}: making its environment (Python {cell.python}, {cell.torch})")
     if root.exists():
         shutil.rmtree(root)
-    _run([uv, "venv", "--seed", "--python", cell.python, str(root)], f"uv venv for {cell.name}")
+    try:
+        _run(
+            [uv, "venv", "--seed", "--python", cell.interpreter or cell.python, str(root)],
+            f"uv venv for {cell.name}",
+        )
+    except ConfigError as exc:
+        if cell.interpreter:
+            raise
+        raise ConfigError(
+            f"{exc}\nuv found no Python {cell.python} (it looks on PATH) and could not fetch "
+            f'one: name it in the cell\'s table, interpreter = "/path/to/python{cell.python}".'
+        ) from None
+    made = subprocess.run(
+        [str(python), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+    if made != cell.python:
+        raise ConfigError(
+            f"cell {cell.name}: its environment's Python is {made or 'not runnable'}, not the "
+            f"cell's python = {cell.python!r} (interpreter = {cell.interpreter!r})."
+        )
     where = [f"--index-url={cell.index_url}"] if cell.index_url else []
     where += [f"--extra-index-url={u}" for u in cell.extra_index_urls]
     where += [f"--find-links={u}" for u in cell.find_links]

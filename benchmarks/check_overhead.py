@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""archguard's own checks on real released sdists (issue 35): the same build with the checks
+on (archguard's defaults: the stub lint before compiling, the read-back of every binary with
+cuobjdump after ``build_ext``, the per-kernel disassembly where a stub is possible) and off
+(``ARCHGUARD_LINT=off ARCHGUARD_VERIFY=off ARCHGUARD_STUBS=0``), side by side in one run.
+
+Each build is ``pip wheel --no-build-isolation`` of a fresh copy of the sdist's tree at the
+same path (so nothing of one build is reused by the next), archguard active, the list fixed
+by ``--list``. The order alternates per sdist (off, on, on, off with ``--runs 2``) so that a
+warming disk or a throttling core does not favour one side. Prints each wall time, the
+ratio on/off per sdist, and what the checks' own log lines say they took.
+
+Usage: python benchmarks/check_overhead.py [SDIST ...] [--list "8.0;9.0+PTX"] [--runs 1]
+SDIST: a file, URL#sha256=HEX, or name==version (default: three released sdists).
+(on 2 cores, the defaults: about 15 minutes)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from build_speed import base_env
+
+from archguard._integration.sources import source_tree
+
+DEFAULT = ("cugpt==0.1.0", "torch_ms_deform_attn==0.1.1", "fused_lncc==0.1.0")
+OFF = {"ARCHGUARD_LINT": "off", "ARCHGUARD_VERIFY": "off", "ARCHGUARD_STUBS": "0"}
+
+
+def build(pristine: Path, work: Path, env: dict[str, str]) -> tuple[float, str]:
+    tree = work / pristine.name
+    if tree.exists():
+        shutil.rmtree(tree)
+    shutil.copytree(pristine, tree)
+    out = work / "wheels"
+    shutil.rmtree(out, ignore_errors=True)
+    argv = [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps"]
+    start = time.perf_counter()
+    proc = subprocess.run(
+        [*argv, "-w", str(out), str(tree)], capture_output=True, text=True, env=env, check=False
+    )
+    wall = time.perf_counter() - start
+    if proc.returncode != 0 or not list(out.glob("*.whl")):
+        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-8:])
+        raise SystemExit(f"{pristine.name}: the build failed:\n{tail}")
+    return wall, proc.stdout + proc.stderr
+
+
+def check_lines(log: str) -> list[str]:
+    """archguard's own lines about its checks (the lint, the read-back, the stubs)."""
+    keys = ("lint", "verif", "read back", "stub", "disassembl")
+    return [
+        line.strip()
+        for line in log.splitlines()
+        if line.lstrip().startswith("archguard") and any(k in line for k in keys)
+    ][:6]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("sdists", nargs="*", default=list(DEFAULT), metavar="SDIST")
+    parser.add_argument("--list", default="8.0;9.0+PTX", help="the build's arch list")
+    parser.add_argument("--runs", type=int, default=1, help="pairs per sdist")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="archguard-checks-bench-"))
+    env = base_env()
+    env.update(
+        {
+            "ARCHGUARD_ENABLE": "1",
+            "ARCHGUARD_ARCH_LIST": args.list,
+            "FORCE_CUDA": "1",  # the packages' own switch where they have one
+            "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+        }
+    )
+    print(f"list {args.list}, {os.cpu_count()} cores, {args.runs} pair(s) per sdist", flush=True)
+    results: list[tuple[str, float, float]] = []
+    try:
+        for spec in args.sdists:
+            pristine = source_tree(spec)
+            on: list[float] = []
+            off: list[float] = []
+            for run in range(args.runs):
+                order = ("off", "on") if run % 2 == 0 else ("on", "off")
+                for side in order:
+                    wall, log = build(pristine, work, {**env, **OFF} if side == "off" else env)
+                    (off if side == "off" else on).append(wall)
+                    print(f"  {spec} checks {side}: {wall:.1f} s", flush=True)
+                    for line in check_lines(log) if side == "on" else []:
+                        print(f"      {line[:150]}")
+            results.append((spec, statistics.median(on), statistics.median(off)))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print("\nchecks on / off, measured side by side in this run:")
+    for spec, on_s, off_s in results:
+        print(f"  {spec:32s} on {on_s:7.1f} s  off {off_s:7.1f} s  {on_s / off_s:5.3f} x")
+    total_on, total_off = sum(r[1] for r in results), sum(r[2] for r in results)
+    print(f"  {'all':32s} on {total_on:7.1f} s  off {total_off:7.1f} s  {total_on / total_off:5.3f} x")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
