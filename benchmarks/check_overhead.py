@@ -104,7 +104,8 @@ def main() -> int:
     for spec, on_s, off_s in results:
         print(f"  {spec:32s} on {on_s:7.1f} s  off {off_s:7.1f} s  {on_s / off_s:5.3f} x")
     total_on, total_off = sum(r[1] for r in results), sum(r[2] for r in results)
-    print(f"  {'all':32s} on {total_on:7.1f} s  off {total_off:7.1f} s  {total_on / total_off:5.3f} x")
+    ratio = total_on / total_off
+    print(f"  {'all':32s} on {total_on:7.1f} s  off {total_off:7.1f} s  {ratio:5.3f} x")
     return 0
 
 

@@ -10,7 +10,10 @@ files that include torch headers, and a binding).
   (d) the same list under a second Python or torch: needs a second interpreter with a CUDA
       build of torch (``--python PATH``); where none is given, the script says so;
   (e) the same released sdist (``--sdist FILE``) through ``archguard wheel`` twice, each time
-      unpacked afresh (as pip would unpack it into a new /tmp directory): warm / cold.
+      unpacked afresh (as pip would unpack it into a new /tmp directory): warm / cold;
+  (c') why (c) misses: speedpkg's .cu preprocessed under both lists, the lines that differ and
+      the header that brings them; and one kernel with no torch or CCCL header through sccache
+      cold, then with the list + one arch (what (c) would cost without them).
 
 Each build is a clean ``setup.py build_ext`` of the same tree at the same path (sccache keys
 hold the absolute paths of the command line). Prints the wall time, the ratio to (a), and the
@@ -47,6 +50,84 @@ def rate(stats: Stats) -> str:
         hits, misses = stats.hits.get(kind, 0), stats.misses.get(kind, 0)
         parts.append(f"{kind} {hits}/{hits + misses} hit")
     return ", ".join(parts) or "no cacheable compile"
+
+
+CCCL_FREE = """\
+__global__ void k(float* x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = x[i] * 2.0f + 1.0f;
+}
+void launch(float* x, int n) { k<<<(n + 127) / 128, 128>>>(x, n); }
+"""
+
+
+def gencode(arch_list: str) -> list[str]:
+    """``-gencode`` flags for a plain list (``X.Y`` entries, ``+PTX`` kept as PTX)."""
+    out = []
+    for entry in arch_list.split(";"):
+        digits = entry.removesuffix("+PTX").replace(".", "")
+        out.append(f"-gencode=arch=compute_{digits},code=sm_{digits}")
+        if entry.endswith("+PTX"):
+            out.append(f"-gencode=arch=compute_{digits},code=compute_{digits}")
+    return out
+
+
+def why_a_list_misses(work: Path, env: dict[str, str], lists: tuple[str, str]) -> None:
+    """(c') the evidence: what in the preprocessed input changes with the list."""
+    import sysconfig
+
+    import torch.utils.cpp_extension as ext
+
+    nvcc = str(Path(env.get("CUDA_HOME", "/usr/local/cuda"), "bin", "nvcc"))
+    source = Path(__file__).resolve().parent / "speedpkg" / "csrc" / "elementwise.cu"
+    includes = [f"-I{d}" for d in ext.include_paths(device_type="cuda")]
+    includes.append(f"-I{sysconfig.get_paths()['include']}")
+    outputs = []
+    for i, arch_list in enumerate(lists):
+        out = work / f"pre{i}.ii"
+        argv = [nvcc, "-E", "-x", "cu", str(source), "-std=c++17", *includes]
+        subprocess.run([*argv, *gencode(arch_list), "-o", str(out)], env=env, check=True)
+        outputs.append(out.read_text(errors="replace").splitlines())
+    pairs = [(a, b) for a, b in zip(*outputs, strict=False) if a != b]
+    abi = sum(("inline namespace CUB_" in b or "inline namespace THRUST_" in b) for _, b in pairs)
+    changed = sorted({b.strip() for _, b in pairs})
+    print(
+        f"  (c') {source.name} preprocessed under {lists[0]} and {lists[1]}: {len(pairs)} "
+        f"lines differ, {abi} of them CUB's or Thrust's ABI namespace (named from "
+        "__CUDA_ARCH_LIST__), e.g.:"
+    )
+    for line in changed[:3]:
+        print(f"        {line[:110]}")
+    chain = [ln for ln in outputs[0] if ln.startswith("# 1 ") and "thrust/complex.h" in ln]
+    where = outputs[0].index(chain[0]) if chain else -1
+    if where > 0:
+        includer = next(
+            ln for ln in reversed(outputs[0][:where]) if ln.startswith("# ") and "torch" in ln
+        )
+        print(f"      brought in by {includer.split(chr(34))[1].split('include/')[-1]}")
+
+
+def plain_kernel(work: Path, tool: str, env: dict[str, str], lists: tuple[str, str]) -> None:
+    """(c') a kernel with no torch or CCCL header: the list + one arch through sccache."""
+    source = work / "plain.cu"
+    source.write_text(CCCL_FREE)
+    nvcc = str(Path(env.get("CUDA_HOME", "/usr/local/cuda"), "bin", "nvcc"))
+    for label, arch_list in (("cold", lists[0]), ("warm", lists[0]), ("list + 1", lists[1])):
+        before = read_stats("sccache", tool)
+        start = time.perf_counter()
+        subprocess.run(
+            [tool, nvcc, "-c", str(source), "-o", str(work / "plain.o"), *gencode(arch_list)],
+            env=env,
+            check=True,
+        )
+        wall = time.perf_counter() - start
+        after = read_stats("sccache", tool)
+        delta = after.since(before) if before and after else None
+        print(
+            f"  (c') no torch/CCCL header, {label} ({arch_list}): {wall:.1f} s  "
+            f"{rate(delta) if delta else ''}",
+            flush=True,
+        )
 
 
 def main() -> int:
@@ -95,6 +176,10 @@ def main() -> int:
             f"(c) warm cache, list + {args.add}",
             {**cached, "ARCHGUARD_ARCH_LIST": f"{args.add};{args.list}"},
         )
+        grown = f"{args.add};{args.list}"
+        ordered = ";".join(sorted(grown.split(";"), key=lambda e: float(e.removesuffix("+PTX"))))
+        why_a_list_misses(work, env, (args.list, ordered))
+        plain_kernel(work, tool, env, (args.list, ordered))
         if args.python:
             other = subprocess.run(
                 [
