@@ -79,6 +79,9 @@ def main() -> int:
             "ARCHGUARD_ENABLE": "1",
             "ARCHGUARD_ARCH_LIST": args.list,
             "FORCE_CUDA": "1",  # the packages' own switch where they have one
+            # no compile cache: the same tree at the same path would hit the second time
+            "ARCHGUARD_COMPILER_CACHE": "off",
+            "TORCH_NO_COMPILER_WRAPPER": "1",
             "PIP_DISABLE_PIP_VERSION_CHECK": "1",
         }
     )

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -86,8 +87,16 @@ def why_a_list_misses(work: Path, env: dict[str, str], lists: tuple[str, str]) -
     for i, arch_list in enumerate(lists):
         out = work / f"pre{i}.ii"
         argv = [nvcc, "-E", "-x", "cu", str(source), "-std=c++17", *includes]
-        subprocess.run([*argv, *gencode(arch_list), "-o", str(out)], env=env, check=True)
+        proc = subprocess.run([*argv, *gencode(arch_list), "-o", str(out)], env=env, check=False)
+        if proc.returncode != 0:
+            print(f"  (c') not measured: nvcc -E of {source.name} failed (exit {proc.returncode})")
+            return
         outputs.append(out.read_text(errors="replace").splitlines())
+    if len(outputs[0]) != len(outputs[1]):
+        print(
+            f"  (c') the preprocessed inputs differ in length ({len(outputs[0])} and "
+            f"{len(outputs[1])} lines): compared line by line only where they align"
+        )
     pairs = [(a, b) for a, b in zip(*outputs, strict=False) if a != b]
     abi = sum(("inline namespace CUB_" in b or "inline namespace THRUST_" in b) for _, b in pairs)
     changed = sorted({b.strip() for _, b in pairs})
@@ -102,9 +111,11 @@ def why_a_list_misses(work: Path, env: dict[str, str], lists: tuple[str, str]) -
     where = outputs[0].index(chain[0]) if chain else -1
     if where > 0:
         includer = next(
-            ln for ln in reversed(outputs[0][:where]) if ln.startswith("# ") and "torch" in ln
+            (ln for ln in reversed(outputs[0][:where]) if ln.startswith("# ") and "torch" in ln),
+            None,
         )
-        print(f"      brought in by {includer.split(chr(34))[1].split('include/')[-1]}")
+        if includer:
+            print(f"      brought in by {includer.split(chr(34))[1].split('include/')[-1]}")
 
 
 def plain_kernel(work: Path, tool: str, env: dict[str, str], lists: tuple[str, str]) -> None:
@@ -177,7 +188,9 @@ def main() -> int:
             {**cached, "ARCHGUARD_ARCH_LIST": f"{args.add};{args.list}"},
         )
         grown = f"{args.add};{args.list}"
-        ordered = ";".join(sorted(grown.split(";"), key=lambda e: float(e.removesuffix("+PTX"))))
+        ordered = ";".join(
+            sorted(grown.split(";"), key=lambda e: [int(x) for x in re.findall(r"\d+", e)])
+        )
         why_a_list_misses(work, env, (args.list, ordered))
         plain_kernel(work, tool, env, (args.list, ordered))
         if args.python:

@@ -16,9 +16,11 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 import urllib.parse
 import urllib.request
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
 
 from archguard.detect.sources import file_sha256
@@ -47,16 +49,22 @@ def is_remote(spec: str) -> bool:
 
 
 def is_release(spec: str) -> bool:
-    """``name==version``: a released sdist, fetched from the index."""
-    return _RELEASE.fullmatch(spec) is not None
+    """``name==version``: a released sdist, fetched from the index (a directory of that
+    name, where there is one, is the directory)."""
+    return _RELEASE.fullmatch(spec) is not None and not Path(spec).exists()
 
 
 def source_tree(
-    spec: str, sha256: str | None = None, cache: Path | None = None, python: str | None = None
+    spec: str,
+    sha256: str | None = None,
+    cache: Path | None = None,
+    python: str | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> Path:
     """The directory to build for ``spec`` (a tree, an sdist file, a pinned URL, or
-    ``name==version``, which ``python``'s pip fetches: the build's own Python, since pip
-    runs the sdist's ``setup.py`` to read its metadata)."""
+    ``name==version``, which ``python``'s pip fetches: the build's own Python, with the
+    package's own switches in ``env``, since pip runs the sdist's ``setup.py`` to read its
+    metadata)."""
     spec, pinned = split_pin(spec)
     sha256 = (sha256 or pinned or "").lower() or None
     if sha256 is not None and (
@@ -65,7 +73,7 @@ def source_tree(
         raise ConfigError(f"archguard wheel: sha256 {sha256!r} for {spec} is not 64 hex digits.")
     root = cache or cache_root()
     if is_release(spec):
-        archive = _fetch_release(spec, root, python or sys.executable)
+        archive = _fetch_release(spec, root, python or sys.executable, env or {})
         found = file_sha256(archive)
         if sha256 is not None and found != sha256:
             raise ConfigError(
@@ -106,7 +114,7 @@ def source_tree(
     return _unpack(path, found, root)
 
 
-def _fetch_release(spec: str, root: Path, python: str) -> Path:
+def _fetch_release(spec: str, root: Path, python: str, env: Mapping[str, str]) -> Path:
     """``name==version``'s sdist, by ``pip download`` (the index pip is configured for),
     kept under ``<cache>/downloads/release/<name>-<version>/`` and fetched once."""
     match = _RELEASE.fullmatch(spec)
@@ -115,26 +123,38 @@ def _fetch_release(spec: str, root: Path, python: str) -> Path:
     found = [p for p in where.glob("*") if p.name.endswith(_ARCHIVES)] if where.is_dir() else []
     if len(found) == 1:
         return found[0]
-    partial = where.with_name(where.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
+    where.parent.mkdir(parents=True, exist_ok=True)
+    partial = Path(tempfile.mkdtemp(prefix=f".{where.name}.", dir=where.parent))
     argv = [python, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:"]
     argv += ["--no-build-isolation", "--disable-pip-version-check", "-d", str(partial), spec]
     try:
         proc = subprocess.run(
-            argv, capture_output=True, text=True, timeout=DOWNLOAD_TIMEOUT, check=False
+            argv,
+            capture_output=True,
+            text=True,
+            timeout=DOWNLOAD_TIMEOUT,
+            env={**os.environ, **env},
+            check=False,
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
+        shutil.rmtree(partial, ignore_errors=True)
         raise ConfigError(f"archguard wheel: pip download {spec} failed ({exc}).") from None
     archives = [p for p in partial.glob("*") if p.name.endswith(_ARCHIVES)]
     if proc.returncode != 0 or len(archives) != 1:
+        shutil.rmtree(partial, ignore_errors=True)
         tail = "\n".join(proc.stderr.strip().splitlines()[-4:])
         raise ConfigError(
             f"archguard wheel: {spec}: pip download found no sdist of that release (exit "
             f"{proc.returncode}):\n{tail}\nGive the sdist's URL with its sha256, or a file."
         )
-    shutil.rmtree(where, ignore_errors=True)
-    partial.replace(where)
-    return where / archives[0].name
+    try:
+        partial.rename(where)
+    except OSError:  # another fetch of the same release put it in place first
+        shutil.rmtree(partial, ignore_errors=True)
+    found = [p for p in where.glob("*") if p.name.endswith(_ARCHIVES)]
+    if len(found) != 1:
+        raise ConfigError(f"archguard wheel: {where} holds {len(found)} sdists; remove it.")
+    return found[0]
 
 
 def _download(url: str, sha256: str, root: Path) -> Path:
@@ -143,7 +163,9 @@ def _download(url: str, sha256: str, root: Path) -> Path:
     if target.is_file() and file_sha256(target) == sha256:
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(target.name + ".partial")
+    handle, name = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    os.close(handle)
+    partial = Path(name)
     try:
         with (
             urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT) as response,
@@ -151,6 +173,7 @@ def _download(url: str, sha256: str, root: Path) -> Path:
         ):
             shutil.copyfileobj(response, out)
     except OSError as exc:
+        partial.unlink(missing_ok=True)
         raise ConfigError(f"archguard wheel: {url} could not be downloaded ({exc}).") from None
     found = file_sha256(partial)
     if found != sha256:

@@ -191,9 +191,13 @@ def _interpreter(table: dict[str, Any], path: Path, where: str, problems: Proble
     text = _text(table, "interpreter", where, problems)
     if text is None:
         return None
-    found = (path.parent / text).expanduser().resolve()
+    found = path.parent.absolute() / Path(text).expanduser()  # a venv's link kept as it is
     if not found.is_file():
-        problems.add(f"interpreter = {text!r}: no such file (a Python, e.g. python3.12)", where)
+        problems.add(
+            f"interpreter = {text!r}: no such file (the path of a Python X.Y, absolute or "
+            "relative to the manifest, e.g. ~/.pyenv/versions/3.12.1/bin/python3.12)",
+            where,
+        )
         return None
     return str(found)
 
@@ -241,7 +245,8 @@ def _package(
         problems.add(f"name = {name!r}: letters, digits, '.', '_' and '-'", where)
         return None
     where = f"{path} [[package]] {name!r}"
-    if not is_release(source) and "://" not in source and not Path(source).is_absolute():
+    release = is_release(source) and not (path.parent / source).exists()
+    if not release and "://" not in source and not Path(source).is_absolute():
         source = str((path.parent / source).resolve())  # relative to the manifest
     sha256 = _text(table, "sha256", where, problems)
     remote_or_file = source.startswith(("http://", "https://")) or source.endswith(

@@ -203,11 +203,15 @@ def run_job(job: Job, python: Path, options: RunOptions, extra_env: dict[str, st
     outcome = Outcome(job.id, package.name, cell.name, "failed", log=str(log.relative_to(site)))
     started = time.monotonic()
     try:
-        tree = source_tree(package.source, package.sha256, python=str(python))
+        tree = source_tree(package.source, package.sha256, python=str(python), env=extra_env)
     except ArchguardError as exc:
         outcome.why = exc.message
         log.write_text(exc.message + "\n")
         return outcome
+    # the job's own folder: jobs side by side never see each other's wheels (archguard wheel
+    # tells its wheels by what appeared in its folder); published wheels move to the cell's
+    own = site / STATE / "jobs" / job.id / "wheels"
+    shutil.rmtree(own, ignore_errors=True)
     argv = [
         str(python),
         "-m",
@@ -215,7 +219,7 @@ def run_job(job: Job, python: Path, options: RunOptions, extra_env: dict[str, st
         "wheel",
         str(tree),
         "-w",
-        str(site / cell.name / "wheels"),
+        str(own),
         "--format",
         "json",
     ]
@@ -242,10 +246,21 @@ def run_job(job: Job, python: Path, options: RunOptions, extra_env: dict[str, st
     outcome.wheels = [Path(str(w["wheel"])).name for w in outcome.details if w.get("ok")]
     if report.get("ok"):
         outcome.status = "built"
+        _publish(outcome, site / cell.name / "wheels")
     else:
         problems = builds[0].get("problems") or [report.get("error", {}).get("message", "")]
         outcome.why = "; ".join(str(p) for p in problems if p) or "see the log"
     return outcome
+
+
+def _publish(outcome: Outcome, wheels: Path) -> None:
+    """The job's verified wheels moved into its cell's folder (the index lists them)."""
+    wheels.mkdir(parents=True, exist_ok=True)
+    for w in outcome.details:
+        built = Path(str(w.get("wheel", "")))
+        if w.get("ok") and built.is_file():
+            built.replace(wheels / built.name)
+            w["wheel"] = str(wheels / built.name)
 
 
 def _recorded(site: Path, job: Job) -> Outcome | None:
@@ -262,7 +277,13 @@ def _recorded(site: Path, job: Job) -> Outcome | None:
     ):
         return None
     return Outcome(
-        job.id, job.package.name, job.cell.name, "kept", data["wheels"], log=data.get("log", "")
+        job.id,
+        job.package.name,
+        job.cell.name,
+        "kept",
+        data["wheels"],
+        log=data.get("log", ""),
+        details=list(data.get("details") or []),
     )
 
 
@@ -355,6 +376,7 @@ class _Run:
         self.pythons: dict[str, Path] = {}
         self.locks: dict[str, threading.Lock] = {}
         self.guard = threading.Lock()
+        self.stop = threading.Event()  # set on Ctrl-C: no job starts after it
 
     def python(self, cell: Cell) -> Path:
         with self.guard:
@@ -373,14 +395,22 @@ class _Run:
             extra["MAX_JOBS"] = str(max(1, (os.cpu_count() or 1) // self.options.jobs))
         return extra
 
-    def package(self, jobs: Sequence[tuple[int, Job]]) -> list[tuple[int, Outcome]]:
-        """One package's jobs, in the plan's order: a stable-ABI wheel one cell builds can
-        serve the cells after it."""
-        offers: list[Serving] = []
+    def group(self, jobs: Sequence[tuple[int, Job]]) -> list[tuple[int, Outcome]]:
+        """One source's jobs (one package's, or several packages' that share a source, so
+        that a source is fetched, unpacked and built by one worker at a time), in the plan's
+        order: a stable-ABI wheel one cell builds can serve the cells after it."""
+        offers: dict[str, list[Serving]] = {}  # package -> its stable-ABI abi3 wheels
         out = []
         for number, job in jobs:
+            if self.stop.is_set():
+                break
             head = f"[{number}/{self.total}] {job.package.name} in {job.cell.name}"
-            outcome = self.job(job, head, offers)
+            try:
+                outcome = self.job(job, head, offers.setdefault(job.package.name, []))
+            except Exception as exc:  # one job's failure, whatever it is, stays that job's
+                why = f"archguard farm failed on this job: {type(exc).__name__}: {exc}"
+                _say(f"{head}: FAILED: {why}")
+                outcome = Outcome(job.id, job.package.name, job.cell.name, "failed", why=why)
             out.append((number, outcome))
         return out
 
@@ -433,11 +463,21 @@ def run_farm(manifest_path: Path, options: RunOptions) -> tuple[int, str]:
     manifest = load_manifest(manifest_path)
     jobs = selected(plan(manifest, options.policy), options.only)
     run = _Run(options, len(jobs))
-    by_package: dict[str, list[tuple[int, Job]]] = {}
+    by_source: dict[str, list[tuple[int, Job]]] = {}
     for number, job in enumerate(jobs, 1):
-        by_package.setdefault(job.package.name, []).append((number, job))
-    with ThreadPoolExecutor(max_workers=options.jobs) as pool:
-        done = [pair for part in pool.map(run.package, by_package.values()) for pair in part]
+        by_source.setdefault(job.package.source, []).append((number, job))
+    groups = list(by_source.values())
+    if options.jobs == 1:
+        done = [pair for group in groups for pair in run.group(group)]
+    else:
+        pool = ThreadPoolExecutor(max_workers=options.jobs)
+        try:
+            done = [pair for part in pool.map(run.group, groups) for pair in part]
+        except KeyboardInterrupt:
+            run.stop.set()
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+        pool.shutdown()
     outcomes = [outcome for _, outcome in sorted(done, key=lambda pair: pair[0])]
     site = run.site
     published = {
