@@ -227,11 +227,14 @@ def _farm_commands(sub: Subparsers) -> None:
         "sources",
         nargs="+",
         metavar="SRC",
-        help="a source tree, an sdist file, or an sdist URL pinned as URL#sha256=HEX (an sdist "
-        "is unpacked at the same path each time, so a compile cache hits)",
+        help="a source tree, an sdist file, an sdist URL pinned as URL#sha256=HEX, or "
+        "name==version (the release's sdist, fetched by pip); an sdist is unpacked at the same "
+        "path each time, so a compile cache hits",
     )
     p.add_argument(
-        "--sha256", metavar="HEX", help="the pinned sha256 of the one SRC (an sdist file or URL)"
+        "--sha256",
+        metavar="HEX",
+        help="the pinned sha256 of the one SRC (an sdist file, URL or name==version)",
     )
     p.add_argument("-w", "--wheel-dir", type=Path, default=Path("wheelhouse"), metavar="DIR")
     p.add_argument(
