@@ -272,3 +272,31 @@ def test_the_page_gives_each_wheel_its_facts(tmp_path: Path) -> None:
     assert '<td class="failed">FAILED<br>compile failed' in page
     assert page.count("<td>not run</td>") == 3  # floors' second cell, too-old's two
     assert not list(tmp_path.glob("*.partial"))
+
+
+# From a real farm run: fussim 0.3.1's sdist (it passes -std=c++17 in its setup.py) built
+# against torch 2.14.1+cu130, whose headers require C++20; the log's lines, paths shortened.
+FUSSIM_LOG = """\
+  g++ -Wsign-compare -DNDEBUG -g -fwrapv -O3 -Wall -fPIC -Icsrc -I.../torch/include -c \
+csrc/ext.cpp -o build/temp.linux-x86_64-cpython-311/csrc/ext.o -O3 -std=c++17 \
+-DTORCH_EXTENSION_NAME=_cuda_cu128
+  In file included from .../torch/include/torch/extension.h:6,
+                   from csrc/ext.cpp:1:
+  .../torch/include/torch/csrc/api/include/torch/all.h:5:2: error: #error C++20 or later \
+compatible compiler is required to use PyTorch.
+      5 | #error C++20 or later compatible compiler is required to use PyTorch.
+  .../torch/include/c10/util/intrusive_ptr.h:775:27: error: 'strong_ordering' in namespace \
+'std' does not name a type
+  error: command '/usr/bin/g++' failed with exit code 1
+"""
+
+
+def test_a_package_that_compiles_below_torchs_cxx_standard_is_named() -> None:
+    from archguard._integration.failures import cause
+
+    said = cause(FUSSIM_LOG.splitlines(), [], {})
+    assert said.startswith("the installed torch's headers require C++20")
+    assert "the package compiles with -std=c++17, from its own setup.py" in said
+    assert "skip = [{ cell" in said
+    unflagged = FUSSIM_LOG.replace("-std=c++17", "")
+    assert "compiles with an older -std" in cause(unflagged.splitlines(), [], {})

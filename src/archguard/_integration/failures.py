@@ -23,6 +23,11 @@ _SOURCE_MISSING = re.compile(
     r"| does not exist|, needed by .*, missing and no known rule)",
 )
 _COMPILE_ERROR = re.compile(r"\berror\b.*\.(?:cpp|cc|cxx|c)[:(]|\.(?:cpp|cc|cxx|c):\d+:\d+: error")
+# torch's headers refusing the C++ standard the package compiles with (torch 2.14: C++20)
+_TORCH_STD = re.compile(
+    r"#error C\+\+(?P<needs>\d+) or later compatible compiler is required to use (?:PyTorch|ATen)"
+)
+_STD_FLAG = re.compile(r"\s-std=(?:c|gnu)\+\+(?P<std>\d+)\b")
 _NVCC = re.compile(r"bin/nvcc\b")  # an nvcc command line (archguard's own lines say "nvcc")
 _SWITCH = re.compile(r"^(?:FORCE_\w+|WITH_CUDA|USE_CUDA|BUILD_CUDA\w*|\w*_CUDA\w*|\w*CUDA_ONLY)$")
 
@@ -67,6 +72,18 @@ def cause(
             "the package's setup.py stopped because no GPU is visible (it asks torch for "
             "the GPU while pip prepares the build; a farm has none)"
             + _where_to_set(own, environment)
+        )
+    refused = _TORCH_STD.search(text)
+    if refused:
+        asked = sorted({m["std"] for m in _STD_FLAG.finditer(text)} - {refused["needs"]})
+        flag = f"-std=c++{asked[0]}" if asked else "an older -std"
+        return (
+            f"the installed torch's headers require C++{refused['needs']} ('#error C++"
+            f"{refused['needs']} or later compatible compiler is required to use PyTorch') and "
+            f"the package compiles with {flag}, from its own setup.py: it cannot build against "
+            "this torch until its flags change; patch them, or skip this cell in the farm "
+            'manifest (skip = [{ cell = "...", reason = "needs C++'
+            f'{refused["needs"]} for this torch" }}])'
         )
     missing = _SOURCE_MISSING.search(text)
     if missing:

@@ -202,7 +202,7 @@ def build_one(source: Path, out: Path, options: WheelOptions) -> Built:
     # no timeout (BUILD_TIMEOUT_S, see archguard.detect.tools); the build log goes to stderr,
     # stdout is the one line per wheel (or JSON)
     environment = {**os.environ, **env_vars}
-    tail: deque[str] = deque(maxlen=400)  # the log's last lines, to say why it failed
+    tail: deque[str] = deque(maxlen=4000)  # the log's last lines, to say why it failed
     proc = run(argv, ConfigError, BUILD_TIMEOUT_S, environment, log=sys.stderr, tail=tail)
     after = _wheels_in(out)
     made = sorted(p for p, t in after.items() if before.get(p) != t)

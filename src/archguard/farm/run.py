@@ -375,15 +375,30 @@ class _Run:
         self.total = total
         self.pythons: dict[str, Path] = {}
         self.locks: dict[str, threading.Lock] = {}
+        self.broken: dict[str, str] = {}  # cell -> why its environment could not be made
         self.guard = threading.Lock()
         self.stop = threading.Event()  # set on Ctrl-C: no job starts after it
 
     def python(self, cell: Cell) -> Path:
+        """The cell's Python; a cell whose environment could not be made is tried once per
+        run (its error is in SITE/<cell>/logs/environment.log) and fails its other jobs."""
         with self.guard:
             lock = self.locks.setdefault(cell.name, threading.Lock())
         with lock:
+            if cell.name in self.broken:
+                raise ConfigError(self.broken[cell.name])
             if cell.name not in self.pythons:
-                self.pythons[cell.name] = cell_environment(cell, self.site)
+                try:
+                    self.pythons[cell.name] = cell_environment(cell, self.site)
+                except ArchguardError as exc:
+                    log = self.site / cell.name / "logs" / "environment.log"
+                    _write_atomic(log, exc.message + "\n")
+                    last = exc.message.strip().splitlines()[-1].strip()
+                    self.broken[cell.name] = (
+                        f"cell {cell.name}: its environment could not be made (see "
+                        f"{log.relative_to(self.site)}): {last}"
+                    )
+                    raise ConfigError(self.broken[cell.name]) from None
             return self.pythons[cell.name]
 
     def env(self, job: Job) -> dict[str, str]:
@@ -444,7 +459,10 @@ class _Run:
             python = self.python(job.cell)
         except ArchguardError as exc:
             _say(f"{head}: FAILED: {exc.message}")
-            return Outcome(job.id, job.package.name, job.cell.name, "failed", why=exc.message)
+            log = f"{job.cell.name}/logs/environment.log"
+            return Outcome(
+                job.id, job.package.name, job.cell.name, "failed", why=exc.message, log=log
+            )
         _say(f"{head}: building ({job.arch_list})")
         outcome = run_job(job, python, self.options, self.env(job))
         offers.extend(servings(outcome, site, job))
