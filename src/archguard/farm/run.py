@@ -12,6 +12,7 @@ published; a failed job's wheel stays out of its index."""
 
 from __future__ import annotations
 
+import hashlib
 import html
 import json
 import os
@@ -94,6 +95,17 @@ def archguard_requirement() -> str:
     return f"torch-archguard[farm]=={dist.version}"
 
 
+def _own_code() -> str:
+    """A digest of this archguard's own modules: a cell made from a source tree is made again
+    when the tree's code changed (its requirement string stays the same)."""
+    digest = hashlib.sha256()
+    root = Path(__file__).resolve().parent.parent
+    for path in sorted(root.rglob("*")):
+        if path.is_file() and path.suffix in (".py", ".yml", ".toml", ".json"):
+            digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def _write_atomic(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".partial")
@@ -106,7 +118,10 @@ def cell_environment(cell: Cell, site: Path) -> Path:
     same (uv's cache makes the next cell's torch a link, not a download)."""
     root = site / STATE / "envs" / cell.name
     python = root / "bin" / "python"
-    wanted = json.dumps({**cell.as_json(), "archguard": archguard_requirement()}, sort_keys=True)
+    wanted = json.dumps(
+        {**cell.as_json(), "archguard": archguard_requirement(), "code": _own_code()},
+        sort_keys=True,
+    )
     marker = root / "archguard-cell.json"
     if python.is_file() and marker.is_file() and marker.read_text() == wanted:
         return python
