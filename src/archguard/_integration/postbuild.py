@@ -11,6 +11,7 @@ note naming how to get it.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -92,10 +93,12 @@ def verify_build(cmd: Any, session: Session, cuda_names: list[str], started: flo
             "toolkit's bin/ on PATH) to check them"
         )
         return
+    reading = time.monotonic()
     try:
         results = check_binaries(_binaries(cmd, session, cuda_names, started), cuobjdump)
     except ArchguardError as exc:
         raise setup_error(exc) from None
+    read = time.monotonic() - reading
     session.verified = [_verified(r) for r in results]
     _stubs(session, results, _binaries(cmd, session, cuda_names, started), cuobjdump)
     bad = [r for r in results if not r.ok]
@@ -103,7 +106,7 @@ def verify_build(cmd: Any, session: Session, cuda_names: list[str], started: flo
     if not bad:
         say(
             f"verify: {len(cuda)} CUDA binar{'y' if len(cuda) == 1 else 'ies'} read back with "
-            f"{cuobjdump}: each holds exactly its targets"
+            f"{cuobjdump} in {read:.1f} s: each holds exactly its targets"
         )
         return
     report = render(verdict(results, []), "text")
@@ -171,11 +174,17 @@ def _stubs(
         for (label, path, exp), r in zip(binaries, results, strict=True)
         if r.found is not None
     ]
+    disassembling = time.monotonic()
     try:
         checked = check_binaries(cuda, cuobjdump, nvdisasm)
     except ArchguardError as exc:
         say(f"stubs: not checked: {exc}")
         return
+    kernels = sum(len(r.stubs.kernels) for r in checked if r.stubs is not None)
+    say(
+        f"stubs: {kernels} kernel{'s' if kernels != 1 else ''} disassembled in "
+        f"{time.monotonic() - disassembling:.1f} s"
+    )
     found = 0
     for r in checked:
         if r.stubs is None:
