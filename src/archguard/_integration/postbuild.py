@@ -93,20 +93,30 @@ def verify_build(cmd: Any, session: Session, cuda_names: list[str], started: flo
             "toolkit's bin/ on PATH) to check them"
         )
         return
+    nvdisasm = _stub_tool(session, cuobjdump)
+    binaries = _binaries(cmd, session, cuda_names, started)
     reading = time.monotonic()
-    try:
-        results = check_binaries(_binaries(cmd, session, cuda_names, started), cuobjdump)
+    try:  # one read of each binary: its targets, and with nvdisasm its kernels
+        results = check_binaries(binaries, cuobjdump, nvdisasm)
     except ArchguardError as exc:
-        raise setup_error(exc) from None
+        if nvdisasm is None:
+            raise setup_error(exc) from None
+        say(f"stubs: not checked: {exc}")
+        nvdisasm = None
+        try:
+            results = check_binaries(binaries, cuobjdump)
+        except ArchguardError as again:
+            raise setup_error(again) from None
     read = time.monotonic() - reading
     session.verified = [_verified(r) for r in results]
-    _stubs(session, results, _binaries(cmd, session, cuda_names, started), cuobjdump)
+    if nvdisasm is not None:
+        _stubs(session, results, read)
     bad = [r for r in results if not r.ok]
     cuda = [r for r in results if r.found is not None]
     if not bad:
         say(
             f"verify: {len(cuda)} CUDA binar{'y' if len(cuda) == 1 else 'ies'} read back with "
-            f"{cuobjdump} in {read:.1f} s: each holds exactly its targets"
+            f"{cuobjdump}: each holds exactly its targets"
         )
         return
     report = render(verdict(results, []), "text")
@@ -142,48 +152,39 @@ def _verified(r: Checked) -> dict[str, object]:
     }
 
 
-def _stubs(
-    session: Session,
-    results: list[Checked],
-    binaries: list[tuple[str, Path, Expectation]],
-    cuobjdump: str,
-) -> None:
-    """Where nvdisasm is found (and the lint is on): every kernel in every image of the
-    built binaries, real or a stub, and any served device that runs a stub."""
+def _stub_tool(session: Session, cuobjdump: str) -> str | None:
+    """nvdisasm, where the kernels are to be disassembled (the lint on, ``ARCHGUARD_STUBS``
+    not 0, nvdisasm found); None, said, where not."""
     mode = lint_mode(session)
     try:
         wanted = env_stubs(os.environ)
     except ArchguardError as exc:
         raise setup_error(exc) from None
-    if mode != "off" and not wanted:
+    if mode == "off":
+        return None
+    if not wanted:
         say(
             "stubs: off (ARCHGUARD_STUBS): the kernels are not disassembled; the lint's "
             "hazards are recorded in their place"
         )
-        return
-    nvdisasm = find_nvdisasm(near=cuobjdump) if mode != "off" else None
+        return None
+    nvdisasm = find_nvdisasm(near=cuobjdump)
     if nvdisasm is None:
-        if mode != "off":
-            say(
-                "stubs: no nvdisasm, so the kernels are not disassembled "
-                "(`pip install nvidia-cuda-nvdisasm` to check them for stubs)"
-            )
-        return
-    cuda = [
-        (label, path, exp)
-        for (label, path, exp), r in zip(binaries, results, strict=True)
-        if r.found is not None
-    ]
-    disassembling = time.monotonic()
-    try:
-        checked = check_binaries(cuda, cuobjdump, nvdisasm)
-    except ArchguardError as exc:
-        say(f"stubs: not checked: {exc}")
-        return
+        say(
+            "stubs: no nvdisasm, so the kernels are not disassembled "
+            "(`pip install nvidia-cuda-nvdisasm` to check them for stubs)"
+        )
+    return nvdisasm
+
+
+def _stubs(session: Session, checked: list[Checked], seconds: float) -> None:
+    """Every kernel in every image of the built binaries, real or a stub, and any served
+    device that runs a stub."""
+    mode = lint_mode(session)
     kernels = sum(len(r.stubs.kernels) for r in checked if r.stubs is not None)
     say(
-        f"stubs: {kernels} kernel{'s' if kernels != 1 else ''} disassembled in "
-        f"{time.monotonic() - disassembling:.1f} s"
+        f"stubs: {kernels} kernel{'s' if kernels != 1 else ''} disassembled; the binaries read "
+        f"back and disassembled in {seconds:.1f} s"
     )
     found = 0
     for r in checked:
