@@ -46,9 +46,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--width", type=int, default=1500)
     parser.add_argument("--height", type=int, default=1100)
     parser.add_argument("--page", type=Path, help="an HTML file to render, not the matrix")
-    parser.add_argument("matrix_args", nargs=argparse.REMAINDER)
-    args = parser.parse_args(argv)
-    extra = [a for a in args.matrix_args if a != "--"]
+    given = sys.argv[1:] if argv is None else argv
+    cut = given.index("--") if "--" in given else len(given)
+    args = parser.parse_args(given[:cut])
+    extra = given[cut + 1 :]  # archguard matrix's own arguments, after --
     chromium = find_chromium(args.chromium)
     with tempfile.TemporaryDirectory(prefix="archguard-shot-") as tmp:
         page = args.page.resolve() if args.page else Path(tmp, "matrix.html")
