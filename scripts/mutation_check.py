@@ -407,6 +407,22 @@ MUTATIONS = [
             "tests/test_resolve.py::test_why_for_an_arch_nobody_asked_for_is_what_the_resolution_would_do",
         ),
     ),
+    Mutation(
+        "farm-resume-drops-the-wheels-facts",
+        "src/archguard/farm/run.py",
+        '        details=list(data.get("details") or []),',
+        "        details=[],",
+        ("tests/test_farm_plan.py::test_a_resumed_job_keeps_its_wheels_and_their_facts",),
+    ),
+    Mutation(
+        "failure-cxx-standard-unnamed",
+        "src/archguard/_integration/failures.py",
+        "    refused = _TORCH_STD.search(text)",
+        "    refused = None",
+        (
+            "tests/test_farm_plan.py::test_a_package_that_compiles_below_torchs_cxx_standard_is_named",
+        ),
+    ),
 ]
 
 

@@ -300,3 +300,25 @@ def test_a_package_that_compiles_below_torchs_cxx_standard_is_named() -> None:
     assert "skip = [{ cell" in said
     unflagged = FUSSIM_LOG.replace("-std=c++17", "")
     assert "compiles with an older -std" in cause(unflagged.splitlines(), [], {})
+
+
+def test_a_resumed_job_keeps_its_wheels_and_their_facts(tmp_path: Path) -> None:
+    """A job whose record names a wheel still in SITE is kept (not built again), with its
+    wheels' facts for the page; a record whose wheel is gone is built again."""
+    import json as json_
+
+    from archguard.farm.run import STATE, _recorded
+
+    job = plan(load_manifest(manifest(tmp_path)))[0]
+    site = tmp_path / "site"
+    wheel = site / job.cell.name / "wheels" / "fused_lncc-0.1.0-cp311-cp311-linux_x86_64.whl"
+    wheel.parent.mkdir(parents=True)
+    wheel.write_bytes(b"PK")
+    details = [{"wheel": str(wheel), "ok": True, "targets": ["sm_80"]}]
+    record = {"status": "built", "wheels": [wheel.name], "log": "x.log", "details": details}
+    (site / STATE / "jobs").mkdir(parents=True)
+    (site / STATE / "jobs" / f"{job.id}.json").write_text(json_.dumps(record))
+    kept = _recorded(site, job)
+    assert kept is not None and kept.status == "kept" and kept.details == details
+    wheel.unlink()
+    assert _recorded(site, job) is None
