@@ -114,8 +114,15 @@ def test_a_cells_interpreter_is_checked_and_only_its_cell_changes(tmp_path: Path
     assert loaded.cells[1].interpreter == str(python) and loaded.cells[0].interpreter is None
     after = {j.id for j in plan(loaded)}
     assert len(before - after) == 3  # the three packages' jobs in that cell, nothing else
-    with pytest.raises(ConfigError, match=r"interpreter = 'nowhere/python3.11': no such file"):
-        load_manifest(manifest(tmp_path, text.replace(str(python), "nowhere/python3.11")))
+    # a path of another machine (a workflow's runner) plans; making its environment says so
+    elsewhere = load_manifest(manifest(tmp_path, text.replace(str(python), "nowhere/python3")))
+    assert elsewhere.cells[1].interpreter == str(tmp_path / "nowhere" / "python3")
+    from archguard.farm.run import cell_environment
+
+    with pytest.raises(ConfigError, match=r"nowhere/python3' is not on this machine"):
+        cell_environment(elsewhere.cells[1], tmp_path / "site")
+    with pytest.raises(ConfigError, match="interpreter = '' must be a non-empty string"):
+        load_manifest(manifest(tmp_path, text.replace(str(python), "")))
 
 
 def test_the_github_matrix_is_sharded_under_256_jobs(tmp_path: Path) -> None:

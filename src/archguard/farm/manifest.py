@@ -188,18 +188,13 @@ def _cell(table: dict[str, Any], index: int, path: Path, problems: Problems) -> 
 
 
 def _interpreter(table: dict[str, Any], path: Path, where: str, problems: Problems) -> str | None:
+    """The path as given, made absolute against the manifest (a venv's link kept as it is).
+    Whether it exists is checked where the cell's environment is made: a manifest names
+    paths of the machine that runs it, and a plan or a workflow need not be made there."""
     text = _text(table, "interpreter", where, problems)
     if text is None:
         return None
-    found = path.parent.absolute() / Path(text).expanduser()  # a venv's link kept as it is
-    if not found.is_file():
-        problems.add(
-            f"interpreter = {text!r}: no such file (the path of a Python X.Y, absolute or "
-            "relative to the manifest, e.g. ~/.pyenv/versions/3.12.1/bin/python3.12)",
-            where,
-        )
-        return None
-    return str(found)
+    return str(path.parent.absolute() / Path(text).expanduser())
 
 
 def _requirement(value: object, where: str, problems: Problems) -> Requirement | None:

@@ -125,6 +125,12 @@ def cell_environment(cell: Cell, site: Path) -> Path:
     marker = root / "archguard-cell.json"
     if python.is_file() and marker.is_file() and marker.read_text() == wanted:
         return python
+    if cell.interpreter and not Path(cell.interpreter).is_file():
+        raise ConfigError(
+            f"cell {cell.name}: interpreter = {cell.interpreter!r} is not on this machine; "
+            f"give the path of a Python {cell.python} here, or leave interpreter out (uv then "
+            "finds one on PATH)."
+        )
     uv = _uv()
     _say(f"cell {cell.name}: making its environment (Python {cell.python}, {cell.torch})")
     if root.exists():
