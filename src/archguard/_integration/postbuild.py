@@ -110,13 +110,14 @@ def verify_build(cmd: Any, session: Session, cuda_names: list[str], started: flo
     read = time.monotonic() - reading
     session.verified = [_verified(r) for r in results]
     if nvdisasm is not None:
-        _stubs(session, results, read)
+        _stubs(session, results)
     bad = [r for r in results if not r.ok]
     cuda = [r for r in results if r.found is not None]
     if not bad:
         say(
-            f"verify: {len(cuda)} CUDA binar{'y' if len(cuda) == 1 else 'ies'} read back with "
-            f"{cuobjdump}: each holds exactly its targets"
+            f"verify: {len(cuda)} CUDA binar{'y' if len(cuda) == 1 else 'ies'} read back "
+            f"{'and disassembled ' if nvdisasm else ''}in {read:.1f} s with {cuobjdump}: each "
+            "holds exactly its targets"
         )
         return
     report = render(verdict(results, []), "text")
@@ -177,15 +178,12 @@ def _stub_tool(session: Session, cuobjdump: str) -> str | None:
     return nvdisasm
 
 
-def _stubs(session: Session, checked: list[Checked], seconds: float) -> None:
+def _stubs(session: Session, checked: list[Checked]) -> None:
     """Every kernel in every image of the built binaries, real or a stub, and any served
     device that runs a stub."""
     mode = lint_mode(session)
     kernels = sum(len(r.stubs.kernels) for r in checked if r.stubs is not None)
-    say(
-        f"stubs: {kernels} kernel{'s' if kernels != 1 else ''} disassembled; the binaries read "
-        f"back and disassembled in {seconds:.1f} s"
-    )
+    say(f"stubs: {kernels} kernel{'s' if kernels != 1 else ''} disassembled")
     found = 0
     for r in checked:
         if r.stubs is None:

@@ -9,6 +9,7 @@ extension's include directories inside the project (not torch's or the toolkit's
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any, cast
 
@@ -76,7 +77,9 @@ def lint_build(
             [f for f in forced if Path(f).is_relative_to(root)],
             budget,
         )
+        linting = time.monotonic()
         report = analyse(sources, Wheel(plan.targets, res.toolkit, res.torch.targets), reading)
+        took = f"{time.monotonic() - linting:.1f} s"
         session.linted[ext.name] = {
             "findings": len(report.findings),
             "dead": len(report.dead),
@@ -98,9 +101,9 @@ def lint_build(
             ],
         }
         if report.ok and not report.not_understood and not report.unfinished:
-            say(f"lint: extension {ext.name}: no stub hazard in {report.files} files")
+            say(f"lint: extension {ext.name}: no stub hazard in {report.files} files ({took})")
             continue
-        say(f"lint: extension {ext.name}: {report.files} files read")
+        say(f"lint: extension {ext.name}: {report.files} files read ({took})")
         hazards += len(report.findings)  # a proved #error drops its targets instead
         for error in report.errors:
             where = f"{relative(error.file, root)}:{error.line}"
