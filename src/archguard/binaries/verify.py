@@ -11,9 +11,11 @@ the binary actually gives; any difference exits non-zero.
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 import zipfile
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -204,17 +206,25 @@ def check_binaries(
     nvdisasm: str | None = None,
 ) -> list[Checked]:
     """Read each binary with cuobjdump and pair it with what it should hold; with
-    ``nvdisasm``, also classify every kernel in every image (stubs)."""
-    out = []
-    for label, path, expected in binaries:
+    ``nvdisasm``, also classify every kernel in every image (stubs). The binaries are read
+    side by side, one per core (each read is a cuobjdump process; after a build the cores
+    are idle); the results keep the binaries' order."""
+
+    def one(item: tuple[str, Path, Expectation | None]) -> Checked:
+        label, path, expected = item
         found = read_binary(path, cuobjdump).targets
         stubs = None
         if nvdisasm is not None and found is not None:
             images = read_kernels(path, cuobjdump, nvdisasm)
             mangled = sorted({k for kernels in images.values() for k in kernels})
             stubs = analyse_stubs(images, demangle(mangled))
-        out.append(Checked(label, expected, found, stubs))
-    return out
+        return Checked(label, expected, found, stubs)
+
+    workers = min(len(binaries), os.cpu_count() or 1)
+    if workers <= 1:
+        return [one(item) for item in binaries]
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(one, binaries))
 
 
 def _abi(path: Path, label: str, found: Targets | None) -> BinaryAbi | None:
