@@ -60,6 +60,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
                 f"`pip install {NVDISASM.package}`."
             )
     results = check(args.paths, cuobjdump, given, nvdisasm)
+    failed = [r.stubs_error for r in results if r.stubs_error]
+    if failed:  # --stubs asked for the disassembly: its failure is the command's
+        from archguard.errors import BinaryReadError
+
+        raise BinaryReadError(failed[0])
     report = verdict(results, args.paths)
     write(render(report, args.format))
     stubbed = args.fail_on_stubs and any(r.stubs and r.stubs.findings for r in results)

@@ -27,7 +27,7 @@ _COMPILE_ERROR = re.compile(r"\berror\b.*\.(?:cpp|cc|cxx|c)[:(]|\.(?:cpp|cc|cxx|
 _TORCH_STD = re.compile(
     r"#error C\+\+(?P<needs>\d+) or later compatible compiler is required to use (?:PyTorch|ATen)"
 )
-_STD_FLAG = re.compile(r"\s-std=(?:c|gnu)\+\+(?P<std>\d+)\b")
+_STD_FLAG = re.compile(r"""(?:^|[\s'"])--?std[= ](?:c|gnu)\+\+(?P<std>\w+)""")
 _NVCC = re.compile(r"bin/nvcc\b")  # an nvcc command line (archguard's own lines say "nvcc")
 _SWITCH = re.compile(r"^(?:FORCE_\w+|WITH_CUDA|USE_CUDA|BUILD_CUDA\w*|\w*_CUDA\w*|\w*CUDA_ONLY)$")
 
@@ -60,6 +60,29 @@ def _where_to_set(names: Sequence[str], set_already: dict[str, str]) -> str:
     )
 
 
+def _standard(text: str, refused: re.Match[str]) -> str:
+    """torch's headers refused the C++ standard: the package's own -std (the last one before
+    the first refusal, as the compiler takes the last), or the compiler's own mode."""
+    needs = refused["needs"]
+    flags = [m["std"] for m in _STD_FLAG.finditer(text, 0, refused.start())]
+    said = (
+        f"the installed torch's headers require C++{needs} ('#error C++{needs} or later "
+        "compatible compiler is required to use PyTorch')"
+    )
+    if flags and flags[-1] != needs:
+        return (
+            f"{said} and the package compiles with -std=c++{flags[-1]}, from its own setup.py: "
+            "it cannot build against this torch until its flags change; patch them, or skip "
+            'this cell in the farm manifest (skip = [{ cell = "...", reason = "needs C++'
+            f'{needs} for this torch" }}])'
+        )
+    return (
+        f"{said}, and the compiler does not give it (no older -std in the failing command: "
+        f"the compiler's own C++{needs} mode is too old, e.g. GCC before 11); build with a "
+        "newer host compiler (CXX, or nvcc's -ccbin)"
+    )
+
+
 def cause(
     log_tail: Sequence[str], reads: Sequence[str], environment: dict[str, str], source: str = ""
 ) -> str:
@@ -67,23 +90,14 @@ def cause(
     tree, whose prefix a missing file's name loses)."""
     text = "\n".join(log_tail)
     own = switches(reads)
+    refused = _TORCH_STD.search(text)  # an #error in torch's headers: certain, so first
+    if refused:
+        return _standard(text, refused)
     if _NO_GPU.search(text) and not _NVCC.search(text):
         return (
             "the package's setup.py stopped because no GPU is visible (it asks torch for "
             "the GPU while pip prepares the build; a farm has none)"
             + _where_to_set(own, environment)
-        )
-    refused = _TORCH_STD.search(text)
-    if refused:
-        asked = sorted({m["std"] for m in _STD_FLAG.finditer(text)} - {refused["needs"]})
-        flag = f"-std=c++{asked[0]}" if asked else "an older -std"
-        return (
-            f"the installed torch's headers require C++{refused['needs']} ('#error C++"
-            f"{refused['needs']} or later compatible compiler is required to use PyTorch') and "
-            f"the package compiles with {flag}, from its own setup.py: it cannot build against "
-            "this torch until its flags change; patch them, or skip this cell in the farm "
-            'manifest (skip = [{ cell = "...", reason = "needs C++'
-            f'{refused["needs"]} for this torch" }}])'
         )
     missing = _SOURCE_MISSING.search(text)
     if missing:

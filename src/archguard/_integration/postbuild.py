@@ -99,15 +99,11 @@ def verify_build(cmd: Any, session: Session, cuda_names: list[str], started: flo
     try:  # one read of each binary: its targets, and with nvdisasm its kernels
         results = check_binaries(binaries, cuobjdump, nvdisasm)
     except ArchguardError as exc:
-        if nvdisasm is None:
-            raise setup_error(exc) from None
-        say(f"stubs: not checked: {exc}")
-        nvdisasm = None
-        try:
-            results = check_binaries(binaries, cuobjdump)
-        except ArchguardError as again:
-            raise setup_error(again) from None
+        raise setup_error(exc) from None
     read = time.monotonic() - reading
+    for r in results:
+        if r.stubs_error:
+            say(f"stubs: {r.label}: not checked: {r.stubs_error}")
     session.verified = [_verified(r) for r in results]
     if nvdisasm is not None:
         _stubs(session, results)

@@ -51,6 +51,7 @@ class Checked:
     found: Targets | None  # None: no device code
     stubs: StubReport | None = None  # with --stubs
     abi: BinaryAbi | None = None  # what it binds to, read from its ELF
+    stubs_error: str | None = None  # why its kernels could not be disassembled
 
     @property
     def missing(self) -> list[str]:
@@ -213,12 +214,16 @@ def check_binaries(
     def one(item: tuple[str, Path, Expectation | None]) -> Checked:
         label, path, expected = item
         found = read_binary(path, cuobjdump).targets
-        stubs = None
+        stubs, error = None, None
         if nvdisasm is not None and found is not None:
-            images = read_kernels(path, cuobjdump, nvdisasm)
-            mangled = sorted({k for kernels in images.values() for k in kernels})
-            stubs = analyse_stubs(images, demangle(mangled))
-        return Checked(label, expected, found, stubs)
+            try:
+                images = read_kernels(path, cuobjdump, nvdisasm)
+            except BinaryReadError as exc:  # its targets stand; only the disassembly failed
+                error = str(exc)
+            else:
+                mangled = sorted({k for kernels in images.values() for k in kernels})
+                stubs = analyse_stubs(images, demangle(mangled))
+        return Checked(label, expected, found, stubs, stubs_error=error)
 
     workers = min(len(binaries), os.cpu_count() or 1)
     if workers <= 1:
