@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -41,7 +40,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from build_speed import base_env, run_build
 
+from archguard.core.arch import format_list, parse_arch_list
+from archguard.core.toolkit import known_arches
 from archguard.detect.compcache import Stats, find_cache, read_stats
+from archguard.nvcc.flags import gencode_flags
 
 
 def rate(stats: Stats) -> str:
@@ -63,14 +65,8 @@ void launch(float* x, int n) { k<<<(n + 127) / 128, 128>>>(x, n); }
 
 
 def gencode(arch_list: str) -> list[str]:
-    """``-gencode`` flags for a plain list (``X.Y`` entries, ``+PTX`` kept as PTX)."""
-    out = []
-    for entry in arch_list.split(";"):
-        digits = entry.removesuffix("+PTX").replace(".", "")
-        out.append(f"-gencode=arch=compute_{digits},code=sm_{digits}")
-        if entry.endswith("+PTX"):
-            out.append(f"-gencode=arch=compute_{digits},code=compute_{digits}")
-    return out
+    """archguard's own ``-gencode`` flags for a list."""
+    return gencode_flags(parse_arch_list(arch_list, "the benchmark", known=known_arches()))
 
 
 def why_a_list_misses(work: Path, env: dict[str, str], lists: tuple[str, str]) -> None:
@@ -191,10 +187,8 @@ def main() -> int:
                 f"(c) warm cache, list + {args.add}",
                 {**cached, "ARCHGUARD_ARCH_LIST": f"{args.add};{args.list}"},
             )
-        grown = f"{args.add};{args.list}"
-        ordered = ";".join(
-            sorted(grown.split(";"), key=lambda e: [int(x) for x in re.findall(r"\d+", e)])
-        )
+        grown = parse_arch_list(f"{args.add};{args.list}", "--add", known=known_arches())
+        ordered = format_list(grown)  # sorted, as archguard writes a list
         why_a_list_misses(work, env, (args.list, ordered))
         plain_kernel(work, tool, env, (args.list, ordered))
         if args.python:

@@ -29,9 +29,10 @@ from importlib import metadata
 from pathlib import Path
 
 from archguard._integration.sources import source_tree
-from archguard.core.arch import Targets, split_target
+from archguard.core.arch import Targets, parse_targets
 from archguard.core.coverage import Tier, coverage, known_devices
 from archguard.core.cuda import CudaVersion
+from archguard.core.toolkit import known_arches
 from archguard.detect.sources import file_sha256
 from archguard.errors import ArchguardError, ConfigError
 from archguard.farm.manifest import Cell, Manifest, Package, load_manifest
@@ -592,10 +593,10 @@ def write_index(site: Path, cell: str, published: set[str]) -> None:
 def tiers(targets: Sequence[str], cuda: CudaVersion) -> dict[Tier, list[str]]:
     """The known devices (capabilities) of the cell's CUDA by how a wheel holding
     ``targets`` runs on them: native, PTX JIT only, or not at all."""
-    found = [split for name in targets if (split := split_target(name))]
-    held = Targets(
-        frozenset(a for kind, a in found if kind == "sm"),
-        frozenset(a for kind, a in found if kind == "compute"),
+    held = (
+        parse_targets(list(targets), "the job's record", known=known_arches())
+        if targets
+        else Targets(frozenset(), frozenset())
     )
     out: dict[Tier, list[str]] = {tier: [] for tier in Tier}
     for row in coverage(held, known_devices((cuda.major, cuda.minor))):
