@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tarfile
 import tempfile
@@ -24,6 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from archguard.detect.sources import file_sha256
+from archguard.detect.tools import run
 from archguard.errors import ConfigError
 
 _ARCHIVES = (".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".tar", ".zip")
@@ -128,17 +128,10 @@ def _fetch_release(spec: str, root: Path, python: str, env: Mapping[str, str]) -
     argv = [python, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:"]
     argv += ["--no-build-isolation", "--disable-pip-version-check", "-d", str(partial), spec]
     try:
-        proc = subprocess.run(
-            argv,
-            capture_output=True,
-            text=True,
-            timeout=DOWNLOAD_TIMEOUT,
-            env={**os.environ, **env},
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
+        proc = run(argv, ConfigError, DOWNLOAD_TIMEOUT, {**os.environ, **env})
+    except ConfigError:
         shutil.rmtree(partial, ignore_errors=True)
-        raise ConfigError(f"archguard wheel: pip download {spec} failed ({exc}).") from None
+        raise
     archives = [p for p in partial.glob("*") if p.name.endswith(_ARCHIVES)]
     if proc.returncode != 0 or len(archives) != 1:
         shutil.rmtree(partial, ignore_errors=True)

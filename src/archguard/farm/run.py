@@ -34,6 +34,7 @@ from archguard.core.coverage import Tier, coverage, known_devices
 from archguard.core.cuda import CudaVersion
 from archguard.core.toolkit import known_arches
 from archguard.detect.sources import file_sha256
+from archguard.detect.tools import run
 from archguard.errors import ArchguardError, ConfigError
 from archguard.farm.manifest import Cell, Manifest, Package, load_manifest
 from archguard.farm.plan import Job, plan, torch_version
@@ -148,11 +149,8 @@ def cell_environment(cell: Cell, site: Path) -> Path:
             f"{exc}\nuv found no Python {cell.python} (it looks on PATH) and could not fetch "
             f'one: name it in the cell\'s table, interpreter = "/path/to/python{cell.python}".'
         ) from None
-    made = subprocess.run(
-        [str(python), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-        capture_output=True,
-        text=True,
-        check=False,
+    made = run(
+        [str(python), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], ConfigError
     ).stdout.strip()
     if made != cell.python:
         raise ConfigError(
@@ -184,7 +182,7 @@ def cell_environment(cell: Cell, site: Path) -> Path:
 
 
 def _run(argv: list[str], what: str) -> None:
-    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+    proc = run(argv, ConfigError, None)  # uv fetching a cell's torch: no time limit
     if proc.returncode != 0:
         tail = "\n".join(proc.stderr.strip().splitlines()[-6:])
         raise ConfigError(f"{what} failed (exit {proc.returncode}):\n{tail}")
@@ -502,24 +500,24 @@ def run_farm(manifest_path: Path, options: RunOptions) -> tuple[int, str]:
     """Run every selected job, ``options.jobs`` packages at once; (exit status, the summary)."""
     manifest = load_manifest(manifest_path)
     jobs = selected(plan(manifest, options.policy), options.only)
-    run = _Run(options, len(jobs))
+    farm = _Run(options, len(jobs))
     by_source: dict[str, list[tuple[int, Job]]] = {}
     for number, job in enumerate(jobs, 1):
         by_source.setdefault(job.package.source, []).append((number, job))
     groups = list(by_source.values())
     if options.jobs == 1:
-        done = [pair for group in groups for pair in run.group(group)]
+        done = [pair for group in groups for pair in farm.group(group)]
     else:
         pool = ThreadPoolExecutor(max_workers=options.jobs)
         try:
-            done = [pair for part in pool.map(run.group, groups) for pair in part]
+            done = [pair for part in pool.map(farm.group, groups) for pair in part]
         except KeyboardInterrupt:
-            run.stop.set()
+            farm.stop.set()
             pool.shutdown(wait=True, cancel_futures=True)
             raise
         pool.shutdown()
     outcomes = [outcome for _, outcome in sorted(done, key=lambda pair: pair[0])]
-    site = run.site
+    site = farm.site
     published = {
         (o.cell, w) for o in outcomes if o.status in ("built", "kept", "served") for w in o.wheels
     }
