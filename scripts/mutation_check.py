@@ -39,6 +39,20 @@ class Mutation:
 
 MUTATIONS = [
     Mutation(
+        "stub-gate-skips-every-arch",
+        "src/archguard/detect/sass.py",
+        "    return any(n <= STUB_MAX_BYTES for n in sizes.values())",
+        "    return False",
+        ("tests/test_verify.py::test_an_arch_is_disassembled_only_where_a_stub_is_possible",),
+    ),
+    Mutation(
+        "stub-gate-disassembles-every-arch",
+        "src/archguard/detect/sass.py",
+        "        if functions and not stub_possible(functions):",
+        "        if False:",
+        ("tests/test_verify.py::test_an_arch_is_disassembled_only_where_a_stub_is_possible",),
+    ),
+    Mutation(
         "lint-own-macros-stay-unknown",
         "src/archguard/lint/expressions.py",
         "        self.absent: set[str] = set(absent) | (set(owned) - set(self.table))",

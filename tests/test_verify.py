@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import zipfile
 from pathlib import Path
@@ -10,7 +11,11 @@ from pathlib import Path
 import pytest
 
 from archguard.core.arch import Arch
+from archguard.core.coverage import Image
+from archguard.core.kinds import REAL, TRAP
 from archguard.detect.cuobjdump import combine, parse_headers, parse_listing, read_binary
+from archguard.detect.elf import function_sizes
+from archguard.detect.sass import STUB_MAX_BYTES, find_nvdisasm, read_kernels
 from archguard.errors import BinaryReadError
 from realtools import build_env, cuobjdump, needs_cuobjdump, needs_nvcc, nvcc, run_main, tool_path
 
@@ -174,3 +179,80 @@ def test_missing_cuobjdump_is_one_clear_error(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert proc.stderr.startswith("archguard error [cuobjdump-missing]")
     assert str(tmp_path / "nope") in proc.stderr  # the path it was given, named
+
+
+# CUDA's printf takes at most 32 arguments; three of them are a fallback of no memory access
+# over STUB_MAX_BYTES (2,816 bytes on sm_80), the one shape the size gate calls real unread.
+_INTS = ", ".join(f"int a{i}" for i in range(32))
+_ARGS = ", ".join(f"a{i}" for i in range(32))
+_FMT = " ".join(["%d"] * 32)
+LARGE_FALLBACK = (
+    "#include <cstdio>\n"
+    f"__global__ void large(float* x, {_INTS}) {{\n"
+    "#if __CUDA_ARCH__ >= 1000\n  x[0] = a0;\n#else\n"
+    + "".join(f'  printf("{i} {_FMT}\\n", {_ARGS});\n' for i in range(3))
+    + "#endif\n}\n"
+)
+
+
+def _compile(tmp: Path, name: str, source: str) -> Path:
+    src = tmp / f"{name}.cu"
+    src.write_text(source)
+    out = tmp / f"{name}.so"
+    argv = [tool_path(nvcc(), "nvcc"), "-shared", "-Xcompiler", "-fPIC", str(src), "-o", str(out)]
+    proc = subprocess.run(
+        [*argv, *gencode("compute_80:sm_80")], capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def test_a_cubins_function_sizes_are_its_symbol_tables(tmp_path: Path) -> None:
+    """function_sizes reads the cubin's .symtab as binutils' readelf does."""
+    binary = _compile(tmp_path, "both", LARGE_FALLBACK + KERNEL)
+    subprocess.run(
+        [tool_path(cuobjdump(), "cuobjdump"), "-xelf", "all", str(binary)],
+        cwd=tmp_path,
+        capture_output=True,
+        check=True,
+    )
+    readelf = shutil.which("readelf")
+    if readelf is None:
+        pytest.skip("no readelf (binutils) to compare with")
+    found: dict[str, int] = {}
+    for cubin in sorted(tmp_path.glob("*.sm_80.cubin")):  # nvcc -shared links in cudart's own
+        table = subprocess.run(
+            [readelf, "-sW", str(cubin)], capture_output=True, text=True, check=True
+        )
+        expected = {
+            f[-1]: int(f[2])  # Num: Value Size Type Bind Vis [<other>: 10] Ndx Name
+            for f in (line.split() for line in table.stdout.splitlines())
+            if len(f) >= 8 and f[3] == "FUNC" and f[-2] != "UND"
+        }
+        assert function_sizes(cubin) == expected
+        found.update(expected)
+    large = next(n for n in found if "large" in n)
+    assert found["_Z1kPf"] <= STUB_MAX_BYTES < found[large]
+
+
+def test_an_arch_is_disassembled_only_where_a_stub_is_possible(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cubin whose every function is over STUB_MAX_BYTES is real work unread; beside a
+    function small enough to be a stub, the same kernel is disassembled and read as what it
+    is (calls, no memory access: a trap-like fallback). A build names its binaries by
+    relative paths: they are read from another folder."""
+    tool = tool_path(cuobjdump(), "cuobjdump")
+    disassembler = find_nvdisasm(near=tool)
+    if disassembler is None:
+        pytest.skip("no nvdisasm beside cuobjdump")
+    sm80 = Image(Arch.from_target("sm_80"), False)
+    _compile(tmp_path, "alone", LARGE_FALLBACK)
+    monkeypatch.chdir(tmp_path)
+    alone = read_kernels(Path("alone.so"), tool, disassembler, [sm80.arch])
+    (large,) = alone[sm80]
+    assert alone[sm80] == {large: REAL}
+    both = read_kernels(
+        _compile(tmp_path, "both", LARGE_FALLBACK + KERNEL), tool, disassembler, [sm80.arch]
+    )
+    assert both[sm80] == {large: TRAP, "_Z1kPf": REAL}

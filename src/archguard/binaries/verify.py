@@ -217,9 +217,7 @@ def check_binaries(
         stubs, error = None, None
         if nvdisasm is not None and found is not None:
             try:
-                images = read_kernels(
-                    path, cuobjdump, nvdisasm, [a.sm for a in sorted(found.cubins)]
-                )
+                images = read_kernels(path, cuobjdump, nvdisasm, sorted(found.cubins))
             except BinaryReadError as exc:  # its targets stand; only the disassembly failed
                 error = str(exc)
             else:

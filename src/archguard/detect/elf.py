@@ -1,7 +1,8 @@
 """What a shared object binds to, read from its ELF dynamic section without loading it: the
 libraries it needs (``DT_NEEDED``), the symbols it imports (undefined in ``.dynsym``, with
 their symbol version and whether a missing one is tolerated: weak), and the symbols it
-exports. The one reader of ELF symbols (pyelftools finds the sections; the symbol table is
+exports; and a cubin's functions with their sizes (:func:`function_sizes`). The one reader of
+ELF symbols (pyelftools finds the sections; the symbol table is
 unpacked directly, 0.2 s for all of torch 2.13's libraries against 6 s through pyelftools'
 per-symbol objects, and with GNU_UNIQUE bindings kept, which its object API calls STB_LOOS).
 """
@@ -24,6 +25,7 @@ ELF_MAGIC = b"\x7fELF"
 _SYMBOL = struct.Struct("<IBBHQQ")  # Elf64_Sym: name, info, other, shndx, value, size
 _GLOBAL, _WEAK, _UNIQUE = 1, 2, 10  # symbol bindings (STB_GNU_UNIQUE is 10)
 _DEFAULT, _PROTECTED = 0, 3  # visibilities an importer can bind to
+_FUNC = 2  # STT_FUNC
 
 
 @dataclass(frozen=True)
@@ -145,6 +147,34 @@ def _symbols(
         elif bind in (_GLOBAL, _WEAK, _UNIQUE) and other & 3 in (_DEFAULT, _PROTECTED):
             exports.add(text)
     return tuple(imports), frozenset(exports)
+
+
+def function_sizes(source: Path, where: str | None = None) -> dict[str, int]:
+    """A device code object's (a cubin's) functions and the bytes of machine code each holds,
+    from its ``.symtab`` (``STT_FUNC`` symbols defined in a section; 0 where the compiler
+    recorded no size)."""
+    label = where or str(source)
+    try:
+        with Path(source).open("rb") as f:
+            if f.read(4) != ELF_MAGIC:
+                raise BinaryReadError(f"{label} is not an ELF object (no ELF header).")
+            f.seek(0)
+            try:
+                elf = ELFFile(f)
+                table = elf.get_section_by_name(".symtab")
+                if table is None:
+                    return {}
+                symbols = _raw(f, table)
+                strings = _raw(f, elf.get_section(table["sh_link"]))
+            except ELFError as exc:
+                raise BinaryReadError(f"{label} is not a readable ELF object ({exc}).") from None
+    except OSError as exc:
+        raise BinaryReadError(f"{label} cannot be read: {exc.strerror or exc}.") from None
+    out: dict[str, int] = {}
+    for name, info, _, shndx, _, size in _SYMBOL.iter_unpack(symbols):
+        if info & 0xF == _FUNC and shndx != 0 and name != 0:
+            out[strings[name : strings.index(b"\0", name)].decode("utf-8", "replace")] = size
+    return out
 
 
 def exported_by(objects: Iterable[Dynamic]) -> frozenset[str]:

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+import tempfile
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from archguard.core.arch import Arch
 from archguard.core.coverage import Image
 from archguard.core.kinds import EMPTY, REAL, TRAP, StubKind
 from archguard.detect.cuobjdump import ARCH_LINE, HEADER
+from archguard.detect.elf import function_sizes
 from archguard.detect.tools import (
     NVDISASM,
     QUERY_TIMEOUT_S,
@@ -31,7 +33,6 @@ from archguard.detect.tools import (
 )
 from archguard.errors import BinaryReadError
 
-Parser = Callable[[str], "dict[Image, dict[str, StubKind]]"]
 _FUNCTION = re.compile(r"^\s*Function\s*:\s*(\S+)")
 _INSTRUCTION = re.compile(r"^\s*/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[0-9T]+\s+)?([A-Z][A-Z0-9_.]*)")
 # Instructions that do the kernel's work on memory it shares with the host or other threads.
@@ -126,32 +127,68 @@ def parse_ptx(text: str) -> dict[Image, dict[str, StubKind]]:
     return out
 
 
-def read_kernels(
-    path: Path, cuobjdump: str, nvdisasm: str, cubins: Sequence[str] = ()
-) -> dict[Image, dict[str, StubKind]]:
-    """Every image's kernels and their kinds (cubins via nvdisasm, PTX as text). ``cubins``
-    (``sm_80`` ...): the binary's cubin arches, disassembled side by side, one
-    ``cuobjdump -sass -arch`` per arch on the idle cores (the disassembly is most of the
-    read's time: 4.5 s of a 16 MB extension's 256 kernels x 2 cubins, one process)."""
-    env = {**os.environ, "PATH": f"{Path(nvdisasm).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-    sass = [["-sass", "-arch", a] for a in cubins] if len(cubins) > 1 else [["-sass"]]
-    jobs = [(flags, parse_sass) for flags in sass] + [(["-ptx"], parse_ptx)]
+# A function with more machine code than this is real work, not a stub. A stub is its
+# fallback after dead-code elimination; measured (nvcc 13.0, symbol sizes in the cubin,
+# 16-byte instructions padded to 128 bytes): an empty body or ``__trap()`` 256 bytes, CUTLASS's
+# ``printf`` + ``brkpt`` 384-512, ``assert(false)`` 512, a ``printf`` of 18 arguments 896
+# (sm_80; 768 on sm_75, 256 on sm_90 and sm_100). 2 KiB is 128 instructions.
+STUB_MAX_BYTES = 2048
 
-    def dump(job: tuple[list[str], Parser]) -> dict[Image, dict[str, StubKind]]:
-        flags, parse = job
-        proc = run([cuobjdump, *flags, str(path)], BinaryReadError, READ_TIMEOUT_S, env)
+
+def stub_possible(sizes: Mapping[str, int]) -> bool:
+    """Whether a cubin arch's functions (name -> bytes of machine code, the largest of its
+    copies) can hold a stub: one of them is no larger than :data:`STUB_MAX_BYTES` (or has no
+    size recorded, 0)."""
+    return any(n <= STUB_MAX_BYTES for n in sizes.values())
+
+
+def read_kernels(
+    path: Path, cuobjdump: str, nvdisasm: str, cubins: Sequence[Arch] = ()
+) -> dict[Image, dict[str, StubKind]]:
+    """Every image's kernels and their kinds (cubins via nvdisasm, PTX as text). ``cubins``:
+    the binary's cubin arches. Each arch's cubins are extracted (``cuobjdump -xelf``, a few
+    milliseconds) for their functions' sizes; an arch is disassembled (``cuobjdump -sass
+    -arch``, one process per arch on the idle cores) only where a stub is possible
+    (:func:`stub_possible`); in the others every function is real work by its size. The
+    disassembly is most of a read's time: 1.6 s for each of torch_ms_deform_attn's two
+    1.4 MB cubins."""
+    env = {**os.environ, "PATH": f"{Path(nvdisasm).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    binary = str(path.resolve())  # -xelf runs in its own folder
+
+    def dump(flags: list[str], cwd: Path | None = None) -> str:
+        proc = run([cuobjdump, *flags, binary], BinaryReadError, READ_TIMEOUT_S, env, cwd=cwd)
         if proc.returncode != 0 and "does not contain device code" not in proc.stderr:
             if flags == ["-ptx"] and "No PTX" in (proc.stderr + proc.stdout):
-                return {}
+                return ""
             raise BinaryReadError(
                 f"`cuobjdump {' '.join(flags)} {path}` failed: "
                 f"{(proc.stderr or proc.stdout).strip()[:300]}"
             )
-        return parse(proc.stdout)
+        return proc.stdout
 
-    workers = min(len(jobs), os.cpu_count() or 1)
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        parts = list(pool.map(dump, jobs))
+    def sizes(arch: Arch, tmp: Path) -> dict[str, int]:
+        folder = tmp / arch.sm
+        folder.mkdir()
+        dump(["-xelf", "all", "-arch", arch.sm], folder)
+        merged: dict[str, int] = {}
+        for cubin in sorted(folder.glob("*.cubin")):
+            for name, n in function_sizes(cubin, f"{path} ({cubin.name})").items():
+                merged[name] = max(n, merged.get(name, 0))
+        return merged
+
+    def one(arch: Arch | None, tmp: Path) -> dict[Image, dict[str, StubKind]]:
+        if arch is None:
+            return parse_ptx(dump(["-ptx"]))
+        functions = sizes(arch, tmp)
+        if functions and not stub_possible(functions):
+            return {Image(arch, False): dict.fromkeys(functions, REAL)}
+        return parse_sass(dump(["-sass", "-arch", arch.sm]))
+
+    jobs: list[Arch | None] = [*sorted(set(cubins)), None]
+    with tempfile.TemporaryDirectory(prefix="archguard-cubins-") as tmp:
+        workers = min(len(jobs), os.cpu_count() or 1)
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            parts = list(pool.map(lambda arch: one(arch, Path(tmp)), jobs))
     out: dict[Image, dict[str, StubKind]] = {}
     for part in parts:
         for image, kernels in part.items():

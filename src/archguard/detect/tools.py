@@ -138,8 +138,10 @@ def run(  # noqa: PLR0913 - the one runner: each option of every external comman
     stdin: str | None = None,
     log: TextIO | None = None,
     tail: deque[str] | None = None,
+    cwd: Path | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run a command: ``stdin`` its input; its output captured, or with ``log`` written there
+    """Run a command: ``stdin`` its input; its output captured (``cwd``: where it runs), or
+    with ``log`` written there
     (stdout and stderr together, not captured; with ``tail``, each line also kept there, as
     many as it holds, to say afterwards why the command failed). A command that cannot start
     or runs past ``timeout`` raises :class:`ToolFailed`, or ``error`` with the same message.
@@ -157,6 +159,7 @@ def run(  # noqa: PLR0913 - the one runner: each option of every external comman
             check=False,
             shell=False,
             env=None if env is None else dict(env),
+            cwd=cwd,
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         failure = ToolFailed(argv, exc)
