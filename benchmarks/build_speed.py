@@ -78,16 +78,18 @@ def tree_rss(root: int) -> int:
     return total
 
 
-def run_build(work: Path, env: dict[str, str]) -> tuple[float, int, Path, str]:
-    """One clean ``setup.py build_ext`` of the package: (wall s, peak tree RSS, build dir,
-    its output)."""
+def run_build(
+    work: Path, env: dict[str, str], python: str = sys.executable
+) -> tuple[float, int, Path, str]:
+    """One clean ``setup.py build_ext`` of the package under ``python``: (wall s, peak tree
+    RSS, build dir, its output)."""
     src = work / "src"
     if src.exists():
         shutil.rmtree(src)
     shutil.copytree(PACKAGE, src)
     temp, lib = src / "build" / "temp", src / "build" / "lib"
     argv = [
-        sys.executable,
+        python,
         "setup.py",
         "build_ext",
         "--build-temp",

@@ -9,8 +9,11 @@ same path (so nothing of one build is reused by the next), archguard active, the
 by ``--list``. The order alternates per sdist (off, on, on, off with ``--runs 2``) so that a
 warming disk or a throttling core does not favour one side. Prints each wall time, the
 ratio on/off per sdist, and the checks' own time as the build's log states it (the lint's
-"(X s)" per extension, the read-back's and the disassembly's "in X s"): the wall ratio holds
-nvcc's run-to-run spread (a few percent here), the checks' own time does not.
+"(X s)" per extension, the read-back's and the disassembly's "in X s"). The wall ratio holds
+nvcc's run-to-run spread (the same commands vary by up to 10 % here), so each line of the
+build's output is timed as it comes, and the time outside the compile (setuptools' first
+"building" line to archguard's first line after ``build_ext``) is compared too: every check
+runs there, side by side with the same stretch of the build without them.
 
 Usage: python benchmarks/check_overhead.py [SDIST ...] [--list "8.0;9.0+PTX"] [--runs 2]
 SDIST: a file, URL#sha256=HEX, or name==version (default: three released sdists).
@@ -40,7 +43,14 @@ DEFAULT = ("cugpt==0.1.0", "torch_ms_deform_attn==0.1.1", "fused_lncc==0.1.0")
 OFF = {"ARCHGUARD_LINT": "off", "ARCHGUARD_VERIFY": "off", "ARCHGUARD_STUBS": "0"}
 
 
-def build(pristine: Path, work: Path, env: dict[str, str]) -> tuple[float, str]:
+_BUILDING = re.compile(r"^\s*building '")  # setuptools, as each extension's compile starts
+_AFTER = re.compile(r"archguard: (?:verify|stubs|abi|compiler cache)")  # after build_ext
+
+
+def build(pristine: Path, work: Path, env: dict[str, str]) -> tuple[float, float, str]:
+    """One build: (wall s, the compile's s, its log). The compile runs from setuptools'
+    first "building '...' extension" line to the last line before archguard's first line
+    after ``build_ext`` (each line timed as it comes)."""
     tree = work / pristine.name
     if tree.exists():
         shutil.rmtree(tree)
@@ -48,15 +58,37 @@ def build(pristine: Path, work: Path, env: dict[str, str]) -> tuple[float, str]:
     out = work / "wheels"
     shutil.rmtree(out, ignore_errors=True)
     argv = [sys.executable, "-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps"]
+    lines: list[tuple[float, str]] = []
     start = time.perf_counter()
-    proc = subprocess.run(
-        [*argv, "-w", str(out), str(tree)], capture_output=True, text=True, env=env, check=False
-    )
+    with subprocess.Popen(
+        [*argv, "-w", str(out), str(tree)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+        env=env,
+    ) as proc:
+        assert proc.stdout is not None
+        lines.extend((time.perf_counter() - start, line) for line in proc.stdout)
+        code = proc.wait()
     wall = time.perf_counter() - start
-    if proc.returncode != 0 or not list(out.glob("*.whl")):
-        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-8:])
+    log = "".join(line for _, line in lines)
+    if code != 0 or not list(out.glob("*.whl")):
+        tail = "\n".join(log.strip().splitlines()[-8:])
         raise SystemExit(f"{pristine.name}: the build failed:\n{tail}")
-    return wall, proc.stdout + proc.stderr
+    return wall, compile_seconds(lines), log
+
+
+def compile_seconds(lines: list[tuple[float, str]]) -> float:
+    began = next((t for t, line in lines if _BUILDING.match(line)), None)
+    if began is None:
+        return 0.0
+    last = began
+    for t, line in lines:
+        if t >= began and _AFTER.search(line):
+            return last - began
+        last = t
+    return last - began
 
 
 _OWN = re.compile(
@@ -105,23 +137,36 @@ def main() -> int:
     )
     print(f"list {args.list}, {os.cpu_count()} cores, {args.runs} pair(s) per sdist", flush=True)
     results: list[tuple[str, list[float], list[float], float]] = []
+    beside: list[tuple[str, float, list[float]]] = []  # (sdist, on - off outside the compile)
     try:
         for spec in args.sdists:
             pristine = source_tree(spec)
             on: list[float] = []
             off: list[float] = []
             own: list[float] = []
+            outside_on: list[float] = []  # each build's time outside its compile
+            outside_off: list[float] = []
             for run in range(args.runs):
                 order = ("off", "on") if run % 2 == 0 else ("on", "off")
                 for side in order:
-                    wall, log = build(pristine, work, {**env, **OFF} if side == "off" else env)
+                    wall, compiling, log = build(
+                        pristine, work, {**env, **OFF} if side == "off" else env
+                    )
                     (off if side == "off" else on).append(wall)
+                    (outside_off if side == "off" else outside_on).append(wall - compiling)
                     note = ""
                     if side == "on":
                         own.append(checks_seconds(log))
                         note = f"  (the checks' own time, from the log: {own[-1]:.1f} s)"
-                    print(f"  {spec} checks {side}: {wall:.1f} s{note}", flush=True)
+                    print(
+                        f"  {spec} checks {side}: {wall:.1f} s, {wall - compiling:.1f} s of it "
+                        f"outside the compile{note}",
+                        flush=True,
+                    )
             results.append((spec, on, off, statistics.median(own)))
+            beside.append(
+                (spec, statistics.median(outside_on) - statistics.median(outside_off), off)
+            )
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(
@@ -135,6 +180,21 @@ def main() -> int:
             f"(fastest {min(on) / min(off):5.3f} x)   checks' own {own_s:4.1f} s = "
             f"{own_s / on_s:5.1%} of the build"
         )
+    print(
+        "\nthe same, without the compile's own spread (nvcc's identical commands vary by up to "
+        "10 % from run to run here): (off + the difference in time outside the compile) / off"
+    )
+    for spec, delta, off in beside:
+        off_s = statistics.median(off)
+        print(
+            f"  {spec:30s} {delta:+5.1f} s outside the compile   {(off_s + delta) / off_s:5.3f} x"
+        )
+    total_off = sum(statistics.median(off) for _, _, off in beside)
+    total_delta = sum(delta for _, delta, _ in beside)
+    print(
+        f"  {'all':30s} {total_delta:+5.1f} s outside the compile   "
+        f"{(total_off + total_delta) / total_off:5.3f} x"
+    )
     return 0
 
 

@@ -7,8 +7,11 @@ files that include torch headers, and a binding).
   (a) the cell, cold: an empty cache directory;
   (b) the same cell again, warm;
   (c) the same cell with one arch added to the list;
-  (d) the same list under a second Python or torch: needs a second interpreter with a CUDA
-      build of torch (``--python PATH``); where none is given, the script says so;
+  (d) the same list, warm, under a second interpreter with a CUDA build of torch
+      (``--python PATH``): another cell, or the same Python and torch installed at another
+      path (another builder's environment). archguard comes to it from this checkout through
+      ``PYTHONPATH`` (its source, its entry point, its dependencies), nothing installed
+      there; where none is given, the script says so;
   (e) the same released sdist (``--sdist FILE``) through ``archguard wheel`` twice, each time
       unpacked afresh (as pip would unpack it into a new /tmp directory): warm / cold;
   (c') why (c) misses: speedpkg's .cu preprocessed under both lists, the lines that differ and
@@ -28,6 +31,7 @@ Usage: python benchmarks/compile_cache.py [--list "7.5;8.0;9.0+PTX"] [--add 8.6]
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import os
 import shutil
 import subprocess
@@ -137,6 +141,32 @@ def plain_kernel(work: Path, tool: str, env: dict[str, str], lists: tuple[str, s
         )
 
 
+def overlay(work: Path) -> str:
+    """A ``PYTHONPATH`` that gives another interpreter this checkout's archguard: its source,
+    its distribution's entry points (the setuptools hook) and its dependencies, linked from
+    this interpreter; nothing is installed into the other environment."""
+    import elftools
+    import packaging
+    import yaml
+
+    import archguard
+
+    folder = work / "overlay"
+    folder.mkdir(exist_ok=True)
+    dist = importlib.metadata.distribution("torch-archguard")
+    info = next(
+        Path(str(dist.locate_file(f))).parent
+        for f in dist.files or []
+        if f.parts[0].endswith(".dist-info")
+    )
+    shutil.copytree(info, folder / info.name, dirs_exist_ok=True)
+    for module in (elftools, packaging, yaml):
+        target = folder / module.__name__
+        if not target.exists():
+            target.symlink_to(Path(str(module.__file__)).parent)
+    return os.pathsep.join([str(folder), str(Path(archguard.__file__).parent.parent)])
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--list", default="7.5;8.0;9.0+PTX", help="the cell's arch list")
@@ -169,9 +199,11 @@ def main() -> int:
     plain = {**env, "ARCHGUARD_COMPILER_CACHE": "off", "TORCH_NO_COMPILER_WRAPPER": "1"}
     rows: list[tuple[str, float, Stats | None]] = []
 
-    def build(label: str, environ: dict[str, str], stats: bool = True) -> None:
+    def build(
+        label: str, environ: dict[str, str], stats: bool = True, python: str = sys.executable
+    ) -> None:
         before = read_stats("sccache", tool) if stats else None
-        wall, _, _, _ = run_build(work, environ)
+        wall, _, _, _ = run_build(work, environ, python)
         after = read_stats("sccache", tool) if stats else None
         delta = after.since(before) if before and after else None
         rows.append((label, wall, delta))
@@ -200,9 +232,13 @@ def main() -> int:
                 ],
                 capture_output=True,
                 text=True,
-                check=False,
+                check=True,
+            ).stdout.split()
+            build(
+                f"(d) warm cache, Python {other[0]} torch {other[1]} at {args.python}",
+                {**cached, "PYTHONPATH": overlay(work)},
+                python=args.python,
             )
-            print(f"  (d) under {args.python}: {other.stdout.strip() or other.stderr.strip()}")
         else:
             print(
                 "  (d) not measured: no second interpreter with a CUDA build of torch is "
