@@ -333,3 +333,41 @@ def test_a_resumed_job_keeps_its_wheels_and_their_facts(tmp_path: Path) -> None:
     assert kept is not None and kept.status == "kept" and kept.details == details
     wheel.unlink()
     assert _recorded(site, job) is None
+
+
+def test_a_cell_whose_environment_fails_is_recorded_for_the_assembly(tmp_path: Path) -> None:
+    """A cell whose environment cannot be made fails its jobs once, in their records: the
+    assembly (another runner, in a sharded workflow) names that cause and its log, not "not
+    built by any job"; the page says so as the run goes and at its end."""
+    text = MANIFEST.replace(
+        'python = "3.11"\ntorch = "torch==2.14.1"',
+        'python = "3.11"\ninterpreter = "/nowhere/python3.11"\ntorch = "torch==2.14.1"',
+    )
+    path = manifest(tmp_path, text)
+    site = tmp_path / "site"
+    built = run_main("farm", "run", str(path), "-o", str(site), "--only", "cu130-torch2.14-py311")
+    assert built.returncode == 1, built.stdout + built.stderr
+    assert "interpreter = '/nowhere/python3.11' is not on this machine" in built.stderr
+    assembled = run_main("farm", "run", str(path), "-o", str(site), "--assemble")
+    (failed,) = [line for line in assembled.stdout.splitlines() if "in cu130-torch2.14" in line]
+    assert "fused-lncc" in failed and "its environment could not be made" in failed
+    assert failed.endswith("(log: cu130-torch2.14-py311/logs/environment.log)"), failed
+    never = [line for line in assembled.stdout.splitlines() if "in cu130-torch2.13" in line]
+    assert len(never) == 2 and all(line.endswith(": not built by any job") for line in never)
+    page = (site / "index.html").read_text()
+    assert "Running:" not in page and page.count(">FAILED") == 3
+
+
+def test_the_page_follows_a_run_as_it_goes(tmp_path: Path) -> None:
+    from archguard.farm.run import Outcome, publish_site
+
+    loaded = load_manifest(manifest(tmp_path))
+    first = plan(loaded)[0]
+    done = Outcome(first.id, first.package.name, first.cell.name, "failed", why="broke")
+    publish_site(tmp_path, loaded, [done], running=6)
+    page = (tmp_path / "index.html").read_text()
+    assert "Running: 1 of 6 jobs done" in page and page.count("<td>waiting</td>") == 5
+    assert (tmp_path / first.cell.name / "simple" / "index.html").is_file()
+    publish_site(tmp_path, loaded, [done])
+    page = (tmp_path / "index.html").read_text()
+    assert "Running" not in page and page.count("<td>not run</td>") == 5

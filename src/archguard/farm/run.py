@@ -355,12 +355,21 @@ def _version_tuple(text: str) -> tuple[int, ...]:
     return tuple(int(p) for p in re.findall(r"\d+", text)[:3])
 
 
-def _failed_record(site: Path, job: Job) -> str | None:
+def _failed_record(site: Path, job: Job) -> Outcome:
+    """For ``--assemble``: the job's recorded failure (its cause and log, from the runner
+    that ran it), or that no job built it."""
     try:
         data = json.loads((site / STATE / "jobs" / f"{job.id}.json").read_text())
     except (OSError, ValueError):
-        return None
-    return str(data.get("why") or "failed")
+        data = {"why": "not built by any job"}
+    return Outcome(
+        job.id,
+        job.package.name,
+        job.cell.name,
+        "failed",
+        why=str(data.get("why") or "failed"),
+        log=str(data.get("log") or ""),
+    )
 
 
 @dataclass
@@ -389,10 +398,12 @@ class _Run:
     """One ``farm run``: its options, the cells' environments (each made once, under a lock,
     since packages run side by side with ``--jobs``) and the progress lines."""
 
-    def __init__(self, options: RunOptions, total: int) -> None:
+    def __init__(self, options: RunOptions, manifest: Manifest, total: int) -> None:
         self.options = options
+        self.manifest = manifest
         self.site = options.site.resolve()
         self.total = total
+        self.done: dict[int, Outcome] = {}  # job number -> its outcome, as the run goes
         self.pythons: dict[str, Path] = {}
         self.locks: dict[str, threading.Lock] = {}
         self.broken: dict[str, str] = {}  # cell -> why its environment could not be made
@@ -447,6 +458,10 @@ class _Run:
                 _say(f"{head}: FAILED: {why}")
                 outcome = Outcome(job.id, job.package.name, job.cell.name, "failed", why=why)
             out.append((number, outcome))
+            with self.guard:  # the page and the indices follow the run, job by job
+                self.done[number] = outcome
+                if not self.options.assemble:
+                    publish_site(self.site, self.manifest, list(self.done.values()), self.total)
         return out
 
     def job(self, job: Job, head: str, offers: list[Serving]) -> Outcome:
@@ -473,16 +488,19 @@ class _Run:
             _say(f"{head}: not built: {why}")
             return served
         if self.options.assemble:
-            why = _failed_record(site, job) or "not built by any job"
-            return Outcome(job.id, job.package.name, job.cell.name, "failed", why=why)
+            return _failed_record(site, job)
         try:
             python = self.python(job.cell)
         except ArchguardError as exc:
             _say(f"{head}: FAILED: {exc.message}")
             log = f"{job.cell.name}/logs/environment.log"
-            return Outcome(
+            failed = Outcome(
                 job.id, job.package.name, job.cell.name, "failed", why=exc.message, log=log
             )
+            _write_atomic(  # --assemble (another runner) names the cause
+                site / STATE / "jobs" / f"{job.id}.json", json.dumps(failed.as_json(), indent=2)
+            )
+            return failed
         _say(f"{head}: building ({job.arch_list})")
         outcome = run_job(job, python, self.options, self.env(job))
         offers.extend(servings(outcome, site, job))
@@ -500,7 +518,7 @@ def run_farm(manifest_path: Path, options: RunOptions) -> tuple[int, str]:
     """Run every selected job, ``options.jobs`` packages at once; (exit status, the summary)."""
     manifest = load_manifest(manifest_path)
     jobs = selected(plan(manifest, options.policy), options.only)
-    farm = _Run(options, len(jobs))
+    farm = _Run(options, manifest, len(jobs))
     by_source: dict[str, list[tuple[int, Job]]] = {}
     for number, job in enumerate(jobs, 1):
         by_source.setdefault(job.package.source, []).append((number, job))
@@ -517,14 +535,21 @@ def run_farm(manifest_path: Path, options: RunOptions) -> tuple[int, str]:
             raise
         pool.shutdown()
     outcomes = [outcome for _, outcome in sorted(done, key=lambda pair: pair[0])]
-    site = farm.site
+    publish_site(farm.site, manifest, outcomes)
+    return summary(outcomes)
+
+
+def publish_site(
+    site: Path, manifest: Manifest, outcomes: Sequence[Outcome], running: int | None = None
+) -> None:
+    """Each cell's index and the page, from the outcomes so far; ``running``: the run's
+    number of jobs, while it goes (the page then says how many are done)."""
     published = {
         (o.cell, w) for o in outcomes if o.status in ("built", "kept", "served") for w in o.wheels
     }
     for cell in manifest.cells:
         write_index(site, cell.name, {w for c, w in published if c == cell.name})
-    write_page(site, manifest, outcomes)
-    return summary(outcomes)
+    write_page(site, manifest, outcomes, running)
 
 
 def summary(outcomes: Sequence[Outcome]) -> tuple[int, str]:
@@ -538,7 +563,7 @@ def summary(outcomes: Sequence[Outcome]) -> tuple[int, str]:
         f"{counts['skipped']} skipped, {counts['failed']} failed"
     ]
     lines += [
-        f"  FAILED {o.package} in {o.cell}: {o.why} (log: {o.log})"
+        f"  FAILED {o.package} in {o.cell}: {o.why}" + (f" (log: {o.log})" if o.log else "")
         for o in outcomes
         if o.status == "failed"
     ]
@@ -632,10 +657,14 @@ def _wheel_html(cell: Cell, name: str, details: Sequence[dict[str, object]]) -> 
     return f'{link}<ul class="facts">{rows}</ul>'
 
 
-def write_page(site: Path, manifest: Manifest, outcomes: Sequence[Outcome]) -> None:
+def write_page(
+    site: Path, manifest: Manifest, outcomes: Sequence[Outcome], running: int | None = None
+) -> None:
     """SITE/index.html: every package x cell, built or why not, with each wheel's facts
-    (verified, coverage tiers, ABI) and its log."""
+    (verified, coverage tiers, ABI) and its log; while a run goes (``running``: its number of
+    jobs), how many are done, and "waiting" for the others."""
     by = {(o.package, o.cell): o for o in outcomes}
+    absent = "not run" if running is None else "waiting"
     head = "".join(f"<th>{html.escape(c.name)}</th>" for c in manifest.cells)
     rows = []
     for package in manifest.packages:
@@ -643,7 +672,7 @@ def write_page(site: Path, manifest: Manifest, outcomes: Sequence[Outcome]) -> N
         for cell in manifest.cells:
             o = by.get((package.name, cell.name))
             if o is None:
-                cells.append("<td>not run</td>")
+                cells.append(f"<td>{absent}</td>")
                 continue
             text = {
                 "built": "built",
@@ -657,12 +686,17 @@ def write_page(site: Path, manifest: Manifest, outcomes: Sequence[Outcome]) -> N
             log = f'<br><a href="{html.escape(o.log)}">log</a>' if o.log else ""
             cells.append(f'<td class="{o.status}">{text}{wheels}{why}{log}</td>')
         rows.append(f"<tr><th>{html.escape(package.name)}</th>{''.join(cells)}</tr>")
+    progress = (
+        ""
+        if running is None
+        else f"<p>Running: {len(outcomes)} of {running} jobs done (this page follows the run).</p>"
+    )
     page = (
         '<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>archguard farm</title>'
         "<style>td,th{border:1px solid #999;padding:4px;vertical-align:top}"
         "ul.facts{margin:2px 0;padding-left:16px;font-size:90%}"
         ".built,.kept,.served{background:#dfd}.failed{background:#fdd}.skipped{background:#eee}</style>"
-        f"</head><body><h1>archguard farm: {html.escape(str(manifest.path.name))}</h1>"
+        f"</head><body><h1>archguard farm: {html.escape(str(manifest.path.name))}</h1>{progress}"
         f"<table><tr><th>package</th>{head}</tr>{''.join(rows)}</table>"
         "<p>Each cell's index: <code>pip install --index-url "
         "file://SITE/&lt;cell&gt;/simple NAME</code></p>"
