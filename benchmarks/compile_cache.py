@@ -232,13 +232,17 @@ def main() -> int:
                 ],
                 capture_output=True,
                 text=True,
-                check=True,
-            ).stdout.split()
-            build(
-                f"(d) warm cache, Python {other[0]} torch {other[1]} at {args.python}",
-                {**cached, "PYTHONPATH": overlay(work)},
-                python=args.python,
+                check=False,
             )
+            if other.returncode != 0:
+                print(f"  (d) not measured: {args.python} has no torch: {other.stderr.strip()}")
+            else:
+                python, torch = other.stdout.split()
+                build(
+                    f"(d) warm cache, Python {python} torch {torch} at {args.python}",
+                    {**cached, "PYTHONPATH": overlay(work)},
+                    python=args.python,
+                )
         else:
             print(
                 "  (d) not measured: no second interpreter with a CUDA build of torch is "

@@ -233,6 +233,10 @@ def test_a_cubins_function_sizes_are_its_symbol_tables(tmp_path: Path) -> None:
         found.update(expected)
     large = next(n for n in found if "large" in n)
     assert found["_Z1kPf"] <= STUB_MAX_BYTES < found[large]
+    cut = tmp_path / "cut.cubin"  # a cubin cut short: one error (the gate then disassembles)
+    cut.write_bytes(cubin.read_bytes()[: cubin.stat().st_size // 2])
+    with pytest.raises(BinaryReadError, match="cut.cubin"):
+        function_sizes(cut)
 
 
 def test_an_arch_is_disassembled_only_where_a_stub_is_possible(

@@ -179,7 +179,10 @@ def _stubs(session: Session, checked: list[Checked]) -> None:
     device that runs a stub."""
     mode = lint_mode(session)
     kernels = sum(len(r.stubs.kernels) for r in checked if r.stubs is not None)
-    say(f"stubs: {kernels} kernel{'s' if kernels != 1 else ''} disassembled")
+    say(
+        f"stubs: {kernels} kernel{'s' if kernels != 1 else ''} read (disassembled where a stub "
+        "is possible: a cubin arch with a function of at most 2 KiB)"
+    )
     found = 0
     for r in checked:
         if r.stubs is None:

@@ -161,6 +161,8 @@ def function_sizes(source: Path, where: str | None = None) -> dict[str, int]:
             f.seek(0)
             try:
                 elf = ELFFile(f)
+                if elf.elfclass != 64 or not elf.little_endian:
+                    raise BinaryReadError(f"{label} is not a 64-bit little-endian ELF object.")
                 table = elf.get_section_by_name(".symtab")
                 if table is None:
                     return {}
@@ -171,9 +173,12 @@ def function_sizes(source: Path, where: str | None = None) -> dict[str, int]:
     except OSError as exc:
         raise BinaryReadError(f"{label} cannot be read: {exc.strerror or exc}.") from None
     out: dict[str, int] = {}
-    for name, info, _, shndx, _, size in _SYMBOL.iter_unpack(symbols):
-        if info & 0xF == _FUNC and shndx != 0 and name != 0:
-            out[strings[name : strings.index(b"\0", name)].decode("utf-8", "replace")] = size
+    try:
+        for name, info, _, shndx, _, size in _SYMBOL.iter_unpack(symbols):
+            if info & 0xF == _FUNC and shndx != 0 and name != 0:
+                out[strings[name : strings.index(b"\0", name)].decode("utf-8", "replace")] = size
+    except (struct.error, ValueError) as exc:  # a truncated table or string
+        raise BinaryReadError(f"{label}: its symbol table cannot be read ({exc}).") from None
     return out
 
 

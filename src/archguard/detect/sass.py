@@ -167,13 +167,18 @@ def read_kernels(
         return proc.stdout
 
     def sizes(arch: Arch, tmp: Path) -> dict[str, int]:
+        """The arch's functions and their sizes; none where they cannot be read (the arch
+        is then disassembled, as without the gate)."""
         folder = tmp / arch.sm
         folder.mkdir()
-        dump(["-xelf", "all", "-arch", arch.sm], folder)
         merged: dict[str, int] = {}
-        for cubin in sorted(folder.glob("*.cubin")):
-            for name, n in function_sizes(cubin, f"{path} ({cubin.name})").items():
-                merged[name] = max(n, merged.get(name, 0))
+        try:
+            dump(["-xelf", "all", "-arch", arch.sm], folder)
+            for cubin in sorted(folder.glob("*.cubin")):
+                for name, n in function_sizes(cubin, f"{path} ({cubin.name})").items():
+                    merged[name] = max(n, merged.get(name, 0))
+        except BinaryReadError:
+            return {}
         return merged
 
     def one(arch: Arch | None, tmp: Path) -> dict[Image, dict[str, StubKind]]:

@@ -283,6 +283,13 @@ def _publish(outcome: Outcome, wheels: Path) -> None:
             w["wheel"] = str(wheels / built.name)
 
 
+def _record(site: Path, outcome: Outcome) -> None:
+    """SITE/.farm/jobs/<id>.json: what a later run resumes from and ``--assemble`` reads."""
+    _write_atomic(
+        site / STATE / "jobs" / f"{outcome.job}.json", json.dumps(outcome.as_json(), indent=2)
+    )
+
+
 def _recorded(site: Path, job: Job) -> Outcome | None:
     path = site / STATE / "jobs" / f"{job.id}.json"
     try:
@@ -457,12 +464,26 @@ class _Run:
                 why = f"archguard farm failed on this job: {type(exc).__name__}: {exc}"
                 _say(f"{head}: FAILED: {why}")
                 outcome = Outcome(job.id, job.package.name, job.cell.name, "failed", why=why)
+                try:  # --assemble (another runner) names it
+                    _record(self.site, outcome)
+                except OSError as error:
+                    _say(f"{head}: its record could not be written ({error})")
             out.append((number, outcome))
-            with self.guard:  # the page and the indices follow the run, job by job
-                self.done[number] = outcome
-                if not self.options.assemble:
-                    publish_site(self.site, self.manifest, list(self.done.values()), self.total)
+            self.progress(number, outcome)
         return out
+
+    def progress(self, number: int, outcome: Outcome) -> None:
+        """The page follows the run, job by job (the indexes are written at its end, from
+        every outcome, kept ones included); a page that cannot be written is said, never a
+        reason to stop building."""
+        with self.guard:
+            self.done[number] = outcome
+            if self.options.assemble:
+                return
+            try:
+                write_page(self.site, self.manifest, list(self.done.values()), self.total)
+            except OSError as exc:
+                _say(f"the page could not be written ({exc}); the run goes on")
 
     def job(self, job: Job, head: str, offers: list[Serving]) -> Outcome:
         site = self.site
@@ -482,9 +503,7 @@ class _Run:
             served = Outcome(
                 job.id, job.package.name, job.cell.name, "served", [offer.wheel.name], why=why
             )
-            _write_atomic(
-                site / STATE / "jobs" / f"{job.id}.json", json.dumps(served.as_json(), indent=2)
-            )
+            _record(site, served)
             _say(f"{head}: not built: {why}")
             return served
         if self.options.assemble:
@@ -497,16 +516,12 @@ class _Run:
             failed = Outcome(
                 job.id, job.package.name, job.cell.name, "failed", why=exc.message, log=log
             )
-            _write_atomic(  # --assemble (another runner) names the cause
-                site / STATE / "jobs" / f"{job.id}.json", json.dumps(failed.as_json(), indent=2)
-            )
+            _record(site, failed)  # --assemble (another runner) names the cause
             return failed
         _say(f"{head}: building ({job.arch_list})")
         outcome = run_job(job, python, self.options, self.env(job))
         offers.extend(servings(outcome, site, job))
-        _write_atomic(
-            site / STATE / "jobs" / f"{job.id}.json", json.dumps(outcome.as_json(), indent=2)
-        )
+        _record(site, outcome)
         _say(
             f"{head}: {outcome.status} in {outcome.seconds:.0f} s"
             + (f": {outcome.why}" if outcome.why else "")
@@ -539,17 +554,14 @@ def run_farm(manifest_path: Path, options: RunOptions) -> tuple[int, str]:
     return summary(outcomes)
 
 
-def publish_site(
-    site: Path, manifest: Manifest, outcomes: Sequence[Outcome], running: int | None = None
-) -> None:
-    """Each cell's index and the page, from the outcomes so far; ``running``: the run's
-    number of jobs, while it goes (the page then says how many are done)."""
+def publish_site(site: Path, manifest: Manifest, outcomes: Sequence[Outcome]) -> None:
+    """Each cell's index and the page, from every job's outcome."""
     published = {
         (o.cell, w) for o in outcomes if o.status in ("built", "kept", "served") for w in o.wheels
     }
     for cell in manifest.cells:
         write_index(site, cell.name, {w for c, w in published if c == cell.name})
-    write_page(site, manifest, outcomes, running)
+    write_page(site, manifest, outcomes)
 
 
 def summary(outcomes: Sequence[Outcome]) -> tuple[int, str]:
