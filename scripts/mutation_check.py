@@ -39,6 +39,22 @@ class Mutation:
 
 MUTATIONS = [
     Mutation(
+        "farm-page-only-at-the-end",
+        "src/archguard/farm/run.py",
+        "            self.progress(number, outcome)",
+        "            pass",
+        ("tests/test_farm_plan.py::test_the_page_follows_a_run_as_it_goes",),
+    ),
+    Mutation(
+        "farm-environment-failure-unrecorded",
+        "src/archguard/farm/run.py",
+        "            _record(site, failed)  # --assemble (another runner) names the cause",
+        "            pass",
+        (
+            "tests/test_farm_plan.py::test_a_cell_whose_environment_fails_is_recorded_for_the_assembly",
+        ),
+    ),
+    Mutation(
         "stub-gate-skips-every-arch",
         "src/archguard/detect/sass.py",
         "    return any(n <= STUB_MAX_BYTES for n in sizes.values())",
