@@ -21,7 +21,7 @@ from archguard._integration.session import Session, setup_error
 from archguard.binaries.stubs import lines as stub_lines
 from archguard.binaries.verify import Checked, Expectation, check_binaries, render, verdict
 from archguard.detect.cuobjdump import find_cuobjdump
-from archguard.detect.sass import find_nvdisasm
+from archguard.detect.sass import STUB_MAX_BYTES, find_nvdisasm
 from archguard.errors import ArchguardError, BuildVerifyFailed, CuobjdumpNotFound, StubHazard
 from archguard.settings.config import env_stubs
 
@@ -181,7 +181,7 @@ def _stubs(session: Session, checked: list[Checked]) -> None:
     kernels = sum(len(r.stubs.kernels) for r in checked if r.stubs is not None)
     say(
         f"stubs: {kernels} kernel{'s' if kernels != 1 else ''} read (disassembled where a stub "
-        "is possible: a cubin arch with a function of at most 2 KiB)"
+        f"is possible: a cubin arch with a function of at most {STUB_MAX_BYTES // 1024} KiB)"
     )
     found = 0
     for r in checked:

@@ -2,16 +2,17 @@
 libraries it needs (``DT_NEEDED``), the symbols it imports (undefined in ``.dynsym``, with
 their symbol version and whether a missing one is tolerated: weak), and the symbols it
 exports; and a cubin's functions with their sizes (:func:`function_sizes`). The one reader of
-ELF symbols (pyelftools finds the sections; the symbol table is
-unpacked directly, 0.2 s for all of torch 2.13's libraries against 6 s through pyelftools'
-per-symbol objects, and with GNU_UNIQUE bindings kept, which its object API calls STB_LOOS).
+ELF symbols (pyelftools finds the sections; the symbol table is unpacked directly, 0.2 s for
+all of torch 2.13's libraries against 6 s through pyelftools' per-symbol objects, and with
+GNU_UNIQUE bindings kept, which its object API calls STB_LOOS).
 """
 
 from __future__ import annotations
 
 import io
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -66,29 +67,8 @@ def read_dynamic(source: Path | bytes, where: str | None = None) -> Dynamic:
     """A shared object's dynamic facts, from its path or its bytes (a wheel member).
     :class:`BinaryReadError` names ``where`` when it is not a 64-bit little-endian ELF."""
     label = where or str(source)
-    try:
-        if isinstance(source, bytes):
-            return _read(io.BytesIO(source), label)
-        with Path(source).open("rb") as f:
-            return _read(f, label)
-    except OSError as exc:
-        raise BinaryReadError(f"{label} cannot be read: {exc.strerror or exc}.") from None
-
-
-def _read(f: IO[bytes], where: str) -> Dynamic:
-    if f.read(4) != ELF_MAGIC:
-        raise BinaryReadError(
-            f"{where} is not an ELF shared object (no ELF header); give a Linux extension "
-            "module (.so) or a wheel holding one."
-        )
-    f.seek(0)
-    try:
-        elf = ELFFile(f)
-        if elf.elfclass != 64 or not elf.little_endian:
-            raise BinaryReadError(
-                f"{where} is a {elf.elfclass}-bit {'little' if elf.little_endian else 'big'}-"
-                "endian ELF; archguard reads x86_64 and aarch64 (64-bit little-endian) objects."
-            )
+    fix = "an ELF shared object (no ELF header); give a Linux extension module (.so) or a wheel "
+    with _elf(source, label, fix + "holding one") as (f, elf):
         sections: dict[str, Any] = {s.name: s for s in elf.iter_sections()}
         dynsym = sections.get(".dynsym")
         if dynsym is None:
@@ -103,10 +83,37 @@ def _read(f: IO[bytes], where: str) -> Dynamic:
             for t in (dynamic.iter_tags() if dynamic else ())
             if t.entry.d_tag == "DT_NEEDED"
         )
-    except ELFError as exc:
-        raise BinaryReadError(f"{where} is not a readable ELF object ({exc}).") from None
     imports, exports = _symbols(symbols, strings, versym, names)
     return Dynamic(needed, imports, exports)
+
+
+@contextmanager
+def _elf(source: Path | bytes, where: str, expected: str) -> Iterator[tuple[IO[bytes], ELFFile]]:
+    """``source`` open as a 64-bit little-endian ELF; every way it cannot be read is one
+    :class:`BinaryReadError` naming ``where`` (``expected``: what it should have been)."""
+    try:
+        with io.BytesIO(source) if isinstance(source, bytes) else Path(source).open("rb") as f:
+            if f.read(4) != ELF_MAGIC:
+                raise BinaryReadError(f"{where} is not {expected}.")
+            f.seek(0)
+            try:
+                elf = ELFFile(f)
+                if elf.elfclass != 64 or not elf.little_endian:
+                    raise BinaryReadError(
+                        f"{where} is a {elf.elfclass}-bit "
+                        f"{'little' if elf.little_endian else 'big'}-endian ELF; archguard reads "
+                        "x86_64 and aarch64 (64-bit little-endian) objects."
+                    )
+                yield f, elf
+            except ELFError as exc:
+                raise BinaryReadError(f"{where} is not a readable ELF object ({exc}).") from None
+    except OSError as exc:
+        raise BinaryReadError(f"{where} cannot be read: {exc.strerror or exc}.") from None
+
+
+def _name(strings: bytes, offset: int) -> str:
+    """A symbol's name from its string table."""
+    return strings[offset : strings.index(b"\0", offset)].decode("utf-8", "replace")
 
 
 def _raw(f: IO[bytes], section: Any) -> bytes:
@@ -136,7 +143,7 @@ def _symbols(
     for index, (name, info, other, shndx, _, _) in enumerate(_SYMBOL.iter_unpack(table)):
         if index == 0 or name == 0:
             continue
-        text = strings[name : strings.index(b"\0", name)].decode("utf-8", "replace")
+        text = _name(strings, name)
         bind = info >> 4
         if shndx == 0:
             version = None
@@ -154,32 +161,20 @@ def function_sizes(source: Path, where: str | None = None) -> dict[str, int]:
     from its ``.symtab`` (``STT_FUNC`` symbols defined in a section; 0 where the compiler
     recorded no size)."""
     label = where or str(source)
+    with _elf(source, label, "an ELF object (no ELF header)") as (f, elf):
+        table = elf.get_section_by_name(".symtab")
+        if table is None:
+            return {}
+        symbols = _raw(f, table)
+        strings = _raw(f, elf.get_section(table["sh_link"]))
     try:
-        with Path(source).open("rb") as f:
-            if f.read(4) != ELF_MAGIC:
-                raise BinaryReadError(f"{label} is not an ELF object (no ELF header).")
-            f.seek(0)
-            try:
-                elf = ELFFile(f)
-                if elf.elfclass != 64 or not elf.little_endian:
-                    raise BinaryReadError(f"{label} is not a 64-bit little-endian ELF object.")
-                table = elf.get_section_by_name(".symtab")
-                if table is None:
-                    return {}
-                symbols = _raw(f, table)
-                strings = _raw(f, elf.get_section(table["sh_link"]))
-            except ELFError as exc:
-                raise BinaryReadError(f"{label} is not a readable ELF object ({exc}).") from None
-    except OSError as exc:
-        raise BinaryReadError(f"{label} cannot be read: {exc.strerror or exc}.") from None
-    out: dict[str, int] = {}
-    try:
-        for name, info, _, shndx, _, size in _SYMBOL.iter_unpack(symbols):
-            if info & 0xF == _FUNC and shndx != 0 and name != 0:
-                out[strings[name : strings.index(b"\0", name)].decode("utf-8", "replace")] = size
+        return {
+            _name(strings, name): size
+            for name, info, _, shndx, _, size in _SYMBOL.iter_unpack(symbols)
+            if info & 0xF == _FUNC and shndx != 0 and name != 0
+        }
     except (struct.error, ValueError) as exc:  # a truncated table or string
         raise BinaryReadError(f"{label}: its symbol table cannot be read ({exc}).") from None
-    return out
 
 
 def exported_by(objects: Iterable[Dynamic]) -> frozenset[str]:

@@ -130,8 +130,8 @@ def parse_ptx(text: str) -> dict[Image, dict[str, StubKind]]:
 # A function with more machine code than this is real work, not a stub. A stub is its
 # fallback after dead-code elimination; measured (nvcc 13.0, symbol sizes in the cubin,
 # 16-byte instructions padded to 128 bytes): an empty body or ``__trap()`` 256 bytes, CUTLASS's
-# ``printf`` + ``brkpt`` 384-512, ``assert(false)`` 512, a ``printf`` of 18 arguments 896
-# (sm_80; 768 on sm_75, 256 on sm_90 and sm_100). 2 KiB is 128 instructions.
+# ``printf`` + ``brkpt`` 384-512, ``assert(false)`` 512, a ``printf`` of CUDA's maximum 32
+# arguments 1,152 on sm_80 (1,024 on sm_75, 768 on sm_90). 2 KiB is 128 instructions.
 STUB_MAX_BYTES = 2048
 
 

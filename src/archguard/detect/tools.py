@@ -141,11 +141,10 @@ def run(  # noqa: PLR0913 - the one runner: each option of every external comman
     cwd: Path | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run a command: ``stdin`` its input; its output captured (``cwd``: where it runs), or
-    with ``log`` written there
-    (stdout and stderr together, not captured; with ``tail``, each line also kept there, as
-    many as it holds, to say afterwards why the command failed). A command that cannot start
-    or runs past ``timeout`` raises :class:`ToolFailed`, or ``error`` with the same message.
-    The exit status is the caller's to judge."""
+    with ``log`` written there (stdout and stderr together, not captured; with ``tail``, each
+    line also kept there, as many as it holds, to say afterwards why the command failed). A
+    command that cannot start or runs past ``timeout`` raises :class:`ToolFailed`, or
+    ``error`` with the same message. The exit status is the caller's to judge."""
     try:
         if log is not None and tail is not None:
             return _tee(argv, timeout, env, log, tail)
