@@ -452,3 +452,30 @@ def test_setup_time_failures_name_their_cause_and_the_switch(
     if not env:  # the switch is named with where to set it
         assert "FORCE_CUDA=1, in the farm manifest's env table for this package" in last, last
     assert "the log is above" not in last
+
+
+# warp_rnnt 0.7.0's setup.py (MIT, released sdist, lines 21-22), its own words: no switch
+WARP_RNNT = NO_GPU.replace(
+    'if not torch.cuda.is_available() and os.environ.get("FORCE_CUDA", "0") != "1":\n'
+    '    raise RuntimeError("CUDA is not available: build on a machine with a GPU or set '
+    'FORCE_CUDA")',
+    'if not torch.cuda.is_available():\n    raise Exception("CPU version is not implemented")',
+)
+
+
+def test_a_setup_py_that_refuses_in_its_own_words_is_named_with_its_line(tmp_path: Path) -> None:
+    """A setup.py that asks torch for the GPU and raises its own message (nothing a log
+    pattern knows) is named by the line that asks, and, reading no switch, the fix."""
+    assert "CPU version is not implemented" in WARP_RNNT and "FORCE_CUDA" not in WARP_RNNT
+    root = tmp_path / "pkg"
+    root.mkdir()
+    for name in ("kernel.cu", "mod.c"):
+        shutil.copy(MINI / name, root / name)
+    (root / "setup.py").write_text(WARP_RNNT)
+    (root / "pyproject.toml").write_text(pyproject())
+    proc = cli("wheel", str(root), "-w", str(tmp_path / "out"), env=build_env())
+    assert proc.returncode == 1, proc.stdout + proc.stderr[-3000:]
+    last = proc.stdout.strip().splitlines()[-1]
+    assert "the package's setup.py stopped because no GPU is visible" in last, last
+    assert "while pip prepares the build, at setup.py:8; a farm has none" in last, last
+    assert "it reads no switch that forces the CUDA build" in last, last

@@ -29,6 +29,8 @@ _TORCH_STD = re.compile(
 )
 _STD_FLAG = re.compile(r"""(?:^|[\s'"])--?std[= ](?:c|gnu)\+\+(?P<std>\w+)""")
 _NVCC = re.compile(r"bin/nvcc\b")  # an nvcc command line (archguard's own lines say "nvcc")
+# the setup.py itself raised while pip ran it (setuptools execs it as "<string>")
+_SETUP_RAISED = re.compile(r'File "(?:<string>|[^"]*setup\.py)", line \d+, in <module>')
 _SWITCH = re.compile(r"^(?:FORCE_\w+|WITH_CUDA|USE_CUDA|BUILD_CUDA\w*|\w*_CUDA\w*|\w*CUDA_ONLY)$")
 
 
@@ -49,9 +51,9 @@ def switches(reads: Sequence[str]) -> list[str]:
     return sorted(found, key=lambda r: not r.startswith("FORCE_"))
 
 
-def _where_to_set(names: Sequence[str], set_already: dict[str, str]) -> str:
+def _where_to_set(names: Sequence[str], set_already: dict[str, str], none: str = "") -> str:
     if not names:
-        return ""
+        return none
     shown = ", ".join(f"{n}={set_already[n]!r} (set)" if n in set_already else n for n in names)
     return (
         f"; its setup.py reads {shown}: set the one that forces the CUDA build, e.g. "
@@ -84,20 +86,32 @@ def _standard(text: str, refused: re.Match[str]) -> str:
 
 
 def cause(
-    log_tail: Sequence[str], reads: Sequence[str], environment: dict[str, str], source: str = ""
+    log_tail: Sequence[str],
+    reads: Sequence[str],
+    environment: dict[str, str],
+    source: str = "",
+    asks_gpu: Sequence[str] = (),
 ) -> str:
     """The last line of a failed build: its cause where the log shows one (``source``: the
-    tree, whose prefix a missing file's name loses)."""
+    tree, whose prefix a missing file's name loses; ``asks_gpu``: the setup.py lines that ask
+    torch about the GPU, for a setup.py that raises its own words when there is none)."""
     text = "\n".join(log_tail)
     own = switches(reads)
     refused = _TORCH_STD.search(text)  # an #error in torch's headers: certain, so first
     if refused:
         return _standard(text, refused)
-    if _NO_GPU.search(text) and not _NVCC.search(text):
+    stopped = _NO_GPU.search(text) or (asks_gpu and _SETUP_RAISED.search(text))
+    if stopped and not _NVCC.search(text):
+        at = f", at {', '.join(asks_gpu)}" if asks_gpu else ""
         return (
             "the package's setup.py stopped because no GPU is visible (it asks torch for "
-            "the GPU while pip prepares the build; a farm has none)"
-            + _where_to_set(own, environment)
+            f"the GPU while pip prepares the build{at}; a farm has none)"
+            + _where_to_set(
+                own,
+                environment,
+                "; it reads no switch that forces the CUDA build: build it where a GPU is "
+                "visible, or patch that line",
+            )
         )
     missing = _SOURCE_MISSING.search(text)
     if missing:

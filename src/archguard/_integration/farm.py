@@ -54,14 +54,32 @@ _READS = re.compile(
 )
 
 
-def variables_read(setup_py: Path) -> list[str]:
-    """The environment variables a ``setup.py`` reads by name (as far as its text shows)."""
+# a setup.py asking torch about the GPU (which fails, or says no, on a farm's builder)
+_ASKS_GPU = re.compile(r"\bcuda\.(?:is_available|device_count|get_device_(?:capability|name))\(")
+
+
+@dataclass(frozen=True)
+class SetupPy:
+    """What a package's ``setup.py`` text shows (as far as it shows it): the environment
+    variables it reads by name, and the lines that ask torch about the GPU
+    (``setup.py:21``)."""
+
+    reads: list[str]
+    asks_gpu: list[str]
+
+
+def read_setup_py(setup_py: Path) -> SetupPy:
     try:
         text = setup_py.read_text(encoding="utf-8", errors="replace")
     except OSError:
-        return []
+        return SetupPy([], [])
     names = [next(g for g in m.groups() if g) for m in _READS.finditer(text)]
-    return list(dict.fromkeys(names))
+    asks = [
+        f"{setup_py.name}:{number}"
+        for number, line in enumerate(text.splitlines(), 1)
+        if _ASKS_GPU.search(line)
+    ]
+    return SetupPy(list(dict.fromkeys(names)), asks)
 
 
 @dataclass
@@ -176,7 +194,8 @@ def build_one(source: Path, out: Path, options: WheelOptions) -> Built:
     config, pip_args = options.config, options.pip_args
     cell = cell_environment(source, config, options.local_version)
     env_vars, variants = cell.environment, cell.variants
-    reads = variables_read(source / "setup.py")
+    setup_py = read_setup_py(source / "setup.py")
+    reads = setup_py.reads
     before = _wheels_in(out)
     argv = [
         sys.executable,
@@ -208,7 +227,7 @@ def build_one(source: Path, out: Path, options: WheelOptions) -> Built:
     made = sorted(p for p, t in after.items() if before.get(p) != t)
     built = Built(str(source), proc.returncode, env_vars, reads)
     if proc.returncode != 0:
-        why = cause(tail, reads, environment, str(source))
+        why = cause(tail, reads, environment, str(source), setup_py.asks_gpu)
         built.problems.append(f"pip wheel failed (exit {proc.returncode}): {why}")
         return built
     built.wheels = _verify(made, built.checked)
@@ -362,7 +381,7 @@ def run_wheel(
         try:
             results.append(build_one(source, out, options))
         except ArchguardError as exc:
-            failed = Built(str(source), -1, {}, variables_read(source / "setup.py"))
+            failed = Built(str(source), -1, {}, read_setup_py(source / "setup.py").reads)
             failed.problems.append(render_error(exc))
             results.append(failed)
     ok = all(r.ok for r in results)
