@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -43,6 +44,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from build_speed import base_env, run_build
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from archguard.core.arch import format_list, parse_arch_list
 from archguard.core.toolkit import known_arches
@@ -141,14 +144,10 @@ def plain_kernel(work: Path, tool: str, env: dict[str, str], lists: tuple[str, s
         )
 
 
-def overlay(work: Path) -> str:
+def overlay(work: Path, python: str) -> str:
     """A ``PYTHONPATH`` that gives another interpreter this checkout's archguard: its source,
-    its distribution's entry points (the setuptools hook) and its dependencies, linked from
-    this interpreter; nothing is installed into the other environment."""
-    import elftools
-    import packaging
-    import yaml
-
+    its distribution's entry points (the setuptools hook), and those of its requirements
+    that interpreter cannot import, linked from this one; nothing is installed there."""
     import archguard
 
     folder = work / "overlay"
@@ -160,10 +159,32 @@ def overlay(work: Path) -> str:
         if f.parts[0].endswith(".dist-info")
     )
     shutil.copytree(info, folder / info.name, dirs_exist_ok=True)
-    for module in (elftools, packaging, yaml):
-        target = folder / module.__name__
+    by_dist: dict[str, list[str]] = {}
+    for module, names in importlib.metadata.packages_distributions().items():
+        for name in names:
+            by_dist.setdefault(canonicalize_name(name), []).append(module)
+    wanted = [
+        module
+        for line in dist.requires or []
+        if "extra ==" not in line
+        for module in by_dist.get(canonicalize_name(Requirement(line).name), [])
+        if importlib.util.find_spec(module) is not None
+    ]
+    probe = (
+        "import importlib.util, sys; "
+        "print(*[m for m in sys.argv[1:] if not importlib.util.find_spec(m)])"
+    )
+    lacking = subprocess.run(
+        [python, "-c", probe, *wanted], capture_output=True, text=True, check=True
+    ).stdout.split()
+    for module in lacking:
+        spec = importlib.util.find_spec(module)
+        assert spec is not None and spec.origin is not None
+        origin = Path(spec.origin)
+        source = origin.parent if origin.name == "__init__.py" else origin
+        target = folder / source.name
         if not target.exists():
-            target.symlink_to(Path(str(module.__file__)).parent)
+            target.symlink_to(source)
     return os.pathsep.join([str(folder), str(Path(archguard.__file__).parent.parent)])
 
 
@@ -240,7 +261,7 @@ def main() -> int:
                 python, torch = other.stdout.split()
                 build(
                     f"(d) warm cache, Python {python} torch {torch} at {args.python}",
-                    {**cached, "PYTHONPATH": overlay(work)},
+                    {**cached, "PYTHONPATH": overlay(work, args.python)},
                     python=args.python,
                 )
         else:
