@@ -248,3 +248,28 @@ def test_an_arch_is_disassembled_only_where_a_stub_is_possible(
     both_so = compile_so(tmp_path, "both", *SM80, source=LARGE_FALLBACK + KERNEL)
     both = read_kernels(both_so, tool, disassembler, [sm80.arch])
     assert both[sm80] == {large: TRAP, "_Z1kPf": REAL}
+
+
+ASSERTING = (
+    "#include <cassert>\n"
+    "__global__ void checked(float* x, int n) {\n"
+    "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "  assert(i < n);\n"
+    "  x[i] *= 2.0f;\n"
+    "}\n"
+)
+
+
+def test_a_real_kernel_that_asserts_is_real_in_its_ptx(tmp_path: Path) -> None:
+    """An ``assert`` compiles to a call in a brace block of its own inside the entry (found
+    on torch_linear_assignment 0.1.0, which the check called a trap in its compute_90): the
+    entry's body runs to its own closing brace, past the call, to its global store."""
+    tool = tool_path(cuobjdump(), "cuobjdump")
+    disassembler = find_nvdisasm(near=tool)
+    if disassembler is None:
+        pytest.skip("no nvdisasm beside cuobjdump")
+    so = compile_so(tmp_path, "asserting", *gencode("compute_80:compute_80"), source=ASSERTING)
+    ptx = subprocess.run([tool, "-ptx", str(so)], capture_output=True, text=True, check=True)
+    assert "call.uni" in ptx.stdout and "st.global" in ptx.stdout
+    images = read_kernels(so, tool, disassembler, [])
+    assert images == {Image(Arch(8, 0), True): {"_Z7checkedPfi": REAL}}

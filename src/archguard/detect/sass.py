@@ -96,12 +96,15 @@ def parse_sass(text: str) -> dict[Image, dict[str, StubKind]]:
 
 
 def parse_ptx(text: str) -> dict[Image, dict[str, StubKind]]:
-    """``cuobjdump -ptx`` -> {PTX image: {mangled entry: kind}}."""
+    """``cuobjdump -ptx`` -> {PTX image: {mangled entry: kind}}. An entry's body ends where
+    its braces close: a call inside it is a block of its own (``{ .param ...; call.uni ...;
+    }``, as every ``assert`` makes), whose closing brace is not the entry's."""
     out: dict[Image, dict[str, StubKind]] = {}
     arch: Arch | None = None
     in_ptx = False
     entry: str | None = None
     body: list[str] = []
+    depth = 0
     for raw in text.splitlines():
         line = raw.strip()
         header = HEADER.match(line)
@@ -116,10 +119,12 @@ def parse_ptx(text: str) -> dict[Image, dict[str, StubKind]]:
             continue
         match = _PTX_ENTRY.match(line)
         if match:
-            entry, body = match[1], []
+            entry, body, depth = match[1], [], 0
             continue
         if entry is not None:
-            if line == "}":
+            opened = depth > 0
+            depth += line.count("{") - line.count("}")
+            if opened and depth == 0:
                 out.setdefault(Image(arch, True), {})[entry] = classify_ptx("\n".join(body))
                 entry = None
             else:
