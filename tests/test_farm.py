@@ -372,15 +372,20 @@ setup(
 """
 
 
-def test_archguard_wheel_fails_a_cpu_fallback_and_names_the_switch(tmp_path: Path) -> None:
-    """`archguard wheel`: a wheel with no CUDA device code is a failure, naming the variable
-    the package's setup.py reads; with it set, the same source builds and verifies."""
-    root = tmp_path / "fallback"
+def mini_package(root: Path, setup_py: str) -> Path:
+    """tests/packages/minicuda's kernel and C module under ``setup_py``, at ``root``."""
     root.mkdir()
     for name in ("kernel.cu", "mod.c"):
         shutil.copy(MINI / name, root / name)
-    (root / "setup.py").write_text(FALLBACK)
+    (root / "setup.py").write_text(setup_py)
     (root / "pyproject.toml").write_text(pyproject())
+    return root
+
+
+def test_archguard_wheel_fails_a_cpu_fallback_and_names_the_switch(tmp_path: Path) -> None:
+    """`archguard wheel`: a wheel with no CUDA device code is a failure, naming the variable
+    the package's setup.py reads; with it set, the same source builds and verifies."""
+    root = mini_package(tmp_path / "fallback", FALLBACK)
     env = build_env(ARCHGUARD_ARCH_LIST="8.0")
     cpu = cli("wheel", str(root), "-w", str(tmp_path / "cpu"), env=env)
     assert cpu.returncode == 1, cpu.stdout + cpu.stderr
@@ -438,13 +443,8 @@ def test_setup_time_failures_name_their_cause_and_the_switch(
 ) -> None:
     """`archguard wheel`'s last line says why the build stopped, names the package's own
     switch read from its setup.py and where a farm sets it."""
-    root = tmp_path / "pkg"
-    root.mkdir()
-    for name in ("kernel.cu", "mod.c"):
-        shutil.copy(MINI / name, root / name)
+    root = mini_package(tmp_path / "pkg", setup_py)
     (root / "cpu.cpp").write_text("int broken( {\n")  # the CPU path does not compile
-    (root / "setup.py").write_text(setup_py)
-    (root / "pyproject.toml").write_text(pyproject())
     proc = cli("wheel", str(root), "-w", str(tmp_path / "out"), env=build_env(**env))
     assert proc.returncode == 1, proc.stdout + proc.stderr[-3000:]
     last = proc.stdout.strip().splitlines()[-1]
@@ -467,12 +467,7 @@ def test_a_setup_py_that_refuses_in_its_own_words_is_named_with_its_line(tmp_pat
     """A setup.py that asks torch for the GPU and raises its own message (nothing a log
     pattern knows) is named by the line that asks, and, reading no switch, the fix."""
     assert "CPU version is not implemented" in WARP_RNNT and "FORCE_CUDA" not in WARP_RNNT
-    root = tmp_path / "pkg"
-    root.mkdir()
-    for name in ("kernel.cu", "mod.c"):
-        shutil.copy(MINI / name, root / name)
-    (root / "setup.py").write_text(WARP_RNNT)
-    (root / "pyproject.toml").write_text(pyproject())
+    root = mini_package(tmp_path / "pkg", WARP_RNNT)
     proc = cli("wheel", str(root), "-w", str(tmp_path / "out"), env=build_env())
     assert proc.returncode == 1, proc.stdout + proc.stderr[-3000:]
     last = proc.stdout.strip().splitlines()[-1]
