@@ -55,6 +55,22 @@ MUTATIONS = [
         ),
     ),
     Mutation(
+        "ptx-entry-ends-at-the-first-brace",
+        "src/archguard/detect/sass.py",
+        "            if opened and depth == 0:",
+        '            if line == "}":',
+        ("tests/test_verify.py::test_a_real_kernel_that_asserts_is_real_in_its_ptx",),
+    ),
+    Mutation(
+        "setup-py-gpu-ask-unread",
+        "src/archguard/_integration/failures.py",
+        "    stopped = _NO_GPU.search(text) or (asks_gpu and _SETUP_RAISED.search(text))",
+        "    stopped = _NO_GPU.search(text)",
+        (
+            "tests/test_farm.py::test_a_setup_py_that_refuses_in_its_own_words_is_named_with_its_line",
+        ),
+    ),
+    Mutation(
         "stub-gate-skips-every-arch",
         "src/archguard/detect/sass.py",
         "    return any(n <= STUB_MAX_BYTES for n in sizes.values())",
