@@ -53,8 +53,12 @@ config = {{ arch_list = "5.0;6.0" }}
 
 
 def manifest(tmp: Path, text: str = MANIFEST) -> Path:
+    """The manifest at ``tmp/farm.toml``, with the source trees it names (a setup.py each)."""
     path = tmp / "farm.toml"
     path.write_text(text)
+    for tree in ("floors", "old", "x"):
+        (tmp / "src" / tree).mkdir(parents=True, exist_ok=True)
+        (tmp / "src" / tree / "setup.py").write_text(f"# {tree}\n")
     return path
 
 
@@ -117,7 +121,7 @@ def test_a_cells_interpreter_is_checked_and_only_its_cell_changes(tmp_path: Path
     # a path of another machine (a workflow's runner) plans; making its environment says so
     elsewhere = load_manifest(manifest(tmp_path, text.replace(str(python), "nowhere/python3")))
     assert elsewhere.cells[1].interpreter == str(tmp_path / "nowhere" / "python3")
-    from archguard.farm.run import cell_environment
+    from archguard.farm.envs import cell_environment
 
     with pytest.raises(ConfigError, match=r"nowhere/python3' is not on this machine"):
         cell_environment(elsewhere.cells[1], tmp_path / "site")
@@ -130,7 +134,7 @@ def test_the_github_matrix_is_sharded_under_256_jobs(tmp_path: Path) -> None:
         f'[[cell]]\nname = "c{i}"\npython = "3.11"\ntorch = "torch==2.13.0"\ncuda = "13.0"\n'
         for i in range(20)
     )
-    packages = "".join(f'[[package]]\nname = "p{i}"\nsource = "src/p{i}"\n' for i in range(40))
+    packages = "".join(f'[[package]]\nname = "p{i}"\nsource = "src/floors"\n' for i in range(40))
     path = manifest(tmp_path, cells + packages)
     proc = run_main("farm", "plan", str(path), "--format", "github")
     assert proc.returncode == 0, proc.stderr
@@ -313,28 +317,6 @@ def test_a_package_that_compiles_below_torchs_cxx_standard_is_named() -> None:
     assert cause((warned + FUSSIM_LOG).splitlines(), [], {}).startswith("the installed torch")
 
 
-def test_a_resumed_job_keeps_its_wheels_and_their_facts(tmp_path: Path) -> None:
-    """A job whose record names a wheel still in SITE is kept (not built again), with its
-    wheels' facts for the page; a record whose wheel is gone is built again."""
-    import json as json_
-
-    from archguard.farm.run import STATE, _recorded
-
-    job = plan(load_manifest(manifest(tmp_path)))[0]
-    site = tmp_path / "site"
-    wheel = site / job.cell.name / "wheels" / "fused_lncc-0.1.0-cp311-cp311-linux_x86_64.whl"
-    wheel.parent.mkdir(parents=True)
-    wheel.write_bytes(b"PK")
-    details = [{"wheel": str(wheel), "ok": True, "targets": ["sm_80"]}]
-    record = {"status": "built", "wheels": [wheel.name], "log": "x.log", "details": details}
-    (site / STATE / "jobs").mkdir(parents=True)
-    (site / STATE / "jobs" / f"{job.id}.json").write_text(json_.dumps(record))
-    kept = _recorded(site, job)
-    assert kept is not None and kept.status == "kept" and kept.details == details
-    wheel.unlink()
-    assert _recorded(site, job) is None
-
-
 def test_a_cell_whose_environment_fails_is_recorded_for_the_assembly(tmp_path: Path) -> None:
     """A cell whose environment cannot be made fails its jobs once, in their records: the
     assembly (another runner, in a sharded workflow) names that cause and its log, not "not
@@ -367,12 +349,15 @@ def test_the_page_follows_a_run_as_it_goes(tmp_path: Path) -> None:
     jobs = plan(loaded)
     skipped = [(n, j) for n, j in enumerate(jobs, 1) if j.arch_list is None]
     assert len(skipped) == 3  # too-old in both cells (no arch left), floors' own skip
-    farm = _Run(RunOptions(site=tmp_path / "site"), loaded, len(jobs))
-    done = farm.group(skipped[:1])
+    farm = _Run(RunOptions(site=tmp_path / "site"), loaded, jobs)
+    farm.total = 1
+    farm.group(skipped[:1])
     page = (tmp_path / "site" / "index.html").read_text()
-    assert "Running: 1 of 6 jobs done" in page and page.count("<td>waiting</td>") == 5
-    assert not (tmp_path / "site" / jobs[0].cell.name / "simple").exists()
-    publish_site(tmp_path / "site", loaded, [o for _, o in done])
-    page = (tmp_path / "site" / "index.html").read_text()
-    assert "Running" not in page and page.count("<td>not run</td>") == 5
+    # the page shows every job of the manifest: the plan's skips are known without running
+    assert "Running: 1 of 1 jobs done" in page and page.count("<td>waiting</td>") == 3
+    assert page.count('<td class="skipped">') == 3
+    # the indexes follow the run too, from every record (none yet: empty, but there)
     assert (tmp_path / "site" / jobs[0].cell.name / "simple" / "index.html").is_file()
+    publish_site(tmp_path / "site", loaded, jobs)
+    page = (tmp_path / "site" / "index.html").read_text()
+    assert "Running" not in page and page.count("<td>not run</td>") == 3

@@ -86,7 +86,13 @@ def cmd_farm(args: argparse.Namespace) -> int:
         from archguard.farm.run import RunOptions, run_farm
 
         options = RunOptions(
-            args.output, args.only, args.policy, not args.no_repair, args.assemble, args.jobs
+            args.output,
+            args.only,
+            args.policy,
+            not args.no_repair,
+            args.assemble,
+            args.jobs,
+            args.wait,
         )
         status, text = run_farm(args.manifest, options)
         write(text)
@@ -99,9 +105,15 @@ def cmd_farm(args: argparse.Namespace) -> int:
             args.output,
         )
         return EXIT_OK
+    if args.farm_command == "verify":
+        from archguard.farm.verify import render, verify_site
+
+        checked = verify_site(args.site)
+        write(render(checked, args.site, args.format))
+        return EXIT_OK if checked.ok else EXIT_FAIL
     from archguard.farm.plan import plan_manifest
 
-    write(plan_manifest(args.manifest, args.policy, args.format))
+    write(plan_manifest(args.manifest, args.policy, args.format, not args.no_repair))
     return EXIT_OK
 
 

@@ -309,6 +309,11 @@ def _farm_plan_command(sub: Subparsers) -> None:
     plan = steps.add_parser("plan", help="the jobs of a manifest, nothing installed")
     plan.add_argument("manifest", type=Path, metavar="MANIFEST")
     plan.add_argument("--policy", metavar="FILE", help="the farm's policy (default: bundled)")
+    plan.add_argument(
+        "--no-repair",
+        action="store_true",
+        help="plan the ids of farm run --no-repair (a flag that changes the output is an input)",
+    )
     _format(plan, PlanFormat)
     run = steps.add_parser(
         "run",
@@ -333,6 +338,17 @@ def _farm_plan_command(sub: Subparsers) -> None:
         action="store_true",
         help="build nothing: the indexes and the page from the jobs' records in SITE",
     )
+    run.add_argument(
+        "--wait",
+        action="store_true",
+        help="when another run holds SITE, wait for it (default: refuse, naming it)",
+    )
+    check = steps.add_parser(
+        "verify",
+        help="re-read every wheel a site's indexes publish against the index and its job record",
+    )
+    check.add_argument("site", type=Path, metavar="SITE")
+    _format(check)
     flow = steps.add_parser("workflow", help="the plan as a GitHub Actions workflow")
     flow.add_argument("manifest", type=Path, metavar="MANIFEST")
     flow.add_argument(

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from archguard._integration.failures import cause
+from archguard._integration.release import declared_release, not_the_release
 from archguard._integration.sources import source_tree
 from archguard.binaries.record import read_wheel_record
 from archguard.binaries.relabel import check_label, relabel
@@ -141,7 +142,23 @@ def cell_environment(source: Path, config: Path | None, local_version: str | Non
     if config is not None:
         out[ENV_CONFIG] = str(config)
     label = local_version or (package.local_version if package else "auto")
+    _check_template(label, "--local-version" if local_version else "local_version")
     return Cell(out, wanted, label)
+
+
+def _check_template(template: str, where: str) -> None:
+    """A ``local_version`` template checked before anything builds: its placeholders are
+    ``{cuda}`` and ``{torch}`` and what it gives is a local version label."""
+    if template in ("auto", "off"):
+        return
+    try:
+        example = template.format(cuda="cu130", torch="2.13")
+    except (KeyError, IndexError, ValueError) as exc:
+        raise ConfigError(
+            f"{where} = {template!r} is not a label template ({type(exc).__name__}: {exc}): "
+            'write "auto", "off", or a label with {cuda} and {torch}, e.g. "{cuda}torch{torch}".'
+        ) from None
+    check_label(example, f"{where} = {template!r} gives")
 
 
 def _wheels_in(out: Path) -> dict[Path, float]:
@@ -230,6 +247,9 @@ def build_one(source: Path, out: Path, options: WheelOptions) -> Built:
         why = cause(tail, reads, environment, str(source), setup_py.asks_gpu)
         built.problems.append(f"pip wheel failed (exit {proc.returncode}): {why}")
         return built
+    release = declared_release(source)
+    if release is not None:
+        built.problems += [p for w in made if (p := not_the_release(w, release, source))]
     built.wheels = _verify(made, built.checked)
     for w in built.wheels:
         if not w["cuda_binaries"]:
@@ -361,6 +381,32 @@ def _variants(built: Built, out: Path) -> None:
         w["variant_notes"] = planned.notes
 
 
+REFUSED = "refused"
+
+
+def _refuse(built: Built, out: Path, before: dict[Path, float]) -> None:
+    """Every wheel a failed build left in ``out`` moved to ``out/refused/``, each with a note
+    saying why (``NAME.whl.why.txt``): ``out/*.whl`` is always publishable."""
+    left = [p for p, t in _wheels_in(out).items() if before.get(p) != t]
+    if not left:
+        return
+    where = out / REFUSED
+    where.mkdir(exist_ok=True)
+    why = "\n".join(built.problems) or "the build failed"
+    for wheel in left:
+        target = where / wheel.name
+        wheel.replace(target)
+        (where / f"{wheel.name}.why.txt").write_text(
+            f"archguard wheel refused {wheel.name} (built from {built.source}):\n{why}\n"
+        )
+        for w in built.wheels:
+            if Path(str(w.get("wheel", ""))) == wheel:
+                w["wheel"] = str(target)
+    built.problems.append(
+        f"refused: {', '.join(p.name for p in left)} moved to {where} (each with a note why)"
+    )
+
+
 def run_wheel(
     sources: Sequence[str], out: Path, fmt: str, options: WheelOptions
 ) -> tuple[int, str]:
@@ -378,12 +424,15 @@ def run_wheel(
     out.mkdir(parents=True, exist_ok=True)
     results = []
     for source in trees:
+        before = _wheels_in(out)
         try:
-            results.append(build_one(source, out, options))
+            built = build_one(source, out, options)
         except ArchguardError as exc:
-            failed = Built(str(source), -1, {}, read_setup_py(source / "setup.py").reads)
-            failed.problems.append(render_error(exc))
-            results.append(failed)
+            built = Built(str(source), -1, {}, read_setup_py(source / "setup.py").reads)
+            built.problems.append(render_error(exc))
+        if not built.ok:
+            _refuse(built, out, before)
+        results.append(built)
     ok = all(r.ok for r in results)
     if fmt == "json":
         text = json.dumps(

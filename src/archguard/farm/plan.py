@@ -1,25 +1,33 @@
 """``archguard farm plan MANIFEST``: the jobs (package x cell), each with its effective list
 resolved for the cell's CUDA and torch from the bundled tables (nothing installed), a job id
-that is a digest of every input (the source and its pin, the cell, the package's config and
-switches, the policy, archguard's version), and the cells skipped with their reasons (the
-manifest's, or nothing left after the clamp)."""
+that digests every input a plan can know (the source's content: a tree's shipped files, an
+sdist's sha256, a release and its pin; the cell; the package's config with its policy's
+content; its switches; the farm's policy; archguard's own code; the flags that change the
+output), and the cells skipped with their reasons (the manifest's, or nothing left after the
+clamp). No path enters an id: the same manifest checked out at two paths plans the same ids.
+What only the builder can know (the toolkit it finds, the torch and Python a cell's
+environment really holds, what a release fetched) joins the id in the job's record
+(:mod:`archguard.farm.records`): a kept job is kept only while all of it is unchanged."""
 
 from __future__ import annotations
 
-import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from packaging.version import Version
 
 from archguard import __version__
+from archguard._integration.sources import cache_root, is_release
 from archguard.core.formats import PlanFormat
 from archguard.core.policy import Policy, load_policy
 from archguard.core.resolve import resolve
 from archguard.core.toolkit import bundled_toolkit
 from archguard.core.torchbuild import bundled_torch, parse_torch_version
+from archguard.detect.sources import file_sha256
 from archguard.errors import ArchguardError, ConfigError
+from archguard.farm.identity import code_digest, digest_of, tree_digest
 from archguard.farm.manifest import Cell, Manifest, Package, load_manifest
 
 PLAN_SCHEMA = "archguard.farm-plan/1"
@@ -33,6 +41,17 @@ class Job:
     cell: Cell
     arch_list: str | None  # None: skipped
     skipped: str = ""  # why
+    inputs: dict[str, Any] = field(default_factory=dict, compare=False)  # what the id digests
+
+
+@dataclass(frozen=True)
+class Flags:
+    """The options of a run that change what it publishes."""
+
+    repair: bool = True
+
+    def as_json(self) -> dict[str, object]:
+        return {"repair": self.repair}
 
 
 def torch_version(cell: Cell) -> str:
@@ -51,38 +70,88 @@ def torch_version(cell: Cell) -> str:
     return str(min(Version(f) for f in floors))
 
 
-def job_id(package: Package, cell: Cell, policy: Policy) -> str:
-    """A digest of every input of the job's build."""
-    data = {
-        "source": package.source,
-        "sha256": package.sha256,
-        "config": package.raw_config,
+def source_identity(
+    package: Package, manifest: Path, cache: Path | None = None
+) -> dict[str, object]:
+    """What a package's source is, by content: a tree's digest, an sdist file's or URL's
+    sha256, a release as written with its pin (what it fetched joins the record)."""
+    source = package.source
+    if is_release(source):
+        return {"release": source, "sha256": package.sha256}
+    if "://" in source:
+        return {"sdist": package.sha256}
+    path = Path(source)
+    if path.is_dir():
+        return {"tree": tree_digest(path, cache)}
+    if path.is_file():
+        return {"sdist": package.sha256 or file_sha256(path)}
+    raise ConfigError(
+        f"farm manifest {manifest} [[package]] {package.name!r}: source = {source!r} is neither "
+        "a directory, an sdist file, a URL nor name==version: give a source tree's path "
+        "relative to the manifest, an sdist (with its sha256) or name==version."
+    )
+
+
+def config_identity(package: Package) -> dict[str, object]:
+    """The package's ``[tool.archguard]`` table as an input: a ``policy`` file by its content
+    (never its path)."""
+    raw = dict(package.raw_config)
+    if package.config is not None and package.config.policy is not None:
+        raw["policy"] = {"sha256": file_sha256(package.config.policy)}
+    return raw
+
+
+def job_inputs(
+    package: Package, cell: Cell, source: dict[str, object], farm: dict[str, Any]
+) -> dict[str, Any]:
+    """Every input of a job's build a plan can know, as JSON (the record keeps it): the
+    package's (its source, config and switches), the cell's, and the farm's (``farm``: its
+    policy, archguard's code, the flags)."""
+    described = cell.as_json()
+    described["interpreter"] = bool(cell.interpreter)  # a path of the runner's, never digested
+    return {
+        "source": source,
+        "config": config_identity(package),
         "env": package.env,
-        "cell": cell.as_json(),
-        "policy": policy.digest,
-        "archguard": __version__,
+        "cell": described,
+        **farm,
     }
-    digest = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
-    return f"{package.name}-{cell.name}-{digest[:12]}"
 
 
-def plan(manifest: Manifest, policy_path: str | None = None) -> list[Job]:
+def job_id(package: Package, cell: Cell, inputs: dict[str, Any]) -> str:
+    """``<package>-<cell>-<digest of the inputs>``."""
+    return f"{package.name}-{cell.name}-{digest_of(inputs)[:12]}"
+
+
+def plan(
+    manifest: Manifest,
+    policy_path: str | None = None,
+    flags: Flags | None = None,
+    cache: Path | None = None,
+) -> list[Job]:
+    """The manifest's jobs; ``cache`` keeps the trees' file hashes between plans."""
     policy = load_policy(policy_path)
+    farm = {
+        "policy": policy.digest,
+        "archguard": {"version": __version__, "code": code_digest()},
+        "flags": (flags or Flags()).as_json(),
+    }
     resolved: dict[tuple[str, str], tuple[str | None, str]] = {}
     jobs: list[Job] = []
     for package in manifest.packages:
+        source = source_identity(package, manifest.path, cache)
         for cell in manifest.cells:
-            identity = job_id(package, cell, policy)
+            inputs = job_inputs(package, cell, source, farm)
+            identity = job_id(package, cell, inputs)
             if cell.name in package.skip:
-                jobs.append(
-                    Job(identity, package, cell, None, f"skipped: {package.skip[cell.name]}")
-                )
+                why = f"skipped: {package.skip[cell.name]}"
+                jobs.append(Job(identity, package, cell, None, why, inputs))
                 continue
             key = (json.dumps(package.raw_config, sort_keys=True), cell.name)
             if key not in resolved:
                 resolved[key] = _resolve(package, cell, policy)
             arch_list, why = resolved[key]
-            jobs.append(Job(identity, package, cell, arch_list, why))
+            jobs.append(Job(identity, package, cell, arch_list, why, inputs))
     return jobs
 
 
@@ -147,6 +216,6 @@ def render(jobs: list[Job], fmt: PlanFormat) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plan_manifest(path: Path, policy: str | None, fmt: PlanFormat) -> str:
+def plan_manifest(path: Path, policy: str | None, fmt: PlanFormat, repair: bool = True) -> str:
     """The plan of a manifest file, rendered."""
-    return render(plan(load_manifest(path), policy), fmt)
+    return render(plan(load_manifest(path), policy, Flags(repair), cache_root()), fmt)

@@ -7,19 +7,26 @@ an artifact; a last job assembles the indexes and the page from every job's reco
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
+from archguard import __version__
 from archguard.farm.manifest import load_manifest
 from archguard.farm.plan import GITHUB_MAX_JOBS, plan
 
 JOB_TIMEOUT_MINUTES = 330  # under GitHub's 360: sccache's post step saves the cache
+# Every job installs the archguard that wrote the workflow: its code is an input of every job
+# id, so a release between the plan job and the build jobs would leave --only finding nothing.
+ARCHGUARD = f'"torch-archguard[farm]=={__version__}"'
 
 
 def workflow(manifest_path: Path, manifest_in_repo: str, policy: str | None = None) -> str:
     """The workflow's YAML text for the manifest (named by its path in the repository)."""
     jobs = [j for j in plan(load_manifest(manifest_path), policy) if j.arch_list is not None]
     shards = max(1, -(-len(jobs) // GITHUB_MAX_JOBS))
-    chosen = f" --policy {policy}" if policy else ""  # the plan, the builds and the assembly
+    # the plan, the builds and the assembly: the same policy, paths quoted for the shell
+    chosen = f" --policy {shlex.quote(policy)}" if policy else ""
+    manifest_in_repo = shlex.quote(manifest_in_repo)
     lines = _plan_job(manifest_in_repo, shards, chosen)
     for i in range(shards):
         lines += _build_job(i, manifest_in_repo, chosen)
@@ -44,7 +51,7 @@ def _plan_job(manifest: str, shards: int, policy: str) -> list[str]:
         "    outputs:",
         *(f"      shard{i}: ${{{{ steps.plan.outputs.shard{i} }}}}" for i in range(shards)),
         "    steps:",
-        *_setup('"3.11"', "torch-archguard"),
+        *_setup('"3.11"', ARCHGUARD),
         "      - id: plan",
         "        run: |",
         f"          python -m archguard farm plan {manifest}{policy} --format github > plan.json",
@@ -74,7 +81,7 @@ def _build_job(i: int, manifest: str, policy: str) -> list[str]:
         "        with:",
         "          cuda: ${{ matrix.cuda }}.0",
         "          method: network",
-        "      - run: python -m pip install uv torch-archguard",
+        f"      - run: python -m pip install {ARCHGUARD}",
         "      - run: >-",
         f"          python -m archguard farm run {manifest}{policy} -o site",
         "          --only ${{ matrix.job }}",
@@ -85,6 +92,8 @@ def _build_job(i: int, manifest: str, policy: str) -> list[str]:
         "          path: |",
         "            site",
         "            !site/.farm/envs",
+        "            !site/*/simple",
+        "            !site/*/.simple-*",
         "          include-hidden-files: true",
     ]
 
@@ -96,7 +105,7 @@ def _assemble_job(manifest: str, shards: int, policy: str) -> list[str]:
         "    if: always()",
         "    runs-on: ubuntu-latest",
         "    steps:",
-        *_setup('"3.11"', "torch-archguard"),
+        *_setup('"3.11"', ARCHGUARD),
         "      - uses: actions/download-artifact@v4",
         "        with:",
         "          pattern: site-*",

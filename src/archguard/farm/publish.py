@@ -1,0 +1,240 @@
+"""Publishing a farm's site: atomic and exclusive.
+
+- One run holds a SITE at a time: ``SITE/.farm/lock``, held with ``flock`` (the kernel lets
+  it go when its process dies, SIGKILL included) and naming the holder's pid, host and start;
+  a second run waits (``--wait``) or refuses naming the holder; a lock left by a run that
+  ended without letting go is taken over and said so.
+- Every wheel lives at ``SITE/wheels/<sha256>/<name>``: a new wheel of an old name is a new
+  file, never the old one rewritten, so an index read a moment ago still finds the bytes it
+  advertises. A wheel is moved in under its final name only once whole (a rename).
+- Each cell's index is written whole into ``SITE/<cell>/.simple-<token>/`` and published by
+  swapping the symlink ``SITE/<cell>/simple`` (``os.replace``): a reader sees the old index or
+  the new, never none, never half. The previous index and every wheel it names stay one more
+  generation, for readers that were still reading it.
+- The indexes are a function of every job's record, never of one run's selection."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import html
+import json
+import os
+import secrets
+import shutil
+import socket
+import sys
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import IO
+
+from packaging.utils import canonicalize_name, parse_wheel_filename
+
+from archguard.detect.sources import file_sha256
+from archguard.errors import ConfigError
+from archguard.farm.records import POOL, PUBLISHED, STATE, Outcome, pool_path
+
+LOCK = "lock"
+INDEX = "simple"
+
+
+def _say(text: str) -> None:
+    print(f"archguard farm: {text}", file=sys.stderr, flush=True)
+
+
+def _holder_text(data: Mapping[str, object]) -> str:
+    started = data.get("started")
+    when = (
+        time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(started)))
+        if isinstance(started, int | float)
+        else "?"
+    )
+    return f"pid {data.get('pid')} on {data.get('host')}, started {when}: {data.get('command')}"
+
+
+def _read_holder(handle: IO[str]) -> dict[str, object]:
+    handle.seek(0)
+    try:
+        data = json.loads(handle.read() or "{}")
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+@contextlib.contextmanager
+def site_lock(site: Path, wait: bool = False, command: str = "") -> Iterator[None]:
+    """Hold SITE for one run. Refuses (a :class:`ConfigError` naming the holder) when another
+    run holds it, unless ``wait``; takes over, and says so, a lock whose holder ended without
+    letting it go (killed)."""
+    path = site / STATE / LOCK
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle = path.open("a+", encoding="utf-8")
+    try:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _holder_text(_read_holder(handle))
+            if not wait:
+                raise ConfigError(
+                    f"archguard farm: {site} is being published by another run ({holder}). "
+                    "One run holds a site at a time: wait for it, or pass --wait to queue "
+                    "behind it."
+                ) from None
+            _say(f"waiting for the run that holds {site} ({holder})")
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        left = _read_holder(handle)
+        if left:
+            _say(
+                f"took over the lock of {site} from a run that ended without letting it go "
+                f"({_holder_text(left)}); what it left unfinished is checked, not trusted"
+            )
+        mine = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "started": time.time(),
+            "command": command or " ".join(sys.argv),
+        }
+        handle.seek(0)
+        handle.truncate()
+        handle.write(json.dumps(mine))
+        handle.flush()
+        yield
+        handle.seek(0)
+        handle.truncate()  # let go cleanly: the next run takes nothing over
+        handle.flush()
+    finally:
+        handle.close()  # the flock goes with the descriptor
+
+
+def pool_wheel(site: Path, built: Path) -> tuple[str, str]:
+    """Move a built wheel into the pool (``SITE/wheels/<sha256>/<name>``), whole (a rename
+    on the same file system, else a copy under a temporary name, then a rename); its name
+    and sha256. A wheel whose bytes are already pooled is not written again."""
+    sha = file_sha256(built)
+    target = pool_path(site, built.name, sha)
+    if target.is_file() and file_sha256(target) == sha:
+        built.unlink(missing_ok=True)
+        return built.name, sha
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f".{built.name}.{secrets.token_hex(6)}.partial")
+    try:
+        built.replace(partial)
+    except OSError:  # another file system
+        shutil.copyfile(built, partial)
+    partial.replace(target)
+    return built.name, sha
+
+
+def published(records: Iterable[Outcome], cell: str) -> list[tuple[str, str]]:
+    """(name, sha256) of each wheel the records publish in ``cell``."""
+    out = set()
+    for record in records:
+        if record.cell == cell and record.status in PUBLISHED:
+            out |= {(w, record.sha256.get(w, "")) for w in record.wheels}
+    return sorted(out)
+
+
+def write_index(site: Path, cell: str, wheels: Sequence[tuple[str, str]]) -> None:
+    """SITE/<cell>/simple/: a PEP 503 index of ``wheels`` ((name, sha256) in the pool),
+    written whole in a directory of its own, then published by one symlink swap."""
+    root = site / cell
+    root.mkdir(parents=True, exist_ok=True)
+    token = f"{time.strftime('%Y%m%dT%H%M%S')}-{secrets.token_hex(4)}"
+    fresh = root / f".{INDEX}-{token}"
+    projects: dict[str, list[tuple[str, str]]] = {}
+    for name, sha in wheels:
+        projects.setdefault(canonicalize_name(parse_wheel_filename(name)[0]), []).append(
+            (name, sha)
+        )
+    fresh.mkdir()
+    links = "".join(f'<a href="{p}/">{p}</a><br>\n' for p in sorted(projects))
+    (fresh / "index.html").write_text(f"<!DOCTYPE html>\n<html><body>\n{links}</body></html>\n")
+    for project, files in projects.items():
+        (fresh / project).mkdir()
+        rows = "".join(
+            f'<a href="../../../{POOL}/{sha}/{html.escape(name)}#sha256={sha}">'
+            f"{html.escape(name)}</a><br>\n"
+            for name, sha in sorted(files)
+        )
+        (fresh / project / "index.html").write_text(
+            f"<!DOCTYPE html>\n<html><body>\n{rows}</body></html>\n"
+        )
+    _swap(root / INDEX, fresh)
+
+
+def _swap(link: Path, fresh: Path) -> None:
+    """``link`` made to point at ``fresh`` in one step; the directory it pointed at before
+    stays (a reader may be in it), the ones before that go."""
+    previous = str(link.readlink()) if link.is_symlink() else None
+    if link.exists() and not link.is_symlink():  # a site written before the swap existed
+        legacy = link.with_name(f".{INDEX}-legacy-{secrets.token_hex(4)}")
+        link.rename(legacy)
+        previous = legacy.name
+    temporary = link.with_name(f".{INDEX}-link-{secrets.token_hex(4)}")
+    temporary.symlink_to(fresh.name)
+    temporary.replace(link)  # rename(2): atomic
+    for old in link.parent.glob(f".{INDEX}-*"):
+        if old.name not in (fresh.name, previous):
+            if old.is_symlink() or old.is_file():
+                old.unlink(missing_ok=True)
+            else:
+                shutil.rmtree(old, ignore_errors=True)
+
+
+def indexed(site: Path) -> dict[str, set[tuple[str, str]]]:
+    """Every wheel the current and the previous index of each cell name, by cell:
+    (name, sha256), read from the index files themselves."""
+    out: dict[str, set[tuple[str, str]]] = {}
+    for folder in site.iterdir() if site.is_dir() else []:
+        if folder.name.startswith(".") or folder.name == POOL or not folder.is_dir():
+            continue
+        for index in folder.glob(f".{INDEX}-*"):
+            if index.is_dir() and not index.is_symlink():
+                out.setdefault(folder.name, set()).update(read_links(index))
+    return out
+
+
+def read_links(index: Path) -> set[tuple[str, str]]:
+    """(name, sha256) of every wheel a PEP 503 index directory written here links."""
+    found = set()
+    for page in index.glob("*/index.html"):
+        for part in page.read_text().split('<a href="')[1:]:
+            href = part.split('"', 1)[0]
+            where, _, sha = href.partition("#sha256=")
+            found.add((html.unescape(where.rsplit("/", 1)[-1]), sha))
+    return found
+
+
+def collect_garbage(site: Path, keep: Iterable[tuple[str, str]] = ()) -> list[Path]:
+    """Remove pooled wheels that no index (current or previous) and no record in ``keep``
+    names, and partial files no run is writing (the caller holds the lock); the removed."""
+    wanted = {pair for pairs in indexed(site).values() for pair in pairs} | set(keep)
+    shas = {sha for _, sha in wanted}
+    removed = []
+    pool = site / POOL
+    for folder in pool.iterdir() if pool.is_dir() else []:
+        for path in folder.iterdir():
+            if (path.name, folder.name) not in wanted or path.name.endswith(".partial"):
+                path.unlink(missing_ok=True)
+                removed.append(path)
+        if folder.name not in shas:
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+    return removed
+
+
+def publish_indexes(
+    site: Path, cells: Sequence[str], records: Mapping[str, Outcome], jobs: Iterable[str]
+) -> None:
+    """Each cell's index from the records of ``jobs`` (every job of the manifest: a job
+    that left the manifest leaves the index)."""
+    current = [records[j] for j in jobs if j in records]
+    for cell in cells:
+        write_index(site, cell, published(current, cell))
+
+
+def kept_wheels(records: Mapping[str, Outcome], jobs: Iterable[str]) -> set[tuple[str, str]]:
+    """(name, sha256) of every wheel the records of ``jobs`` publish: never garbage."""
+    current = [records[j] for j in jobs if j in records]
+    return {(w, r.sha256.get(w, "")) for r in current if r.status in PUBLISHED for w in r.wheels}

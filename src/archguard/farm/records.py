@@ -1,0 +1,144 @@
+"""A job's record, ``SITE/.farm/jobs/<id>.json``: what it built (each wheel's name and
+sha256, the facts ``archguard wheel`` read back), every input of its build (the plan's and
+the builder's: the toolkit it found, the torch and Python its cell held, what a release
+fetched), its status and its cause. The site is published from these records, every run, so a
+record is written only once what it names is in place; a kept record is kept only while its
+inputs are the job's now and its wheels' bytes are the ones it names."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from archguard.detect.sources import file_sha256
+
+STATE = ".farm"  # SITE/.farm: environments, job records, the lock
+POOL = "wheels"  # SITE/wheels/<sha256>/<wheel>: every published wheel, by its content
+PUBLISHED = ("built", "kept", "served")
+
+
+@dataclass
+class Outcome:
+    """One job's result, as recorded in SITE/.farm/jobs/<id>.json."""
+
+    job: str
+    package: str
+    cell: str
+    status: str  # "built", "skipped", "failed", "kept" (an earlier run's), "served"
+    wheels: list[str] = field(default_factory=list)
+    why: str = ""
+    log: str = ""
+    seconds: float = 0.0
+    details: list[dict[str, object]] = field(default_factory=list)  # archguard wheel's JSON
+    sha256: dict[str, str] = field(default_factory=dict)  # wheel name -> its bytes' sha256
+    inputs: dict[str, Any] = field(default_factory=dict)  # every input of its build
+    fetched: str = ""  # a release: the sha256 (prefix) of the sdist it fetched
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "job": self.job,
+            "package": self.package,
+            "cell": self.cell,
+            "status": self.status,
+            "wheels": self.wheels,
+            "sha256": self.sha256,
+            "why": self.why,
+            "log": self.log,
+            "seconds": round(self.seconds, 1),
+            "inputs": self.inputs,
+            "fetched": self.fetched or None,
+            "details": self.details,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Outcome:
+        return cls(
+            str(data["job"]),
+            str(data["package"]),
+            str(data["cell"]),
+            str(data["status"]),
+            [str(w) for w in data.get("wheels") or []],
+            str(data.get("why") or ""),
+            str(data.get("log") or ""),
+            float(data.get("seconds") or 0.0),
+            list(data.get("details") or []),
+            {str(k): str(v) for k, v in (data.get("sha256") or {}).items()},
+            dict(data.get("inputs") or {}),
+            str(data.get("fetched") or ""),
+        )
+
+    def pooled(self, site: Path) -> list[Path]:
+        """Where its wheels are published: ``SITE/wheels/<sha256>/<name>``."""
+        return [pool_path(site, w, self.sha256.get(w, "")) for w in self.wheels]
+
+
+def pool_path(site: Path, name: str, sha256: str) -> Path:
+    return site / POOL / (sha256 or "unknown") / name
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """``text`` at ``path``, written under a name of its own and renamed into place: a reader
+    sees the old file or the new, whole; two writers never share a temporary file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+        Path(name).replace(path)
+    except BaseException:
+        Path(name).unlink(missing_ok=True)
+        raise
+
+
+def record_path(site: Path, job: str) -> Path:
+    return site / STATE / "jobs" / f"{job}.json"
+
+
+def write_record(site: Path, outcome: Outcome) -> None:
+    write_atomic(record_path(site, outcome.job), json.dumps(outcome.as_json(), indent=2))
+
+
+def read_record(site: Path, job: str) -> Outcome | None:
+    """The job's record, or None (none, or unreadable: a record is written whole, so a
+    broken one was not written by archguard and is not trusted)."""
+    try:
+        return Outcome.from_json(json.loads(record_path(site, job).read_text()))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def all_records(site: Path) -> dict[str, Outcome]:
+    """Every job record in SITE, by job id."""
+    folder = site / STATE / "jobs"
+    out = {}
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        record = read_record(site, path.stem)
+        if record is not None:
+            out[record.job] = record
+    return out
+
+
+def kept_problem(site: Path, record: Outcome, inputs: dict[str, Any]) -> str | None:
+    """Why a published record cannot be kept for a job whose inputs are now ``inputs``
+    (None: it can): its inputs changed (which), or a wheel is missing or its bytes are not
+    those recorded."""
+    if record.inputs != inputs:
+        changed = sorted(
+            k for k in set(record.inputs) | set(inputs) if record.inputs.get(k) != inputs.get(k)
+        )
+        return f"its inputs changed ({', '.join(changed)})"
+    if not record.wheels:
+        return "its record names no wheel"
+    for name, path in zip(record.wheels, record.pooled(site), strict=True):
+        if name not in record.sha256:
+            return f"its record holds no sha256 for {name}"
+        if not path.is_file():
+            return f"its wheel {name} is missing from {path.parent}"
+        found = file_sha256(path)
+        if found != record.sha256[name]:
+            return f"its wheel {name} has sha256 {found}, not the recorded {record.sha256[name]}"
+    return None

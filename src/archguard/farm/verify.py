@@ -1,0 +1,83 @@
+"""``archguard farm verify SITE``: every wheel each cell's published index links, re-read
+against the index and the job records: the file is in the pool, its bytes have the sha256 the
+index advertises (and the pool's folder names), and a record of that cell publishes it with
+that sha256. Nothing is built or changed."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from archguard.detect.sources import file_sha256
+from archguard.errors import ConfigError
+from archguard.farm.publish import INDEX, read_links
+from archguard.farm.records import PUBLISHED, STATE, all_records, pool_path
+
+VERIFY_SCHEMA = "archguard.farm-verify/1"
+
+
+@dataclass
+class SiteCheck:
+    wheels: int = 0  # links read
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def verify_site(site: Path) -> SiteCheck:
+    if not (site / STATE).is_dir():
+        raise ConfigError(
+            f"archguard farm verify: {site} holds no farm site (no {STATE}/ folder); give the "
+            "SITE that farm run wrote (its -o)."
+        )
+    records = all_records(site)
+    by_cell: dict[str, dict[str, str]] = {}  # cell -> wheel -> sha256, from the records
+    for record in records.values():
+        if record.status in PUBLISHED:
+            by_cell.setdefault(record.cell, {}).update(
+                {w: record.sha256.get(w, "") for w in record.wheels}
+            )
+    out = SiteCheck()
+    for index in sorted(site.glob(f"*/{INDEX}")):
+        cell = index.parent.name
+        if not (index / "index.html").is_file():
+            out.problems.append(f"{cell}: its index {index} has no index.html")
+            continue
+        for name, sha in sorted(read_links(index)):
+            out.wheels += 1
+            where = f"{cell}: {name}"
+            path = pool_path(site, name, sha)
+            if not path.is_file():
+                out.problems.append(f"{where}: the index links {path}, which is missing")
+                continue
+            found = file_sha256(path)
+            if found != sha:
+                out.problems.append(
+                    f"{where}: its bytes have sha256 {found}, not the {sha} the index and the "
+                    "pool's folder name"
+                )
+            recorded = by_cell.get(cell, {}).get(name)
+            if recorded is None:
+                out.problems.append(f"{where}: no job record of cell {cell} publishes it")
+            elif recorded != sha:
+                out.problems.append(f"{where}: its record says sha256 {recorded}, the index {sha}")
+    return out
+
+
+def render(check: SiteCheck, site: Path, fmt: str) -> str:
+    if fmt == "json":
+        data = {
+            "schema": VERIFY_SCHEMA,
+            "site": str(site),
+            "ok": check.ok,
+            "wheels": check.wheels,
+            "problems": check.problems,
+        }
+        return json.dumps(data, indent=2) + "\n"
+    lines = [f"  {p}" for p in check.problems]
+    verdict = "OK" if check.ok else f"{len(check.problems)} problem(s)"
+    lines.append(f"archguard farm verify: {check.wheels} published wheel(s) read: {verdict}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,354 @@
+"""What a farm publishes, without building (issue 40): a job's id digests the content of its
+inputs, never their paths; the records a run resumes from are checked, not trusted; the
+indexes are swapped whole (a reader polling never sees none, half of one, or a link to a
+missing or different wheel); one run holds a site at a time; ``farm verify`` re-reads every
+published wheel. The builds themselves are in tests/test_farm_trust.py."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from archguard.errors import ConfigError
+from archguard.farm.identity import tree_digest
+from archguard.farm.manifest import load_manifest
+from archguard.farm.plan import Flags, plan
+from archguard.farm.publish import (
+    collect_garbage,
+    pool_wheel,
+    publish_indexes,
+    read_links,
+    site_lock,
+    write_index,
+)
+from archguard.farm.records import Outcome, kept_problem, pool_path, write_record
+from archguard.farm.verify import verify_site
+from realtools import REPO, run_main
+
+MANIFEST = """\
+[[cell]]
+name = "c13"
+python = "3.11"
+torch = "torch==2.13.0"
+cuda = "13.0"
+
+[[cell]]
+name = "c14"
+python = "3.11"
+torch = "torch==2.14.1"
+cuda = "13.0"
+
+[[package]]
+name = "alpha"
+source = "src/alpha"
+config = { arch_list = "8.0", policy = "policies/alpha.yml" }
+
+[[package]]
+name = "beta"
+source = "src/beta"
+config = { arch_list = "8.0" }
+"""
+
+
+def farm(root: Path) -> Path:
+    """A manifest at ``root`` with two source trees and a package policy, all relative."""
+    for name in ("alpha", "beta"):
+        tree = root / "src" / name
+        tree.mkdir(parents=True)
+        (tree / "setup.py").write_text(f"# {name}\n")
+        (tree / "kernel.cu").write_text("__global__ void k() {}\n")
+    (root / "policies").mkdir()
+    shutil.copy(REPO / "defaults" / "arch_policy.yml", root / "policies" / "alpha.yml")
+    (root / "farm.toml").write_text(MANIFEST)
+    return root / "farm.toml"
+
+
+def ids(manifest: Path, **kw: object) -> dict[tuple[str, str], str]:
+    return {(j.package.name, j.cell.name): j.id for j in plan(load_manifest(manifest), **kw)}  # type: ignore[arg-type]
+
+
+def changed(before: dict[tuple[str, str], str], after: dict[tuple[str, str], str]) -> set[str]:
+    return {f"{p}/{c}" for (p, c), i in before.items() if after[(p, c)] != i}
+
+
+def test_the_same_manifest_at_two_paths_plans_the_same_ids(tmp_path: Path) -> None:
+    one = farm(tmp_path / "checkout-one")
+    two = farm(tmp_path / "elsewhere" / "checkout-two")
+    assert ids(one) == ids(two)
+    assert len(set(ids(one).values())) == 4
+
+
+def test_each_input_changes_exactly_the_jobs_it_touches(tmp_path: Path) -> None:
+    manifest = farm(tmp_path)
+    before = ids(manifest)
+    # a file of alpha's tree: alpha's two jobs
+    (tmp_path / "src" / "alpha" / "kernel.cu").write_text("__global__ void k(int) {}\n")
+    after = ids(manifest)
+    assert changed(before, after) == {"alpha/c13", "alpha/c14"}
+    # the content of alpha's own policy file (its path unchanged): alpha's jobs only
+    policy = tmp_path / "policies" / "alpha.yml"
+    policy.write_text(policy.read_text() + "\n# reviewed\n")
+    again = ids(manifest)
+    assert changed(after, again) == {"alpha/c13", "alpha/c14"}
+    # build outputs and version control never enter: no job changes
+    (tmp_path / "src" / "beta" / "build").mkdir()
+    (tmp_path / "src" / "beta" / "build" / "x.o").write_text("object")
+    (tmp_path / "src" / "beta" / ".git").mkdir()
+    (tmp_path / "src" / "beta" / ".git" / "HEAD").write_text("ref")
+    assert ids(manifest) == again
+    # a flag that changes the output: every job
+    assert changed(again, ids(manifest, flags=Flags(repair=False))) == {
+        "alpha/c13",
+        "alpha/c14",
+        "beta/c13",
+        "beta/c14",
+    }
+    # a missing tree is one error naming the manifest, the package and the value
+    shutil.rmtree(tmp_path / "src" / "beta")
+    with pytest.raises(ConfigError, match=r"farm\.toml \[\[package\]\] 'beta': source = '.*beta'"):
+        ids(manifest)
+
+
+def test_archguards_own_code_is_an_input_by_content(tmp_path: Path) -> None:
+    """The digest of the installed package, not only its version: a copy of archguard with
+    one comment changed gives every job another id."""
+    copy = tmp_path / "archguard"
+    shutil.copytree(REPO / "src" / "archguard", copy, ignore=shutil.ignore_patterns("__pycache__"))
+    manifest = farm(tmp_path / "farm")
+    code = (
+        "import json, sys; from archguard.farm.plan import plan;"
+        "from archguard.farm.manifest import load_manifest;"
+        "print(json.dumps(sorted(j.id for j in plan(load_manifest(__import__('pathlib')"
+        ".Path(sys.argv[1]))))))"
+    )
+
+    def planned() -> list[str]:
+        proc = subprocess.run(
+            [sys.executable, "-c", code, str(manifest)],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(tmp_path)},
+            check=True,
+        )
+        return list(json.loads(proc.stdout))
+
+    first = planned()
+    assert first == planned() == sorted(ids(manifest).values())
+    (copy / "farm" / "plan.py").write_text((copy / "farm" / "plan.py").read_text() + "# x\n")
+    assert not set(first) & set(planned())
+
+
+def test_a_tree_digest_reuses_hashes_by_size_and_mtime(tmp_path: Path) -> None:
+    tree = tmp_path / "t"
+    tree.mkdir()
+    (tree / "a.cu").write_text("one")
+    cache = tmp_path / "cache"
+    first = tree_digest(tree, cache)
+    (stored,) = (cache / "digests").glob("*.json")
+    known = json.loads(stored.read_text())
+    assert [Path(k).name for k in known] == ["a.cu"]
+    # the cache is what is read while size and mtime hold: a planted hash is believed...
+    key = next(iter(known))
+    known[key][2] = "0" * 64
+    stored.write_text(json.dumps(known))
+    assert tree_digest(tree, cache) != first
+    # ...and an edit (its mtime moves) is hashed again, whatever the cache says
+    (tree / "a.cu").write_text("two")
+    os.utime(tree / "a.cu", ns=(time.time_ns(), time.time_ns() + 10**9))
+    assert tree_digest(tree, cache) == tree_digest(tree, None) != first
+
+
+def wheel(folder: Path, name: str, content: bytes) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_bytes(content)
+    return path
+
+
+def record(site: Path, job: str, cell: str, name: str, content: bytes) -> Outcome:
+    """A built job's record, its wheel pooled."""
+    built = wheel(site / ".farm" / "jobs" / job / "wheels", name, content)
+    pooled, sha = pool_wheel(site, built)
+    outcome = Outcome(job, name.split("-")[0], cell, "built", [pooled], sha256={pooled: sha})
+    outcome.inputs = {"toolkit": "nvcc 13.0", "held": {"torch": "2.13.0"}}
+    write_record(site, outcome)
+    return outcome
+
+
+A = "alpha-1.0+cu130-cp311-cp311-linux_x86_64.whl"
+B = "beta-1.0+cu130-cp311-cp311-linux_x86_64.whl"
+
+
+def test_a_kept_record_is_checked_not_trusted(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    kept = record(site, "a1", "c13", A, b"PK-alpha")
+    assert kept_problem(site, kept, kept.inputs) is None
+    # another input (the toolkit, the torch the cell holds): named
+    other = {**kept.inputs, "held": {"torch": "2.13.1"}}
+    assert kept_problem(site, kept, other) == "its inputs changed (held)"
+    # bytes replaced in place, or truncated: the sha256 said
+    path = kept.pooled(site)[0]
+    path.write_bytes(b"PK-evil")
+    problem = kept_problem(site, kept, kept.inputs)
+    assert problem is not None and "not the recorded" in problem
+    path.unlink()
+    assert "is missing" in str(kept_problem(site, kept, kept.inputs))
+
+
+def test_the_indexes_come_from_every_record_and_a_removed_job_leaves(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    records = {
+        r.job: r for r in (record(site, "a1", "c13", A, b"a"), record(site, "b1", "c13", B, b"b"))
+    }
+    publish_indexes(site, ["c13"], records, ["a1", "b1"])
+    assert {n for n, _ in read_links(site / "c13" / "simple")} == {A, B}
+    # a run that selected only a1 still publishes b1 (its record)
+    publish_indexes(site, ["c13"], records, ["a1", "b1"])
+    assert {n for n, _ in read_links(site / "c13" / "simple")} == {A, B}
+    # b1 left the manifest: it leaves the index; its wheel stays one generation, then goes
+    publish_indexes(site, ["c13"], records, ["a1"])
+    assert {n for n, _ in read_links(site / "c13" / "simple")} == {A}
+    assert records["b1"].pooled(site)[0].is_file()  # the previous index still names it
+    publish_indexes(site, ["c13"], records, ["a1"])
+    collect_garbage(site, {(A, records["a1"].sha256[A])})
+    assert not records["b1"].pooled(site)[0].exists()
+    assert records["a1"].pooled(site)[0].is_file()
+    assert verify_site(site).ok
+
+
+def test_a_reader_never_sees_an_index_naming_a_missing_or_other_wheel(tmp_path: Path) -> None:
+    """200 publications of an index whose wheel changes bytes under the same name, a reader
+    polling all along: every read finds an index, and every wheel it names is there with
+    the sha256 it advertises."""
+    site = tmp_path / "site"
+    seen: list[str] = []
+    bad: list[str] = []
+    stop = threading.Event()
+
+    def reader() -> None:
+        while not stop.is_set():
+            index = site / "c13" / "simple"
+            if not seen and not index.exists():
+                continue
+            try:
+                links = read_links(index)
+                html = (index / "index.html").read_text()
+            except OSError as exc:
+                bad.append(f"no index: {exc}")
+                continue
+            for name, sha in links:
+                try:
+                    data = pool_path(site, name, sha).read_bytes()
+                except OSError as exc:
+                    bad.append(f"{name}: {exc}")
+                    continue
+                if hashlib.sha256(data).hexdigest() != sha:
+                    bad.append(f"{name}: other bytes")
+            seen.append(html)
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    try:
+        for i in range(200):
+            r = record(site, f"a{i}", "c13", A, f"PK-{i}".encode())
+            write_index(site, "c13", [(A, r.sha256[A])])
+            collect_garbage(site)
+    finally:
+        stop.set()
+        thread.join()
+    assert not bad, bad[:5]
+    assert len(seen) > 20
+    assert len(list((site / "c13").glob(".simple-*"))) == 2  # the current one, the previous
+
+
+HOLD = """\
+import sys, time
+from pathlib import Path
+from archguard.farm.publish import site_lock
+with site_lock(Path(sys.argv[1]), command="holder"):
+    print("held", flush=True)
+    time.sleep(float(sys.argv[2]))
+"""
+
+
+def test_one_run_holds_a_site_and_a_killed_holder_is_taken_over(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(site), "60"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        with pytest.raises(ConfigError, match=rf"another run \(pid {holder.pid} on .*: holder\)"):
+            with site_lock(site):
+                pass
+        # the CLI: exit 2, the holder named
+        manifest = farm(tmp_path / "m")
+        refused = run_main("farm", "run", str(manifest), "-o", str(site), "--assemble")
+        assert refused.returncode == 2 and f"pid {holder.pid}" in refused.stderr
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    # killed without letting go: the next run takes over, and says so
+    taken = run_main("farm", "run", str(manifest), "-o", str(site), "--assemble")
+    assert f"took over the lock of {site} from a run that ended without" in taken.stderr
+    assert f"pid {holder.pid}" in taken.stderr
+    again = run_main("farm", "run", str(manifest), "-o", str(site), "--assemble")
+    assert "took over" not in again.stderr  # the last run let go cleanly
+
+
+def test_a_second_run_waits_with_wait(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(site), "2"], stdout=subprocess.PIPE, text=True
+    )
+    assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+    started = time.monotonic()
+    manifest = farm(tmp_path / "m")
+    waited = run_main("farm", "run", str(manifest), "-o", str(site), "--assemble", "--wait")
+    holder.wait()
+    assert waited.returncode == 1, waited.stderr  # nothing was built by any job
+    assert f"waiting for the run that holds {site} (pid {holder.pid}" in waited.stderr
+    assert time.monotonic() - started > 1.0
+
+
+def test_farm_verify_reads_every_published_wheel(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    records = {
+        r.job: r for r in (record(site, "a1", "c13", A, b"a"), record(site, "b1", "c14", B, b"b"))
+    }
+    publish_indexes(site, ["c13", "c14"], records, list(records))
+    ok = run_main("farm", "verify", str(site), "--format", "json")
+    assert ok.returncode == 0 and json.loads(ok.stdout)["wheels"] == 2
+    records["b1"].pooled(site)[0].write_bytes(b"truncat")
+    bad = run_main("farm", "verify", str(site))
+    assert bad.returncode == 1
+    assert f"c14: {B}: its bytes have sha256" in bad.stdout
+    records["a1"].pooled(site)[0].unlink()
+    assert "which is missing" in run_main("farm", "verify", str(site)).stdout
+    nowhere = run_main("farm", "verify", str(tmp_path))
+    assert nowhere.returncode == 2 and "holds no farm site" in nowhere.stderr
+
+
+def test_a_package_config_is_written_with_its_policy_against_the_manifest(tmp_path: Path) -> None:
+    """The package's table as ARCHGUARD_CONFIG reads it: written by tomli-w, its relative
+    policy resolved against the manifest (where it was checked), not the job's folder."""
+    from archguard.farm.jobs import config_file
+    from archguard.settings.config import load_config_file
+
+    manifest = load_manifest(farm(tmp_path))
+    alpha = manifest.packages[0]
+    written = config_file(alpha, tmp_path / "site" / ".farm" / "jobs" / "x" / "config.toml")
+    assert written is not None
+    config = load_config_file(str(written))
+    assert config.policy == tmp_path / "policies" / "alpha.yml"
+    assert config.arch_list is not None
