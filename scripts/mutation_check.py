@@ -41,14 +41,89 @@ MUTATIONS = [
     Mutation(
         "farm-page-only-at-the-end",
         "src/archguard/farm/run.py",
-        "            self.progress(number, outcome)",
+        "            self.progress(outcome)",
         "            pass",
         ("tests/test_farm_plan.py::test_the_page_follows_a_run_as_it_goes",),
     ),
     Mutation(
+        "farm-index-swap-leaves-a-gap",
+        "src/archguard/farm/publish.py",
+        "    temporary.replace(link)  # rename(2): atomic",
+        "    link.unlink(missing_ok=True)\n    time.sleep(0.001)\n    temporary.replace(link)",
+        (
+            "tests/test_farm_publish.py::test_a_reader_never_sees_an_index_naming_a_missing_or_other_wheel",
+        ),
+    ),
+    Mutation(
+        "farm-previous-index-removed-at-once",
+        "src/archguard/farm/publish.py",
+        "        if old.name not in (fresh.name, previous):",
+        "        if old.name != fresh.name:",
+        (
+            "tests/test_farm_publish.py::test_a_reader_never_sees_an_index_naming_a_missing_or_other_wheel",
+        ),
+    ),
+    Mutation(
+        "farm-kept-wheel-bytes-unchecked",
+        "src/archguard/farm/records.py",
+        "        if found != record.sha256[name]:",
+        "        if False:",
+        ("tests/test_farm_publish.py::test_a_kept_record_is_checked_not_trusted",),
+    ),
+    Mutation(
+        "farm-index-from-this-run-only",
+        "src/archguard/farm/publish.py",
+        "    current = [records[j] for j in jobs if j in records]\n    for cell in cells:",
+        "    current = [records[j] for j in list(jobs)[:1] if j in records]\n"
+        "    for cell in cells:",
+        (
+            "tests/test_farm_publish.py::test_the_indexes_come_from_every_record_and_a_removed_job_leaves",
+        ),
+    ),
+    Mutation(
+        "farm-job-id-digests-the-path",
+        "src/archguard/farm/plan.py",
+        '        return {"tree": tree_digest(path, cache)}',
+        '        return {"tree": str(path)}',
+        (
+            "tests/test_farm_publish.py::test_the_same_manifest_at_two_paths_plans_the_same_ids",
+            "tests/test_farm_publish.py::test_each_input_changes_exactly_the_jobs_it_touches",
+        ),
+    ),
+    Mutation(
+        "farm-policy-by-path",
+        "src/archguard/farm/plan.py",
+        '        raw["policy"] = {"sha256": file_sha256(package.config.policy)}',
+        "        pass",
+        ("tests/test_farm_publish.py::test_each_input_changes_exactly_the_jobs_it_touches",),
+    ),
+    Mutation(
+        "farm-lock-not-held",
+        "src/archguard/farm/publish.py",
+        "            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)",
+        "            pass",
+        (
+            "tests/test_farm_publish.py::test_one_run_holds_a_site_and_a_killed_holder_is_taken_over",
+        ),
+    ),
+    Mutation(
+        "wheel-version-unchecked",
+        "src/archguard/_integration/farm.py",
+        "    if release is not None:\n        built.problems +=",
+        "    if False:\n        built.problems +=",
+        ("tests/test_farm.py::test_a_wheel_that_is_not_the_sources_release_is_refused",),
+    ),
+    Mutation(
+        "wheel-refused-stays-in-the-wheelhouse",
+        "src/archguard/_integration/farm.py",
+        "        if not built.ok:\n            _refuse(built, out, before)",
+        "        if False:\n            _refuse(built, out, before)",
+        ("tests/test_farm.py::test_archguard_wheel_fails_a_cpu_fallback_and_names_the_switch",),
+    ),
+    Mutation(
         "farm-environment-failure-unrecorded",
         "src/archguard/farm/run.py",
-        "            _record(site, failed)  # --assemble (another runner) names the cause",
+        "            self.record(failed)  # --assemble (another runner) names the cause",
         "            pass",
         (
             "tests/test_farm_plan.py::test_a_cell_whose_environment_fails_is_recorded_for_the_assembly",
@@ -455,10 +530,10 @@ MUTATIONS = [
     ),
     Mutation(
         "farm-resume-drops-the-wheels-facts",
-        "src/archguard/farm/run.py",
-        '        details=list(data.get("details") or []),',
-        "        details=[],",
-        ("tests/test_farm_plan.py::test_a_resumed_job_keeps_its_wheels_and_their_facts",),
+        "src/archguard/farm/records.py",
+        '            list(data.get("details") or []),',
+        "            [],",
+        ("tests/test_farm_publish.py::test_a_kept_record_keeps_its_wheels_facts",),
     ),
     Mutation(
         "failure-cxx-standard-unnamed",

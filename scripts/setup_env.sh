@@ -67,6 +67,13 @@ else
 fi
 export CUDA_HOME
 export AG_TEST_CUDA_HOME="$CUDA_HOME"
+# A second, newer toolkit (CUDA 13.2 from NVIDIA's wheels, a few seconds): the farm's test
+# that a job built with another toolkit is built again (tests/test_farm_trust.py).
+if other_cuda=$(CUDA_FROM_INDEX_VERSION=13.2 PYTHON="$VPY" bash scripts/cuda_from_index.sh "$repo/.cache/cuda-13.2" 2>/dev/null); then
+  export AG_TEST_OTHER_CUDA_HOME="$other_cuda"
+else
+  echo "CUDA 13.2 not assembled: the farm's toolkit test will say so" >&2
+fi
 # the torch installed above is the CUDA 13.0 build: the cu130 checks must run, never skip
 if [ "$TORCH_VERSION" = "2.13.0" ]; then export AG_TEST_TORCH_CUDA=13.0; fi
 step "CUDA_HOME=$CUDA_HOME ($("$CUDA_HOME/bin/nvcc" --version | tail -2 | head -1))"

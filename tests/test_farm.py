@@ -391,6 +391,12 @@ def test_archguard_wheel_fails_a_cpu_fallback_and_names_the_switch(tmp_path: Pat
     assert cpu.returncode == 1, cpu.stdout + cpu.stderr
     assert "holds no CUDA device code" in cpu.stdout
     assert "Its setup.py reads FORCE_CUDA" in cpu.stdout
+    # the refused wheel left the wheelhouse: DIR/*.whl is always publishable
+    assert not list((tmp_path / "cpu").glob("*.whl"))
+    (refused,) = (tmp_path / "cpu" / "refused").glob("fallback-1.0-*.whl")
+    note = refused.with_name(refused.name + ".why.txt").read_text()
+    assert "holds no CUDA device code" in note
+    assert f"REFUSED  {refused.name}  no CUDA code" in cpu.stdout
     cuda = cli(
         "wheel",
         str(root),
@@ -474,3 +480,49 @@ def test_a_setup_py_that_refuses_in_its_own_words_is_named_with_its_line(tmp_pat
     assert "the package's setup.py stopped because no GPU is visible" in last, last
     assert "while pip prepares the build, at setup.py:8; a farm has none" in last, last
     assert "it reads no switch that forces the CUDA build" in last, last
+
+
+# A released sdist whose version comes from setuptools_scm (its PKG-INFO holds the release),
+# built where setuptools_scm is absent: setuptools ignores use_scm_version and says 0.0.0.
+SCM_SETUP = """\
+from setuptools import Extension, setup
+from torch.utils.cpp_extension import BuildExtension
+
+setup(
+    name="scmpkg",
+    use_scm_version=True,
+    setup_requires=["setuptools_scm"],
+    ext_modules=[Extension("_minicuda", ["mod.c", "kernel.cu"], extra_compile_args={"nvcc": []})],
+    cmdclass={"build_ext": BuildExtension},
+)
+"""
+
+
+def test_a_wheel_that_is_not_the_sources_release_is_refused(tmp_path: Path) -> None:
+    """The version a build gives is compared with the sdist's PKG-INFO: a version plugin
+    missing from the build environment (0.0.0) fails the build, naming both versions and
+    the plugin; the wheel leaves the wheelhouse. A bad label template fails before pip."""
+    import importlib.util
+    import tarfile
+
+    assert importlib.util.find_spec("setuptools_scm") is None, "the test needs it absent"
+    root = mini_package(tmp_path / "scmpkg-1.2.3", SCM_SETUP)
+    (root / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: scmpkg\nVersion: 1.2.3\n")
+    sdist = tmp_path / "scmpkg-1.2.3.tar.gz"
+    with tarfile.open(sdist, "w:gz") as tf:
+        tf.add(root, arcname=root.name)
+    out = tmp_path / "out"
+    env = build_env(ARCHGUARD_ARCH_LIST="8.0")
+    bad = cli("wheel", str(sdist), "-w", str(out), "--local-version", "{cuda}+{torh}", env=env)
+    assert bad.returncode == 2, bad.stdout + bad.stderr
+    assert "--local-version = '{cuda}+{torh}' is not a label template (KeyError" in bad.stderr
+    assert "pip" not in bad.stderr.split("archguard wheel:", 1)[0]  # nothing was built
+    proc = cli("wheel", str(sdist), "-w", str(out), env=env)
+    assert proc.returncode == 1, proc.stdout + proc.stderr[-3000:]
+    said = (
+        "scmpkg-0.0.0-cp311-cp311-linux_x86_64.whl is not the source's release: it is scmpkg "
+        "0.0.0, the source's PKG-INFO says scmpkg 1.2.3. Likely cause: its build names "
+        "setuptools_scm"
+    ).replace("cp311", f"cp{sys.version_info.major}{sys.version_info.minor}")
+    assert said in proc.stdout, proc.stdout
+    assert not list(out.glob("*.whl")) and len(list((out / "refused").glob("*.whl"))) == 1

@@ -179,7 +179,9 @@ def record(site: Path, job: str, cell: str, name: str, content: bytes) -> Outcom
     """A built job's record, its wheel pooled."""
     built = wheel(site / ".farm" / "jobs" / job / "wheels", name, content)
     pooled, sha = pool_wheel(site, built)
-    outcome = Outcome(job, name.split("-")[0], cell, "built", [pooled], sha256={pooled: sha})
+    outcome = Outcome(
+        job, name.split("-", maxsplit=1)[0], cell, "built", [pooled], sha256={pooled: sha}
+    )
     outcome.inputs = {"toolkit": "nvcc 13.0", "held": {"torch": "2.13.0"}}
     write_record(site, outcome)
     return outcome
@@ -288,9 +290,9 @@ def test_one_run_holds_a_site_and_a_killed_holder_is_taken_over(tmp_path: Path) 
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline() == "held\n"
-        with pytest.raises(ConfigError, match=rf"another run \(pid {holder.pid} on .*: holder\)"):
-            with site_lock(site):
-                pass
+        held = rf"another run \(pid {holder.pid} on .*: holder\)"
+        with pytest.raises(ConfigError, match=held), site_lock(site):
+            pass
         # the CLI: exit 2, the holder named
         manifest = farm(tmp_path / "m")
         refused = run_main("farm", "run", str(manifest), "-o", str(site), "--assemble")
@@ -352,3 +354,24 @@ def test_a_package_config_is_written_with_its_policy_against_the_manifest(tmp_pa
     config = load_config_file(str(written))
     assert config.policy == tmp_path / "policies" / "alpha.yml"
     assert config.arch_list is not None
+
+
+def test_a_kept_record_keeps_its_wheels_facts(tmp_path: Path) -> None:
+    """A resumed job's record brings back its wheels' facts (what archguard wheel read
+    back), for the page: a kept job's cell says as much as a built one's."""
+    from archguard.farm.page import write_page
+    from archguard.farm.records import read_record
+
+    site = tmp_path / "site"
+    built = record(site, "a1", "c13", A, b"a")
+    built.details = [{"wheel": A, "ok": True, "targets": ["sm_80", "compute_80"]}]
+    write_record(site, built)
+    kept = read_record(site, "a1")
+    assert kept is not None and kept.details == built.details and kept.sha256 == built.sha256
+    kept.status = "kept"
+    manifest = load_manifest(farm(tmp_path / "m"))
+    kept.package = "alpha"
+    write_page(site, manifest, [kept])
+    page = (site / "index.html").read_text()
+    assert "<li>verified: sm_80 compute_80</li>" in page
+    assert f'sha256 {built.sha256[A]}, from <a href=".farm/jobs/a1.json">job a1</a>' in page

@@ -113,7 +113,7 @@ def cmd_farm(args: argparse.Namespace) -> int:
         return EXIT_OK if checked.ok else EXIT_FAIL
     from archguard.farm.plan import plan_manifest
 
-    write(plan_manifest(args.manifest, args.policy, args.format, not args.no_repair))
+    write(plan_manifest(args.manifest, args.policy, args.format, not args.no_repair, args.site))
     return EXIT_OK
 
 

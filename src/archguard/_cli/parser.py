@@ -314,6 +314,12 @@ def _farm_plan_command(sub: Subparsers) -> None:
         action="store_true",
         help="plan the ids of farm run --no-repair (a flag that changes the output is an input)",
     )
+    plan.add_argument(
+        "--site",
+        type=Path,
+        metavar="SITE",
+        help="also show the torch each cell's environment in SITE held when a run last looked",
+    )
     _format(plan, PlanFormat)
     run = steps.add_parser(
         "run",

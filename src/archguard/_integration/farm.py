@@ -420,6 +420,8 @@ def run_wheel(
         )
     if options.config is not None and not options.config.is_file():
         raise ConfigError(f"archguard wheel --config {options.config}: no such file.")
+    if options.local_version is not None:
+        _check_template(options.local_version, "--local-version")
     trees = [source_tree(s, options.sha256) for s in sources]
     out.mkdir(parents=True, exist_ok=True)
     results = []
@@ -451,7 +453,8 @@ def run_wheel(
 
 def _wheel_lines(w: dict[str, object]) -> list[str]:
     """One wheel's line, and what was done to it beneath."""
-    mark = "ok" if w["ok"] else "FAILED"
+    refused = Path(str(w["wheel"])).parent.name == REFUSED
+    mark = "REFUSED" if refused else "ok" if w["ok"] else "FAILED"
     targets = " ".join(w["targets"]) or "no CUDA code"  # type: ignore[arg-type]
     pin = f"  requires {w['pin']}" if w.get("pin") else ""
     lines = [f"{mark}  {Path(str(w['wheel'])).name}  {targets}{pin}"]

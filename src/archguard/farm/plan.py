@@ -27,6 +27,7 @@ from archguard.core.toolkit import bundled_toolkit
 from archguard.core.torchbuild import bundled_torch, parse_torch_version
 from archguard.detect.sources import file_sha256
 from archguard.errors import ArchguardError, ConfigError
+from archguard.farm.envs import known_held
 from archguard.farm.identity import code_digest, digest_of, tree_digest
 from archguard.farm.manifest import Cell, Manifest, Package, load_manifest
 
@@ -165,7 +166,10 @@ def _resolve(package: Package, cell: Cell, policy: Policy) -> tuple[str | None, 
         return None, f"skipped: {exc.code}: {exc.message}"
 
 
-def render(jobs: list[Job], fmt: PlanFormat) -> str:
+def render(jobs: list[Job], fmt: PlanFormat, held: dict[str, Any] | None = None) -> str:
+    """The plan as text, JSON or a GitHub matrix; ``held``: what each cell's environment
+    held when a run last looked (``farm plan --site``), by cell."""
+    held = held or {}
     built = [j for j in jobs if j.arch_list is not None]
     if fmt == "github":
         include = [
@@ -200,6 +204,7 @@ def render(jobs: list[Job], fmt: PlanFormat) -> str:
                         }
                         for j in jobs
                     ],
+                    "held": held,
                 },
                 indent=2,
             )
@@ -209,6 +214,13 @@ def render(jobs: list[Job], fmt: PlanFormat) -> str:
         f"archguard farm plan: {len(built)} jobs to build, {len(jobs) - len(built)} skipped",
         "",
     ]
+    for cell, found in held.items():
+        lines.append(
+            f"  cell {cell} holds torch {found.get('torch_version') or found.get('torch')} "
+            f"(CUDA {found.get('torch_cuda')}) on Python {found.get('python')}"
+        )
+    if held:
+        lines.append("")
     for j in jobs:
         what = j.arch_list if j.arch_list is not None else j.skipped
         lines.append(f"  {j.package.name:<24} {j.cell.name:<28} {what}")
@@ -216,6 +228,16 @@ def render(jobs: list[Job], fmt: PlanFormat) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plan_manifest(path: Path, policy: str | None, fmt: PlanFormat, repair: bool = True) -> str:
-    """The plan of a manifest file, rendered."""
-    return render(plan(load_manifest(path), policy, Flags(repair), cache_root()), fmt)
+def plan_manifest(
+    path: Path, policy: str | None, fmt: PlanFormat, repair: bool = True, site: Path | None = None
+) -> str:
+    """The plan of a manifest file, rendered; with ``site``, what each cell's environment
+    there held when a run last looked (the torch its jobs' records name)."""
+    manifest = load_manifest(path)
+    jobs = plan(manifest, policy, Flags(repair), cache_root())
+    held = {}
+    for cell in manifest.cells if site is not None else ():
+        found = known_held(site, cell.name)  # type: ignore[arg-type]
+        if found is not None:
+            held[cell.name] = found
+    return render(jobs, fmt, held)

@@ -1,0 +1,329 @@
+"""A farm that can be trusted, for real (issue 40): two small packages (tests/packages/
+minicuda's kernel, no torch headers) x two cells (torch 2.13.0 and 2.14.1, CUDA builds, each
+cell's environment made with uv), real nvcc, cuobjdump and auditwheel.
+
+- Killed (SIGKILL, the whole process group) at six moments spread over its run and resumed
+  each time, the farm ends with the indexes an uninterrupted run gives, while a reader polling
+  the site never saw an index missing, or naming a wheel that is missing or not the bytes it
+  advertises. A wheel corrupted on disk is built again; a second run on the same site is
+  refused, naming the first.
+- Each input only the builder knows rebuilds exactly the jobs it touches: a file of a tree,
+  the torch a cell's environment holds, the toolkit the build finds; ``--only`` keeps every
+  other job in every index. (The inputs a plan knows, by content: tests/test_farm_publish.py.)
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from archguard.detect.sources import file_sha256
+from archguard.farm.publish import read_links
+from archguard.farm.records import all_records, pool_path
+from realtools import (
+    MINI,
+    build_env,
+    cli,
+    extension,
+    needs_cu130,
+    needs_cuda_torch,
+    needs_cuobjdump,
+    needs_nvcc,
+    pyproject,
+    setup_py,
+)
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.network,  # uv fetches each cell's torch (its cache links it after)
+    needs_nvcc,
+    needs_cuda_torch,
+    needs_cuobjdump,
+    needs_cu130,
+]
+PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
+CELLS = ("torch2.13", "torch2.14")
+MANIFEST = f"""\
+[[cell]]
+name = "torch2.13"
+python = "{PYTHON}"
+torch = "torch==2.13.0"
+cuda = "13.0"
+
+[[cell]]
+name = "torch2.14"
+python = "{PYTHON}"
+torch = "torch==2.14.1"
+cuda = "13.0"
+
+[[package]]
+name = "alpha"
+source = "src/alpha"
+config = {{ arch_list = "8.0" }}
+
+[[package]]
+name = "beta"
+source = "src/beta"
+config = {{ arch_list = "8.0" }}
+"""
+
+
+def make_farm(root: Path) -> Path:
+    for name in ("alpha", "beta"):
+        tree = root / "src" / name
+        tree.mkdir(parents=True)
+        for f in ("kernel.cu", "mod.c"):
+            shutil.copy(MINI / f, tree / f)
+        # linked with libstdc++ (the kernel's host code is C++), so that it imports
+        ext = extension("_minicuda", ["mod.c", "kernel.cu"])
+        ext = ext.replace(
+            "extra_compile_args=", 'extra_link_args=["-lstdc++"], extra_compile_args='
+        )
+        (tree / "setup.py").write_text(setup_py(name, [ext]))
+        (tree / "pyproject.toml").write_text(pyproject())
+    manifest = root / "farm.toml"
+    manifest.write_text(MANIFEST)
+    return manifest
+
+
+def env_for_farm(**extra: str) -> dict[str, str]:
+    env = build_env(**extra)
+    env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"  # uv
+    return env
+
+
+def farm_run(
+    manifest: Path, site: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return cli("farm", "run", str(manifest), "-o", str(site), *args, env=env or env_for_farm())
+
+
+def indexes(site: Path) -> dict[str, dict[str, str]]:
+    """Each cell's published index: wheel name -> the sha256 it advertises."""
+    return {cell: dict(read_links(site / cell / "simple")) for cell in CELLS}
+
+
+def names(site: Path) -> dict[str, set[str]]:
+    return {cell: set(index) for cell, index in indexes(site).items()}
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict[str, set[str]]]:
+    """An uninterrupted run of the farm: its manifest, its site, its indexes' wheel names."""
+    root = tmp_path_factory.mktemp("reference")
+    manifest = make_farm(root)
+    site = root / "site"
+    proc = farm_run(manifest, site)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
+    assert "4 built, 0 already built" in proc.stdout
+    # the torch each cell really holds, as the plan shows it once known
+    shown = cli("farm", "plan", str(manifest), "--site", str(site), env=env_for_farm())
+    assert "cell torch2.13 holds torch 2.13.0+cu130 (CUDA 13.0) on Python" in shown.stdout
+    assert "cell torch2.14 holds torch 2.14.1+cu130 (CUDA 13.0) on Python" in shown.stdout
+    return manifest, site, names(site)
+
+
+class Reader(threading.Thread):
+    """A reader polling every cell's index as an installer would: once an index has been
+    seen it must always be there, and every wheel it names must be in place, whole, with
+    the sha256 it advertises."""
+
+    def __init__(self, site: Path) -> None:
+        super().__init__(daemon=True)
+        self.site = site
+        self.problems: list[str] = []
+        self.reads = 0
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        seen: set[str] = set()
+        while not self.stopping.is_set():
+            for cell in CELLS:
+                index = self.site / cell / "simple"
+                if cell not in seen and not index.exists():
+                    continue
+                seen.add(cell)
+                try:
+                    (index / "index.html").read_text()
+                    links = read_links(index)
+                except OSError as exc:
+                    self.problems.append(f"{cell}: no index: {exc}")
+                    continue
+                for name, sha in links:
+                    path = pool_path(self.site, name, sha)
+                    try:
+                        found = file_sha256(path)
+                    except OSError as exc:
+                        self.problems.append(f"{cell}: {name}: {exc}")
+                        continue
+                    if found != sha:
+                        self.problems.append(f"{cell}: {name}: sha256 {found}, not {sha}")
+                self.reads += 1
+            time.sleep(0.01)
+
+
+def killed_at(manifest: Path, site: Path, pattern: str, delay: float) -> str:
+    """A farm run, killed (SIGKILL, its whole process group: pip, nvcc, uv) ``delay``
+    seconds after a line of its log matches ``pattern``; the log up to then."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "archguard", "farm", "run", str(manifest), "-o", str(site)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env_for_farm(),
+        start_new_session=True,
+    )
+    assert proc.stderr is not None
+    lines = []
+    try:
+        for line in proc.stderr:
+            lines.append(line)
+            if re.search(pattern, line):
+                time.sleep(delay)
+                break
+        else:
+            pytest.fail(f"the run ended before {pattern!r}:\n{''.join(lines)[-3000:]}")
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    return "".join(lines)
+
+
+# Six moments over a run of 2 packages x 2 cells (each run resumes what the last left):
+MOMENTS = [
+    (r"cell torch2\.13: making its environment", 3.0),  # uv installing the cell's torch
+    (r"\[1/4\] alpha in torch2\.13: building", 6.0),  # nvcc compiling
+    (r"\[1/4\] alpha in torch2\.13: built in", 0.0),  # its record written, the site publishing
+    (r"\[2/4\] alpha in torch2\.14: building", 0.5),  # pip starting, in a fresh cell
+    (r"\[3/4\] beta in torch2\.13: built in", 0.0),
+    (r"\[4/4\] beta in torch2\.14: building", 15.0),  # the read-back, auditwheel
+]
+
+
+def test_a_farm_killed_at_six_moments_resumes_to_the_uninterrupted_site(
+    reference: tuple[Path, Path, dict[str, set[str]]], tmp_path: Path
+) -> None:
+    _, _, expected = reference
+    manifest = make_farm(tmp_path)
+    site = tmp_path / "site"
+    reader = Reader(site)
+    reader.start()
+    logs = []
+    try:
+        for pattern, delay in MOMENTS:
+            logs.append(killed_at(manifest, site, pattern, delay))
+        final = farm_run(manifest, site)
+    finally:
+        reader.stopping.set()
+        reader.join()
+    assert final.returncode == 0, (final.stdout + final.stderr)[-6000:]
+    # every resumed run found the killed run's lock and took it over, saying so
+    for log in [*logs[1:], final.stderr]:
+        assert "took over the lock of" in log and "ended without letting it go" in log
+    # a job built before a kill was kept, its wheel checked
+    assert "sha256 checked): not built again" in final.stderr
+    assert names(site) == expected
+    assert not reader.problems, reader.problems[:10]
+    assert reader.reads > 100
+    verified = cli("farm", "verify", str(site), env=env_for_farm())
+    assert verified.returncode == 0 and "4 published wheel(s) read: OK" in verified.stdout
+    # what is published installs: alpha from torch2.13's index into that cell, imported
+    python = site / ".farm" / "envs" / "torch2.13" / "bin" / "python"
+    index = (site / "torch2.13" / "simple").as_uri()
+    installed = subprocess.run(
+        [str(python), "-m", "pip", "install", "--isolated", "-q", "--index-url", index, "alpha"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert installed.returncode == 0, installed.stderr[-3000:]
+    imported = subprocess.run(
+        [str(python), "-c", "import _minicuda"], capture_output=True, text=True, check=False
+    )
+    assert imported.returncode == 0, imported.stderr[-2000:]
+
+    # a wheel corrupted on disk is built again, never republished; a second run on the
+    # same site meanwhile is refused, naming the first
+    records = all_records(site)
+    (victim,) = [r for r in records.values() if (r.package, r.cell) == ("alpha", "torch2.14")]
+    path = victim.pooled(site)[0]
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    first = subprocess.Popen(
+        [sys.executable, "-m", "archguard", "farm", "run", str(manifest), "-o", str(site)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env_for_farm(),
+    )
+    assert first.stderr is not None
+    said = []
+    for line in first.stderr:
+        said.append(line)
+        if "alpha in torch2.14: building" in line:
+            break
+    second = farm_run(manifest, site)
+    rest, _ = first.communicate()
+    assert first.returncode == 0, "".join(said)[-3000:]
+    assert second.returncode == 2 and f"pid {first.pid} on " in second.stderr, second.stderr
+    assert "alpha in torch2.14: built again: its wheel" in "".join(said)
+    assert "1 built, 3 already built" in rest
+    assert cli("farm", "verify", str(site), env=env_for_farm()).returncode == 0
+
+
+def test_each_builder_input_rebuilds_exactly_its_jobs(
+    reference: tuple[Path, Path, dict[str, set[str]]],
+) -> None:
+    manifest, site, _ = reference
+    same = farm_run(manifest, site)
+    assert "0 built, 4 already built" in same.stdout, same.stdout + same.stderr[-3000:]
+
+    # a file of alpha's tree; only alpha selected: alpha's two jobs, and beta's wheels stay
+    # in every index and on the page
+    kernel = manifest.parent / "src" / "alpha" / "kernel.cu"
+    kernel.write_text(kernel.read_text() + "// reviewed\n")
+    edited = farm_run(manifest, site, "--only", "alpha")
+    assert edited.returncode == 0, edited.stderr[-3000:]
+    assert "2 built, 0 already built" in edited.stdout
+    for cell, wheels in names(site).items():
+        assert any(w.startswith("beta-") for w in wheels), (cell, wheels)
+        assert any(w.startswith("alpha-") for w in wheels), (cell, wheels)
+    page = (site / "index.html").read_text()
+    assert page.count('class="kept"') == 2 and page.count('class="built"') == 2
+
+    # the torch a cell's environment really holds (changed there by hand): that cell's jobs
+    python = site / ".farm" / "envs" / "torch2.14" / "bin" / "python"
+    uv = shutil.which("uv", path=env_for_farm()["PATH"])
+    assert uv is not None
+    swapped = subprocess.run(
+        [uv, "pip", "install", "--python", str(python), "torch==2.13.0"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert swapped.returncode == 0, swapped.stderr[-2000:]
+    held = farm_run(manifest, site)
+    assert held.returncode == 0, held.stderr[-3000:]
+    assert "2 built, 2 already built" in held.stdout, held.stdout
+    assert held.stderr.count("in torch2.14: built again: its inputs changed (held)") == 2
+
+    # the toolkit the build finds (CUDA 13.2 from NVIDIA's wheels): beta's jobs, selected
+    other = os.environ.get("AG_TEST_OTHER_CUDA_HOME")
+    if not other:
+        pytest.fail("AG_TEST_OTHER_CUDA_HOME is unset (scripts/setup_env.sh assembles CUDA 13.2)")
+    toolkit = farm_run(manifest, site, "--only", "beta", env=env_for_farm(CUDA_HOME=other))
+    assert toolkit.returncode == 0, toolkit.stderr[-3000:]
+    assert "2 built, 0 already built" in toolkit.stdout
+    assert toolkit.stderr.count("beta in torch2.1") == 4  # building and built, per cell
+    assert toolkit.stderr.count("built again: its inputs changed (toolkit)") == 2
+    # built with 13.2, labelled for it; alpha's wheels untouched in every index
+    assert all(any(w.startswith("beta-1.0+cu132-") for w in ws) for ws in names(site).values())
+    assert cli("farm", "verify", str(site), env=env_for_farm()).returncode == 0
