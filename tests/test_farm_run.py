@@ -7,6 +7,9 @@ and says so; the page names every job."""
 
 from __future__ import annotations
 
+import html
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -86,6 +89,38 @@ def _page_renders_in_chromium(page: Path, tmp: Path) -> None:
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def _the_pages_install_command_works_in_a_fresh_environment(page: str, tmp: Path) -> None:
+    """The page's command for torch2.13, run as written by uv in a new environment (uv takes
+    pip's options; its cache holds the cell's torch): the pinned wheel and its torch
+    resolve, and the extension imports."""
+    (command,) = re.findall(r"<li>torch2\.13: <code>(pip install [^<]*)</code>", page)
+    argv = html.unescape(command).split()
+    assert argv[-1] == "NAME" and any("torch2.13/simple" in a for a in argv), argv
+    fresh = tmp / "fresh"
+    uv = shutil.which("uv", path=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    assert uv is not None
+    made = subprocess.run(
+        [uv, "venv", "--python", sys.executable, str(fresh)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert made.returncode == 0, made.stderr
+    python = fresh / "bin" / "python"
+    argv = [uv, "pip", *argv[1:-1], "--python", str(python), "dlpack-ext"]
+    installed = subprocess.run(argv, capture_output=True, text=True, check=False)
+    assert installed.returncode == 0, installed.stderr[-3000:]
+    imported = subprocess.run(
+        [str(python), "-c", "import torch, dlpack_ext._C; print(torch.__version__)"],
+        capture_output=True,
+        text=True,
+        env=build_env(),
+        check=False,
+    )
+    assert imported.returncode == 0, imported.stderr[-2000:]
+    assert imported.stdout.startswith("2.13."), imported.stdout
+
+
 def test_farm_run_builds_each_cell_into_its_own_index(tmp_path: Path) -> None:
     if shutil.which("uv") is None and not (Path(sys.executable).parent / "uv").is_file():
         pytest.fail("no uv: the test extra installs it")
@@ -153,6 +188,7 @@ def test_farm_run_builds_each_cell_into_its_own_index(tmp_path: Path) -> None:
     stable = "ABI: requires torch&gt;=2.10: every extension uses only torch&#x27;s stable C ABI"
     assert stable in page
     _page_renders_in_chromium(site / "index.html", tmp_path)
+    _the_pages_install_command_works_in_a_fresh_environment(page, tmp_path)
     again = cli("farm", "run", str(manifest), "-o", str(site), env=env)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "archguard farm run: 0 built, 4 already built (not built again)" in again.stdout
