@@ -108,14 +108,14 @@ MUTATIONS = [
     ),
     Mutation(
         "wheel-version-unchecked",
-        "src/archguard/_integration/farm.py",
+        "src/archguard/frontend/wheel.py",
         "    if release is not None:\n        built.problems +=",
         "    if False:\n        built.problems +=",
         ("tests/test_farm.py::test_a_wheel_that_is_not_the_sources_release_is_refused",),
     ),
     Mutation(
         "wheel-refused-stays-in-the-wheelhouse",
-        "src/archguard/_integration/farm.py",
+        "src/archguard/frontend/wheel.py",
         "        if not built.ok:\n            _refuse(built, out, before)",
         "        if False:\n            _refuse(built, out, before)",
         ("tests/test_farm.py::test_archguard_wheel_fails_a_cpu_fallback_and_names_the_switch",),
@@ -138,7 +138,7 @@ MUTATIONS = [
     ),
     Mutation(
         "setup-py-gpu-ask-unread",
-        "src/archguard/_integration/failures.py",
+        "src/archguard/frontend/failures.py",
         "    stopped = _NO_GPU.search(text) or (asks_gpu and _SETUP_RAISED.search(text))",
         "    stopped = _NO_GPU.search(text)",
         (
@@ -537,7 +537,7 @@ MUTATIONS = [
     ),
     Mutation(
         "failure-cxx-standard-unnamed",
-        "src/archguard/_integration/failures.py",
+        "src/archguard/frontend/failures.py",
         "    refused = _TORCH_STD.search(text)",
         "    refused = None",
         (

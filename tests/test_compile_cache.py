@@ -276,3 +276,35 @@ def test_the_probe_says_whether_sccache_can_run_this_nvcc(tmp_path: Path) -> Non
             else:
                 os.environ[k] = v
     assert broken is not None and "code=sm_90 compile failed" in broken, broken
+
+
+def test_off_means_off_when_torch_would_wrap_the_compilers(tmp_path: Path) -> None:
+    """torch 2.13's cpp_extension prepends sccache (or ccache) found on PATH to every compile
+    (``_wrap_compiler``); with archguard's compiler_cache at its default, off, the build
+    sets TORCH_NO_COMPILER_WRAPPER, says so, records it, and no compile goes through it."""
+    exe = sccache()
+    if exe is None:
+        pytest.fail("no sccache (scripts/setup_env.sh installs one into .cache/sccache)")
+    root = package(tmp_path)
+    (root / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=64", "torch"]\n'
+        'build-backend = "setuptools.build_meta"\n[tool.archguard]\narch_list = "8.0"\n'
+    )
+    env = build_env()
+    env["PATH"] = f"{Path(exe).parent}{os.pathsep}{env['PATH']}"
+    env.pop("TORCH_NO_COMPILER_WRAPPER", None)
+    env["SCCACHE_DIR"] = str(tmp_path / "sccache-dir")
+    env["SCCACHE_SERVER_PORT"] = str(free_port())
+    proc = pip_wheel(root, tmp_path / "out", env=env)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log[-4000:]
+    assert "torch would put sccache, found on PATH, before every compile: " in log
+    assert "TORCH_NO_COMPILER_WRAPPER=1 keeps it off" in log
+    lines = nvcc_lines(log)
+    assert lines and not any("sccache" in line.split("nvcc", 1)[0] for line in lines), lines
+    record = wheel_record(only_wheel(tmp_path / "out"))
+    assert record["build"]["compiler_cache"] == {  # type: ignore[index]
+        "tool": "off",
+        "from": "the default",
+        "kept_off": "sccache",
+    }

@@ -4,6 +4,7 @@ checked after the build. Real nvcc 13.0, real torch 2.13.0+cu130, real cuobjdump
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -498,19 +499,81 @@ setup(
 """
 
 
-def test_a_wheel_that_is_not_the_sources_release_is_refused(tmp_path: Path) -> None:
-    """The version a build gives is compared with the sdist's PKG-INFO: a version plugin
-    missing from the build environment (0.0.0) fails the build, naming both versions and
-    the plugin; the wheel leaves the wheelhouse. A bad label template fails before pip."""
-    import importlib.util
+def _sdist(root: Path, version: str, tmp: Path) -> Path:
+    """``root`` as a released sdist: its PKG-INFO holds the release."""
     import tarfile
+
+    (root / "PKG-INFO").write_text(
+        f"Metadata-Version: 2.1\nName: {root.name.split('-')[0]}\nVersion: {version}\n"
+    )
+    sdist = tmp / f"{root.name}.tar.gz"
+    with tarfile.open(sdist, "w:gz") as tf:
+        tf.add(root, arcname=root.name)
+    return sdist
+
+
+def test_a_packages_declared_build_requirements_are_installed_beside_the_cell(
+    tmp_path: Path,
+) -> None:
+    """setuptools_scm, named by the sdist's setup_requires and [build-system].requires and
+    absent from the environment, is installed for the build (an overlay on PYTHONPATH, the
+    cell untouched): the wheel has the release's version. A requirement that would change
+    the cell's torch is refused with its name, before anything builds."""
+    import importlib.util
 
     assert importlib.util.find_spec("setuptools_scm") is None, "the test needs it absent"
     root = mini_package(tmp_path / "scmpkg-1.2.3", SCM_SETUP)
-    (root / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: scmpkg\nVersion: 1.2.3\n")
-    sdist = tmp_path / "scmpkg-1.2.3.tar.gz"
-    with tarfile.open(sdist, "w:gz") as tf:
-        tf.add(root, arcname=root.name)
+    (root / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=64", "setuptools_scm>=8", "torch"]\n'
+        'build-backend = "setuptools.build_meta"\n'
+    )
+    sdist = _sdist(root, "1.2.3", tmp_path)
+    out = tmp_path / "out"
+    env = build_env(ARCHGUARD_ARCH_LIST="8.0")
+    proc = cli("wheel", str(sdist), "-w", str(out), "--format", "json", env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    (wheel,) = out.glob("*.whl")
+    assert wheel.name.startswith("scmpkg-1.2.3+cu130-"), wheel.name
+    said = json.loads(proc.stdout)["builds"][0]["build_requirements"]
+    assert "setuptools_scm>=8" in said["declared"]
+    assert any(p.startswith("setuptools-scm==") for p in said["installed"]), said
+    assert "installed for its build (its declared requirements the cell lacks" in proc.stderr
+    assert importlib.util.find_spec("setuptools_scm") is None  # the cell is unchanged
+    # torch<2.10 for the build: never installed over the cell's, refused with its name
+    (root / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=64", "torch<2.10"]\n'
+        'build-backend = "setuptools.build_meta"\n'
+    )
+    refused = cli("wheel", str(root), "-w", str(tmp_path / "old"), env=env)
+    assert refused.returncode == 1, refused.stdout + refused.stderr[-2000:]
+    assert "the build requires 'torch<2.10', and the cell holds torch" in refused.stdout
+    assert "skip this cell for the package in the farm manifest" in refused.stdout
+    assert "-m pip wheel" not in refused.stderr  # refused before the build
+
+
+# A setup.py that takes its version from setuptools_scm when it can, and says 0.0.0 when it
+# cannot, declaring nothing (as some released setup.py files do)
+UNDECLARED = SCM_SETUP.replace(
+    '    use_scm_version=True,\n    setup_requires=["setuptools_scm"],\n',
+    "    version=VERSION,\n",
+).replace(
+    "setup(\n",
+    "try:\n    from setuptools_scm import get_version\n\n    VERSION = get_version()\n"
+    'except ImportError:\n    VERSION = "0.0.0"\n\nsetup(\n',
+    1,
+)
+
+
+def test_a_wheel_that_is_not_the_sources_release_is_refused(tmp_path: Path) -> None:
+    """The version a build gives is compared with the sdist's PKG-INFO: a version plugin
+    missing from the build environment (an undeclared one: 0.0.0) fails the build, naming
+    both versions and the plugin; the wheel leaves the wheelhouse. A bad label template
+    fails before pip."""
+    import importlib.util
+
+    assert importlib.util.find_spec("setuptools_scm") is None, "the test needs it absent"
+    assert "VERSION = get_version()" in UNDECLARED and "setup_requires" not in UNDECLARED
+    sdist = _sdist(mini_package(tmp_path / "scmpkg-1.2.3", UNDECLARED), "1.2.3", tmp_path)
     out = tmp_path / "out"
     env = build_env(ARCHGUARD_ARCH_LIST="8.0")
     bad = cli("wheel", str(sdist), "-w", str(out), "--local-version", "{cuda}+{torh}", env=env)

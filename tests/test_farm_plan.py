@@ -222,8 +222,8 @@ def test_the_workflow_passes_actionlint_and_runs_the_plan(tmp_path: Path) -> Non
 
 
 def test_a_range_plans_against_its_lowest_bound_and_names_are_checked(tmp_path: Path) -> None:
-    from archguard._integration.failures import switches
     from archguard.farm.plan import torch_version
+    from archguard.frontend.failures import switches
 
     ranged = MANIFEST.replace('torch = "torch==2.14.1"', 'torch = "torch<2.15,>=2.14.1"')
     cells = load_manifest(manifest(tmp_path, ranged)).cells
@@ -303,7 +303,7 @@ compatible compiler is required to use PyTorch.
 
 
 def test_a_package_that_compiles_below_torchs_cxx_standard_is_named() -> None:
-    from archguard._integration.failures import cause
+    from archguard.frontend.failures import cause
 
     said = cause(FUSSIM_LOG.splitlines(), [], {})
     assert said.startswith("the installed torch's headers require C++20")

@@ -22,7 +22,7 @@ LAYERS: list[set[str]] = [
     {"settings"},
     {"binaries"},
     {"reports", "user"},
-    {"_integration"},
+    {"_integration", "frontend"},
     {"farm"},
     {"_cli"},
     {"cpp_extension", "__main__"},

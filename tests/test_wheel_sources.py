@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from archguard._integration.sources import source_tree, split_pin
 from archguard.errors import ConfigError
+from archguard.frontend.sources import source_tree, split_pin
 from realtools import run_main
 
 

@@ -5,7 +5,8 @@ Subpackages by job, in layers, imports running only downhill (checked by
 (reads the machine: tools, nvcc, torch, cores) <- ``nvcc`` (flags, plan, parallelism) and
 ``lint`` <- ``settings`` (inputs assembled) <- ``binaries`` (verify, record, stubs) <-
 ``reports`` and ``user`` (doctor, variant, watch) <- the edges: ``_integration`` (the
-setuptools hook, farm mode) <- ``farm`` (the manifest and its plan) <- ``_cli``. The top
+setuptools hook inside pip's build, farm mode) and ``frontend`` (``archguard wheel``, which
+launches pip) <- ``farm`` (the manifest, its plan, its runs and site) <- ``_cli``. The top
 level keeps the public surface: ``errors``, ``cpp_extension`` and ``__main__``.
 
 Importing this module imports nothing else: the setuptools hook runs in every build.

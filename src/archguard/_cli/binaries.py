@@ -118,7 +118,7 @@ def cmd_farm(args: argparse.Namespace) -> int:
 
 
 def cmd_wheel(args: argparse.Namespace) -> int:
-    from archguard._integration.farm import WheelOptions, run_wheel
+    from archguard.frontend.wheel import WheelOptions, run_wheel
 
     options = WheelOptions(args.config, args.pip_args, args.local_version, args.repair, args.sha256)
     # an ArchguardError (bad input) exits 2 through the one handler

@@ -1,1 +1,1 @@
-"""The setuptools edge: the opt-in hook, the wrapped build_ext, the farm cell (wheel)."""
+"""The setuptools edge, inside pip's build: the opt-in hook and the wrapped build_ext."""

@@ -104,12 +104,17 @@ def compiler_cache(cmd: Any, session: Session) -> tuple[dict[str, str | None], A
     function that reads the cache's counters after the build (None when off)."""
     tool, origin = _cache_choice(session)
     if tool == "off":
+        # torch's cpp_extension prepends ccache or sccache, whichever is on PATH, to every
+        # compile unless TORCH_NO_COMPILER_WRAPPER is set: off means off
         wrapped = [t for t in TOOLS if find_cache(t, beside_python=False)]
         if wrapped and not os.environ.get("TORCH_NO_COMPILER_WRAPPER"):
             say(
-                f"compiler cache: off for archguard ({origin}); torch itself wraps the "
-                f"compilers with {wrapped[0]}, found on PATH"
+                f"compiler cache: off ({origin}); torch would put {wrapped[0]}, found on PATH, "
+                "before every compile: TORCH_NO_COMPILER_WRAPPER=1 keeps it off (set "
+                f'compiler_cache = "{wrapped[0]}" to use it, probed first)'
             )
+            session.compiler_cache = {"tool": "off", "from": origin, "kept_off": wrapped[0]}
+            return {"TORCH_NO_COMPILER_WRAPPER": "1"}, None
         return {}, None
     exe = find_cache(tool)
     if exe is None:

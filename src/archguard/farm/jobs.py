@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from archguard._integration.sources import cache_root, is_release, source_tree
 from archguard.errors import ArchguardError, ConfigError
 from archguard.farm.identity import JUNK_DIRS
 from archguard.farm.manifest import Package
 from archguard.farm.plan import Job
 from archguard.farm.publish import pool_wheel
 from archguard.farm.records import STATE, Outcome
+from archguard.frontend.sources import cache_root, is_release, source_tree
 
 # Builds of the same inputs give the same bytes: the zip entries' dates (setuptools'
 # bdist_wheel, wheel pack, auditwheel) from here, not the clock; 1980-01-01, zip's first day.

@@ -13,10 +13,10 @@ from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 
-from archguard._integration.sources import is_release
 from archguard.core.cuda import CudaVersion
 from archguard.core.problems import Problems, closest
 from archguard.errors import ArchguardError, ConfigError
+from archguard.frontend.sources import is_release
 from archguard.settings.config import parse_config, read_toml
 from archguard.settings.model import PackageConfig
 

@@ -19,7 +19,6 @@ from typing import Any
 from packaging.version import Version
 
 from archguard import __version__
-from archguard._integration.sources import cache_root, is_release
 from archguard.core.formats import PlanFormat
 from archguard.core.policy import Policy, load_policy
 from archguard.core.resolve import resolve
@@ -30,6 +29,7 @@ from archguard.errors import ArchguardError, ConfigError
 from archguard.farm.envs import known_held
 from archguard.farm.identity import code_digest, digest_of, tree_digest
 from archguard.farm.manifest import Cell, Manifest, Package, load_manifest
+from archguard.frontend.sources import cache_root, is_release
 
 PLAN_SCHEMA = "archguard.farm-plan/1"
 GITHUB_MAX_JOBS = 256  # GitHub Actions' limit per matrix

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from archguard._integration.sources import cache_root
 from archguard.core.cuda import CudaVersion
 from archguard.errors import ArchguardError, ConfigError
 from archguard.farm.envs import cell_environment, record_held
@@ -42,6 +41,7 @@ from archguard.farm.records import (
     write_atomic,
     write_record,
 )
+from archguard.frontend.sources import cache_root
 
 __all__ = ["Outcome", "RunOptions", "publish_site", "run_farm", "write_page"]
 

@@ -25,9 +25,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from archguard._integration.failures import cause
-from archguard._integration.release import declared_release, not_the_release
-from archguard._integration.sources import source_tree
 from archguard.binaries.record import read_wheel_record
 from archguard.binaries.relabel import check_label, relabel
 from archguard.binaries.repair import never_grafted, repair
@@ -38,6 +35,10 @@ from archguard.core.cuda import CudaVersion
 from archguard.detect.cuobjdump import find_cuobjdump
 from archguard.detect.tools import BUILD_TIMEOUT_S, run
 from archguard.errors import ArchguardError, ConfigError
+from archguard.frontend import buildenv
+from archguard.frontend.failures import cause
+from archguard.frontend.release import declared_release, not_the_release
+from archguard.frontend.sources import source_tree
 from archguard.reports.text import build_variables, render_error
 from archguard.settings.config import ENV_CONFIG, env_wheel_variant
 from archguard.settings.inputs import Query, gather
@@ -94,6 +95,7 @@ class Built:
     wheels: list[dict[str, object]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     checked: dict[str, list[Checked]] = field(default_factory=dict)  # wheel -> read back
+    build_env: dict[str, object] = field(default_factory=dict)  # what the build declared
 
     @property
     def ok(self) -> bool:
@@ -106,6 +108,7 @@ class Built:
             "pip_returncode": self.returncode,
             "environment": self.environment,
             "setup_py_reads": self.reads,
+            "build_requirements": self.build_env,
             "wheels": self.wheels,
             "problems": self.problems,
         }
@@ -213,6 +216,17 @@ def build_one(source: Path, out: Path, options: WheelOptions) -> Built:
     env_vars, variants = cell.environment, cell.variants
     setup_py = read_setup_py(source / "setup.py")
     reads = setup_py.reads
+    declared = buildenv.prepare(source, {**os.environ, **env_vars})
+    if declared.installed:
+        print(
+            f"archguard wheel: {source}: installed for its build (its declared requirements "
+            f"the cell lacks, the cell's torch held): {', '.join(declared.installed)} in "
+            f"{declared.overlay}",
+            file=sys.stderr,
+            flush=True,
+        )
+    for note in declared.notes:
+        print(f"archguard wheel: {source}: {note}", file=sys.stderr, flush=True)
     before = _wheels_in(out)
     argv = [
         sys.executable,
@@ -237,12 +251,13 @@ def build_one(source: Path, out: Path, options: WheelOptions) -> Built:
     )
     # no timeout (BUILD_TIMEOUT_S, see archguard.detect.tools); the build log goes to stderr,
     # stdout is the one line per wheel (or JSON)
-    environment = {**os.environ, **env_vars}
+    environment = {**os.environ, **env_vars, **declared.environment(os.environ)}
     tail: deque[str] = deque(maxlen=4000)  # the log's last lines, to say why it failed
     proc = run(argv, ConfigError, BUILD_TIMEOUT_S, environment, log=sys.stderr, tail=tail)
     after = _wheels_in(out)
     made = sorted(p for p, t in after.items() if before.get(p) != t)
     built = Built(str(source), proc.returncode, env_vars, reads)
+    built.build_env = declared.as_json()
     if proc.returncode != 0:
         why = cause(tail, reads, environment, str(source), setup_py.asks_gpu)
         built.problems.append(f"pip wheel failed (exit {proc.returncode}): {why}")
