@@ -207,31 +207,43 @@ def test_a_kept_record_is_checked_not_trusted(tmp_path: Path) -> None:
     assert "is missing" in str(kept_problem(site, kept, kept.inputs))
 
 
-def test_the_indexes_come_from_every_record_and_a_removed_job_leaves(tmp_path: Path) -> None:
+def test_the_indexes_come_from_every_record_and_a_removed_job_leaves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("archguard.farm.publish.GRACE_S", 0.0)  # only the previous index stays
     site = tmp_path / "site"
     records = {
         r.job: r for r in (record(site, "a1", "c13", A, b"a"), record(site, "b1", "c13", B, b"b"))
     }
     publish_indexes(site, ["c13"], records, ["a1", "b1"])
     assert {n for n, _ in read_links(site / "c13" / "simple")} == {A, B}
-    # a run that selected only a1 still publishes b1 (its record)
+    published = (site / "c13" / "simple").readlink()
+    # a run that selected only a1 still publishes b1 (its record); an index that says what
+    # the published one says is not published again
     publish_indexes(site, ["c13"], records, ["a1", "b1"])
     assert {n for n, _ in read_links(site / "c13" / "simple")} == {A, B}
+    assert (site / "c13" / "simple").readlink() == published
     # b1 left the manifest: it leaves the index; its wheel stays one generation, then goes
     publish_indexes(site, ["c13"], records, ["a1"])
     assert {n for n, _ in read_links(site / "c13" / "simple")} == {A}
-    assert records["b1"].pooled(site)[0].is_file()  # the previous index still names it
-    publish_indexes(site, ["c13"], records, ["a1"])
     collect_garbage(site, {(A, records["a1"].sha256[A])})
+    assert records["b1"].pooled(site)[0].is_file()  # the previous index still names it
+    C = "gamma-1.0+cu130-cp311-cp311-linux_x86_64.whl"
+    records["c1"] = record(site, "c1", "c13", C, b"c")
+    publish_indexes(site, ["c13"], records, ["a1", "c1"])
+    collect_garbage(site, {(A, records["a1"].sha256[A]), (C, records["c1"].sha256[C])})
     assert not records["b1"].pooled(site)[0].exists()
     assert records["a1"].pooled(site)[0].is_file()
     assert verify_site(site).ok
 
 
-def test_a_reader_never_sees_an_index_naming_a_missing_or_other_wheel(tmp_path: Path) -> None:
+def test_a_reader_never_sees_an_index_naming_a_missing_or_other_wheel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """200 publications of an index whose wheel changes bytes under the same name, a reader
     polling all along: every read finds an index, and every wheel it names is there with
-    the sha256 it advertises."""
+    the sha256 it advertises (a replaced index, and its wheels, stay for a grace period).
+    Past it, the previous index is what stays."""
     site = tmp_path / "site"
     seen: list[str] = []
     bad: list[str] = []
@@ -270,7 +282,16 @@ def test_a_reader_never_sees_an_index_naming_a_missing_or_other_wheel(tmp_path: 
         thread.join()
     assert not bad, bad[:5]
     assert len(seen) > 20
-    assert len(list((site / "c13").glob(".simple-*"))) == 2  # the current one, the previous
+    assert len(list((site / "c13").glob(".simple-*"))) == 200  # all within the grace period
+    monkeypatch.setattr("archguard.farm.publish.GRACE_S", 0.0)
+    before = (site / "c13" / "simple").readlink()
+    r = record(site, "last", "c13", A, b"PK-last")
+    write_index(site, "c13", [(A, r.sha256[A])])
+    collect_garbage(site)
+    kept = sorted(p.name for p in (site / "c13").glob(".simple-*"))
+    assert kept == sorted([before.name, (site / "c13" / "simple").readlink().name])
+    # the wheels of the two indexes kept, and no other
+    assert len(list((site / "wheels").glob("*/*.whl"))) == 2
 
 
 HOLD = """\

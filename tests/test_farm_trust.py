@@ -322,7 +322,6 @@ def test_each_builder_input_rebuilds_exactly_its_jobs(
     toolkit = farm_run(manifest, site, "--only", "beta", env=env_for_farm(CUDA_HOME=other))
     assert toolkit.returncode == 0, toolkit.stderr[-3000:]
     assert "2 built, 0 already built" in toolkit.stdout
-    assert toolkit.stderr.count("beta in torch2.1") == 4  # building and built, per cell
     assert toolkit.stderr.count("built again: its inputs changed (toolkit)") == 2
     # built with 13.2, labelled for it; alpha's wheels untouched in every index
     assert all(any(w.startswith("beta-1.0+cu132-") for w in ws) for ws in names(site).values())

@@ -37,6 +37,7 @@ from archguard.farm.records import POOL, PUBLISHED, STATE, Outcome, pool_path
 
 LOCK = "lock"
 INDEX = "simple"
+GRACE_S = 120.0  # an index replaced twice stays this long for the readers still in it
 
 
 def _say(text: str) -> None:
@@ -135,37 +136,61 @@ def published(records: Iterable[Outcome], cell: str) -> list[tuple[str, str]]:
     return sorted(out)
 
 
-def write_index(site: Path, cell: str, wheels: Sequence[tuple[str, str]]) -> None:
-    """SITE/<cell>/simple/: a PEP 503 index of ``wheels`` ((name, sha256) in the pool),
-    written whole in a directory of its own, then published by one symlink swap."""
-    root = site / cell
-    root.mkdir(parents=True, exist_ok=True)
-    token = f"{time.strftime('%Y%m%dT%H%M%S')}-{secrets.token_hex(4)}"
-    fresh = root / f".{INDEX}-{token}"
+def _pages(wheels: Sequence[tuple[str, str]]) -> dict[str, str]:
+    """A PEP 503 index's pages (``index.html``, ``<project>/index.html``) for ``wheels``."""
     projects: dict[str, list[tuple[str, str]]] = {}
     for name, sha in wheels:
         projects.setdefault(canonicalize_name(parse_wheel_filename(name)[0]), []).append(
             (name, sha)
         )
-    fresh.mkdir()
     links = "".join(f'<a href="{p}/">{p}</a><br>\n' for p in sorted(projects))
-    (fresh / "index.html").write_text(f"<!DOCTYPE html>\n<html><body>\n{links}</body></html>\n")
+    pages = {"index.html": f"<!DOCTYPE html>\n<html><body>\n{links}</body></html>\n"}
     for project, files in projects.items():
-        (fresh / project).mkdir()
         rows = "".join(
             f'<a href="../../../{POOL}/{sha}/{html.escape(name)}#sha256={sha}">'
             f"{html.escape(name)}</a><br>\n"
             for name, sha in sorted(files)
         )
-        (fresh / project / "index.html").write_text(
-            f"<!DOCTYPE html>\n<html><body>\n{rows}</body></html>\n"
-        )
+        pages[f"{project}/index.html"] = f"<!DOCTYPE html>\n<html><body>\n{rows}</body></html>\n"
+    return pages
+
+
+def _published_pages(link: Path) -> dict[str, str] | None:
+    """The pages the index at ``link`` publishes now, or None (none, or not readable)."""
+    if not link.is_symlink():
+        return None
+    try:
+        target = link.resolve(strict=True)
+        return {
+            str(p.relative_to(target)): p.read_text()
+            for p in [target / "index.html", *target.glob("*/index.html")]
+        }
+    except OSError:
+        return None
+
+
+def write_index(site: Path, cell: str, wheels: Sequence[tuple[str, str]]) -> bool:
+    """SITE/<cell>/simple/: a PEP 503 index of ``wheels`` ((name, sha256) in the pool),
+    written whole in a directory of its own, then published by one symlink swap; an index
+    that would say what the published one says is not published again. Whether it was."""
+    root = site / cell
+    root.mkdir(parents=True, exist_ok=True)
+    pages = _pages(wheels)
+    if _published_pages(root / INDEX) == pages:
+        return False
+    token = f"{time.strftime('%Y%m%dT%H%M%S')}-{secrets.token_hex(4)}"
+    fresh = root / f".{INDEX}-{token}"
+    for relative, text in pages.items():
+        (fresh / relative).parent.mkdir(parents=True, exist_ok=True)
+        (fresh / relative).write_text(text)
     _swap(root / INDEX, fresh)
+    return True
 
 
 def _swap(link: Path, fresh: Path) -> None:
     """``link`` made to point at ``fresh`` in one step; the directory it pointed at before
-    stays (a reader may be in it), the ones before that go."""
+    stays (a reader may be in it), and so does any older one for ``grace`` seconds after it
+    was written (a slow reader); the rest go, and temporary links a killed run left."""
     previous = str(link.readlink()) if link.is_symlink() else None
     if link.exists() and not link.is_symlink():  # a site written before the swap existed
         legacy = link.with_name(f".{INDEX}-legacy-{secrets.token_hex(4)}")
@@ -174,17 +199,21 @@ def _swap(link: Path, fresh: Path) -> None:
     temporary = link.with_name(f".{INDEX}-link-{secrets.token_hex(4)}")
     temporary.symlink_to(fresh.name)
     temporary.replace(link)  # rename(2): atomic
+    now = time.time()
     for old in link.parent.glob(f".{INDEX}-*"):
-        if old.name not in (fresh.name, previous):
-            if old.is_symlink() or old.is_file():
+        if old.is_symlink() or old.is_file():
+            if old.name != temporary.name:
                 old.unlink(missing_ok=True)
-            else:
-                shutil.rmtree(old, ignore_errors=True)
+            continue
+        if old.name not in (fresh.name, previous):
+            with contextlib.suppress(OSError):
+                if now - old.stat().st_mtime >= GRACE_S:
+                    shutil.rmtree(old, ignore_errors=True)
 
 
 def indexed(site: Path) -> dict[str, set[tuple[str, str]]]:
-    """Every wheel the current and the previous index of each cell name, by cell:
-    (name, sha256), read from the index files themselves."""
+    """Every wheel the indexes kept in each cell (the current one, the previous one, those
+    in their grace period) name, by cell: (name, sha256), read from the index files."""
     out: dict[str, set[tuple[str, str]]] = {}
     for folder in site.iterdir() if site.is_dir() else []:
         if folder.name.startswith(".") or folder.name == POOL or not folder.is_dir():
