@@ -247,7 +247,7 @@ def test_a_farm_killed_at_six_moments_resumes_to_the_uninterrupted_site(
     )
     assert installed.returncode == 0, installed.stderr[-3000:]
     imported = subprocess.run(
-        [str(python), "-c", "import _minicuda"], capture_output=True, text=True, check=False
+        [str(python), "-c", "import torch, _minicuda"], capture_output=True, text=True, check=False
     )
     assert imported.returncode == 0, imported.stderr[-2000:]
 
