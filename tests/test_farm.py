@@ -589,3 +589,38 @@ def test_a_wheel_that_is_not_the_sources_release_is_refused(tmp_path: Path) -> N
     ).replace("cp311", f"cp{sys.version_info.major}{sys.version_info.minor}")
     assert said in proc.stdout, proc.stdout
     assert not list(out.glob("*.whl")) and len(list((out / "refused").glob("*.whl"))) == 1
+
+
+# A setup.py that refuses without a GPU in its own words, naming its own variable (as some
+# released ones do for builds without a GPU), and builds when that variable is set.
+OWN_WORDS = NO_GPU.replace(
+    'if not torch.cuda.is_available() and os.environ.get("FORCE_CUDA", "0") != "1":\n'
+    '    raise RuntimeError("CUDA is not available: build on a machine with a GPU or set '
+    'FORCE_CUDA")',
+    'if not torch.cuda.is_available() and "NOGPU_CUDA_ARCHS" not in os.environ:\n'
+    "    raise RuntimeError(\n"
+    '        "No GPU found. To build without one, set NOGPU_CUDA_ARCHS to the "\n'
+    "        \"architectures to build for, e.g. NOGPU_CUDA_ARCHS='8.0;9.0'\"\n"
+    "    )",
+)
+
+
+def test_a_package_that_raises_its_own_instructions_is_quoted_with_its_variable(
+    tmp_path: Path,
+) -> None:
+    """The package's own exception, quoted with its file and line, and the variable its
+    message names with where a farm sets it; set, the same source builds with archguard."""
+    assert "NOGPU_CUDA_ARCHS" in OWN_WORDS and "FORCE_CUDA" not in OWN_WORDS
+    root = mini_package(tmp_path / "pkg", OWN_WORDS)
+    env = build_env(ARCHGUARD_ARCH_LIST="8.0")
+    proc = cli("wheel", str(root), "-w", str(tmp_path / "out"), env=env)
+    assert proc.returncode == 1, proc.stdout + proc.stderr[-3000:]
+    last = proc.stdout.strip().splitlines()[-1]
+    line = OWN_WORDS.splitlines().index("    raise RuntimeError(") + 1
+    assert f'it raised, at setup.py:{line}: "RuntimeError: No GPU found. To build' in last, last
+    assert "e.g. NOGPU_CUDA_ARCHS='8.0;9.0'\"" in last, last
+    assert "its message names NOGPU_CUDA_ARCHS: set it as it says, in the farm manifest's" in last
+    built = cli(
+        "wheel", str(root), "-w", str(tmp_path / "out"), env={**env, "NOGPU_CUDA_ARCHS": "8.0"}
+    )
+    assert built.returncode == 0, built.stdout + built.stderr[-3000:]

@@ -44,6 +44,55 @@ _NOT_SWITCHES = {
 }
 
 
+_TRACEBACK = "Traceback (most recent call last):"
+_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>.+)$')
+_RAISED = re.compile(r"^\s*(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit))(?::\s*(?P<msg>.*))?$")
+_END = re.compile(r"^\s*(?:\[end of output\]|error: |note: |ERROR: |\S+ exited with)")
+# names in a message that read as environment variables: upper case, with an underscore
+_VARIABLE = re.compile(r"\b[A-Z][A-Z0-9]*_[A-Z0-9_]*[A-Z0-9]\b")
+
+
+def raised(text: str, source: str = "") -> tuple[str, str] | None:
+    """The package's own exception in a log: (where, ``Type: message``) of the last traceback
+    whose frames reach the package's code (its setup.py, which setuptools runs as
+    ``<string>``, or a file of its tree); where is ``setup.py:21``. None: no such traceback."""
+    lines = text.splitlines()
+    starts = [i for i, line in enumerate(lines) if line.strip() == _TRACEBACK]
+    for start in reversed(starts):
+        own = None
+        end = len(lines)
+        for i in range(start + 1, len(lines)):
+            frame = _FRAME.match(lines[i])
+            if frame:
+                path = frame["file"]
+                if (
+                    path == "<string>"
+                    or path.endswith("setup.py")
+                    or (source and path.startswith(source.rstrip("/") + "/"))
+                ):
+                    name = "setup.py" if path == "<string>" else path
+                    own = f"{name.removeprefix(source.rstrip('/') + '/')}:{frame['line']}"
+                continue
+            exc = _RAISED.match(lines[i])
+            if exc and own is not None:
+                message = [exc["msg"] or ""]
+                for more in lines[i + 1 : end]:
+                    if not more.strip() or _END.match(more) or _FRAME.match(more):
+                        break
+                    message.append(more.strip())
+                said = " ".join(m for m in message if m).strip()
+                return own, f"{exc['type']}: {said}" if said else exc["type"]
+            if exc:
+                break  # an exception whose frames never reached the package
+    return None
+
+
+def named_variables(message: str) -> list[str]:
+    """The environment variables a package's message names, in its order; never what
+    archguard or the toolkit set."""
+    return [v for v in dict.fromkeys(_VARIABLE.findall(message)) if v not in _NOT_SWITCHES]
+
+
 def switches(reads: Sequence[str]) -> list[str]:
     """The package's own switches among the variables its setup.py reads (FORCE_CUDA, ...),
     the FORCE_ ones first."""
@@ -100,17 +149,24 @@ def cause(
     refused = _TORCH_STD.search(text)  # an #error in torch's headers: certain, so first
     if refused:
         return _standard(text, refused)
+    own_words = raised(text, source)
+    quoted = f"; it raised, at {own_words[0]}: {own_words[1]!r}" if own_words else ""
     stopped = _NO_GPU.search(text) or (asks_gpu and _SETUP_RAISED.search(text))
     if stopped and not _NVCC.search(text):
         at = f", at {', '.join(asks_gpu)}" if asks_gpu else ""
+        named = named_variables(own_words[1]) if own_words else []
         return (
             "the package's setup.py stopped because no GPU is visible (it asks torch for "
-            f"the GPU while pip prepares the build{at}; a farm has none)"
-            + _where_to_set(
-                own,
-                environment,
-                "; it reads no switch that forces the CUDA build: build it where a GPU is "
-                "visible, or patch that line",
+            f"the GPU while pip prepares the build{at}; a farm has none){quoted}"
+            + (
+                _named(named, environment)
+                if named
+                else _where_to_set(
+                    own,
+                    environment,
+                    "; it reads no switch that forces the CUDA build: build it where a GPU is "
+                    "visible, or patch that line",
+                )
             )
         )
     missing = _SOURCE_MISSING.search(text)
@@ -126,4 +182,19 @@ def cause(
             "the package built its CPU fallback (no CUDA compile ran: chosen because no GPU is "
             "visible?) and that failed to compile" + _where_to_set(own, environment)
         )
+    if own_words is not None:
+        named = named_variables(own_words[1])
+        return f"the package's own code raised, at {own_words[0]}: {own_words[1]!r}" + (
+            _named(named, environment) if named else _where_to_set(own, environment)
+        )
     return "pip wheel failed; the log is above"
+
+
+def _named(names: Sequence[str], set_already: dict[str, str]) -> str:
+    """The variables a package's own message names, and where a farm sets them."""
+    shown = ", ".join(f"{n}={set_already[n]!r} (set)" if n in set_already else n for n in names)
+    return (
+        f"; its message names {shown}: set {'it' if len(names) == 1 else 'them'} as it says, "
+        f'in the farm manifest\'s env table for this package (env = {{ {names[0]} = "..." }}) '
+        "or the environment of archguard wheel"
+    )
