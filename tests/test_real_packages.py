@@ -109,6 +109,14 @@ SDISTS = {
         "7.7.0",
         "039874c39fb56ba75b750dd4870968e7fe83b6ca28890a53e94ad3c46be699d0",
     ),
+    "torch_llm_kernels": (
+        "0.1.0",
+        "8ad3667609a0bf12fac856330da06994c91c78577e9502793afc972f5224a017",
+    ),
+    "quad_iou_fixed": (
+        "0.2.2",
+        "b7be1689c7bca484f469185650cc90c54e12aaf4a6885f8041380e9ae7cd51b5",
+    ),
 }
 
 
@@ -326,3 +334,28 @@ def test_gptqmodel_forced_include_decides_cutes_sm100_atoms(tmp_path: Path) -> N
     forced = lint(header, [cutlass], [cutlass, shim.parent], CU130_TEXT, forced=[shim])
     devices = {d for d, _, _ in at(forced, "copy_sm100.hpp", 60)}
     assert "11.0" in devices and not devices & {"10.0", "10.3"}
+
+
+def test_silent_cuda_less_wheels_name_the_condition_in_their_setup_py(tmp_path: Path) -> None:
+    """Two released sdists that add their CUDA extension only under a condition a farm does
+    not meet: torch_llm_kernels 0.1.0 (MIT) only when 'build_ext' is on setup.py's command
+    line (pip's build never passes it: a pure-Python wheel), quad_iou_fixed 0.2.2 only when
+    torch sees a GPU. archguard wheel refuses the first's wheel naming the line and how to
+    meet it; the second's setup.py is read for the same (its CPU build is not run here)."""
+    from archguard.frontend.wheel import read_setup_py
+
+    root = fetch("torch_llm_kernels", tmp_path)
+    out = tmp_path / "out"
+    proc = cli("wheel", str(root), "-w", str(out), env=build_env(ARCHGUARD_ARCH_LIST="8.0"))
+    assert proc.returncode == 1, proc.stdout + proc.stderr[-3000:]
+    assert "holds no CUDA device code" in proc.stdout
+    said = (
+        "Conditions in its setup.py a farm's build does not meet: setup.py:6: "
+        "\"'build_ext' in sys.argv\": pip's build (PEP 517) never puts 'build_ext' on "
+        "setup.py's command line"
+    )
+    assert said in proc.stdout, proc.stdout
+    assert not list(out.glob("*.whl"))  # refused: out of the wheelhouse
+    quad = fetch("quad_iou_fixed", tmp_path)
+    (condition,) = read_setup_py(quad / "setup.py").conditions
+    assert condition.startswith("setup.py:34: it asks torch for a GPU ('use_cuda = use_cuda and")

@@ -63,11 +63,52 @@ _ASKS_GPU = re.compile(r"\bcuda\.(?:is_available|device_count|get_device_(?:capa
 @dataclass(frozen=True)
 class SetupPy:
     """What a package's ``setup.py`` text shows (as far as it shows it): the environment
-    variables it reads by name, and the lines that ask torch about the GPU
-    (``setup.py:21``)."""
+    variables it reads by name, the lines that ask torch about the GPU (``setup.py:21``),
+    and the conditions a farm's build does not meet that can leave its extension out
+    (``setup.py:5: 'build_ext' in sys.argv: ...how to meet it``)."""
 
     reads: list[str]
     asks_gpu: list[str]
+    conditions: list[str] = field(default_factory=list)
+
+
+# a setup.py that adds its extension only for a command on its own command line
+_ARGV = re.compile(r"""["'](build_ext|bdist_wheel|install|develop|build)["']\s+in\s+sys\.argv""")
+# a module it imports only if it can (its extension may depend on it)
+_OPTIONAL_IMPORT = re.compile(
+    r"^(\s*)try:\s*\n\1\s+(?:import|from)\s+(?P<module>[A-Za-z_][\w.]*)[^\n]*\n"
+    r"(?:\1\s+[^\n]*\n)*?\1except\s*\(?[^\n]*(?:ImportError|ModuleNotFoundError)",
+    re.M,
+)
+
+
+def _conditions(text: str, name: str) -> list[str]:
+    lines = text.splitlines()
+    found = []
+    for number, line in enumerate(lines, 1):
+        argv = _ARGV.search(line)
+        if argv:
+            found.append(
+                f"{name}:{number}: {argv[0]!r}: pip's build (PEP 517) never puts "
+                f"{argv[1]!r} on setup.py's command line; build it with its own command "
+                f"(python setup.py {argv[1]}) or patch that line"
+            )
+        elif _ASKS_GPU.search(line):
+            found.append(
+                f"{name}:{number}: it asks torch for a GPU ({line.strip()[:80]!r}), and a "
+                "farm has none: set the switch it reads to force the CUDA build, or patch "
+                "that line"
+            )
+    for match in _OPTIONAL_IMPORT.finditer(text):
+        module = match["module"]
+        if module.split(".")[0] in ("torch", "setuptools", "os", "sys"):
+            continue
+        number = text.count("\n", 0, match.start()) + 2
+        found.append(
+            f"{name}:{number}: it imports {module} only if it can: make {module} importable "
+            "in the build (the package's build requirements, or the cell)"
+        )
+    return found
 
 
 def read_setup_py(setup_py: Path) -> SetupPy:
@@ -81,7 +122,7 @@ def read_setup_py(setup_py: Path) -> SetupPy:
         for number, line in enumerate(text.splitlines(), 1)
         if _ASKS_GPU.search(line)
     ]
-    return SetupPy(list(dict.fromkeys(names)), asks)
+    return SetupPy(list(dict.fromkeys(names)), asks, _conditions(text, setup_py.name))
 
 
 @dataclass
@@ -269,6 +310,7 @@ def build_one(source: Path, out: Path, options: WheelOptions) -> Built:
     for w in built.wheels:
         if not w["cuda_binaries"]:
             switches = [r for r in reads if r not in env_vars]
+            conditions = setup_py.conditions
             built.problems.append(
                 f"{Path(str(w['wheel'])).name} holds no CUDA device code: the package built "
                 "without its CUDA extension (a CPU fallback, chosen when no GPU is visible?)"
@@ -276,6 +318,12 @@ def build_one(source: Path, out: Path, options: WheelOptions) -> Built:
                     f". Its setup.py reads {', '.join(switches)}: set the one that forces the "
                     "CUDA build (e.g. FORCE_CUDA=1) for this cell"
                     if switches
+                    else ""
+                )
+                + (
+                    ". Conditions in its setup.py a farm's build does not meet: "
+                    + "; ".join(conditions)
+                    if conditions
                     else ""
                 )
             )
