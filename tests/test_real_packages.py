@@ -342,7 +342,7 @@ def test_silent_cuda_less_wheels_name_the_condition_in_their_setup_py(tmp_path: 
     line (pip's build never passes it: a pure-Python wheel), quad_iou_fixed 0.2.2 only when
     torch sees a GPU. archguard wheel refuses the first's wheel naming the line and how to
     meet it; the second's setup.py is read for the same (its CPU build is not run here)."""
-    from archguard.frontend.wheel import read_setup_py
+    from archguard.frontend.setup_py import read_setup_py
 
     root = fetch("torch_llm_kernels", tmp_path)
     out = tmp_path / "out"

@@ -15,15 +15,13 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 import tempfile
 import zipfile
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from archguard.binaries.record import read_wheel_record
 from archguard.binaries.relabel import check_label, relabel
@@ -38,121 +36,14 @@ from archguard.errors import ArchguardError, ConfigError
 from archguard.frontend import buildenv
 from archguard.frontend.failures import cause
 from archguard.frontend.release import declared_release, not_the_release
+from archguard.frontend.result import WHEEL_SCHEMA, Built, WheelResult
+from archguard.frontend.setup_py import read_setup_py
 from archguard.frontend.sources import source_tree
 from archguard.reports.text import build_variables, render_error
 from archguard.settings.config import ENV_CONFIG, env_wheel_variant
 from archguard.settings.inputs import Query, gather
 from archguard.settings.optin import ENV_ENABLE
 from archguard.user import variant
-
-if TYPE_CHECKING:
-    from archguard.binaries.verify import Checked
-
-WHEEL_SCHEMA = "archguard.wheel/1"
-_READS = re.compile(
-    r"""(?:os\.environ\.get|os\.getenv|environ\.get|getenv)\(\s*["']([A-Za-z_][A-Za-z0-9_]*)["']"""
-    r"""|os\.environ\[\s*["']([A-Za-z_][A-Za-z0-9_]*)["']\s*\]"""
-    r"""|["']([A-Za-z_][A-Za-z0-9_]*)["']\s+(?:not\s+)?in\s+os\.environ"""
-)
-
-
-# a setup.py asking torch about the GPU (which fails, or says no, on a farm's builder)
-_ASKS_GPU = re.compile(r"\bcuda\.(?:is_available|device_count|get_device_(?:capability|name))\(")
-
-
-@dataclass(frozen=True)
-class SetupPy:
-    """What a package's ``setup.py`` text shows (as far as it shows it): the environment
-    variables it reads by name, the lines that ask torch about the GPU (``setup.py:21``),
-    and the conditions a farm's build does not meet that can leave its extension out
-    (``setup.py:5: 'build_ext' in sys.argv: ...how to meet it``)."""
-
-    reads: list[str]
-    asks_gpu: list[str]
-    conditions: list[str] = field(default_factory=list)
-
-
-# a setup.py that adds its extension only for a command on its own command line
-_ARGV = re.compile(r"""["'](build_ext|bdist_wheel|install|develop|build)["']\s+in\s+sys\.argv""")
-# a module it imports only if it can (its extension may depend on it)
-_OPTIONAL_IMPORT = re.compile(
-    r"^(\s*)try:\s*\n\1\s+(?:import|from)\s+(?P<module>[A-Za-z_][\w.]*)[^\n]*\n"
-    r"(?:\1\s+[^\n]*\n)*?\1except\s*\(?[^\n]*(?:ImportError|ModuleNotFoundError)",
-    re.M,
-)
-
-
-def _conditions(text: str, name: str) -> list[str]:
-    lines = text.splitlines()
-    found = []
-    for number, line in enumerate(lines, 1):
-        argv = _ARGV.search(line)
-        if argv:
-            found.append(
-                f"{name}:{number}: {argv[0]!r}: pip's build (PEP 517) never puts "
-                f"{argv[1]!r} on setup.py's command line; build it with its own command "
-                f"(python setup.py {argv[1]}) or patch that line"
-            )
-        elif _ASKS_GPU.search(line):
-            found.append(
-                f"{name}:{number}: it asks torch for a GPU ({line.strip()[:80]!r}), and a "
-                "farm has none: set the switch it reads to force the CUDA build, or patch "
-                "that line"
-            )
-    for match in _OPTIONAL_IMPORT.finditer(text):
-        module = match["module"]
-        if module.split(".")[0] in ("torch", "setuptools", "os", "sys"):
-            continue
-        number = text.count("\n", 0, match.start()) + 2
-        found.append(
-            f"{name}:{number}: it imports {module} only if it can: make {module} importable "
-            "in the build (the package's build requirements, or the cell)"
-        )
-    return found
-
-
-def read_setup_py(setup_py: Path) -> SetupPy:
-    try:
-        text = setup_py.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return SetupPy([], [])
-    names = [next(g for g in m.groups() if g) for m in _READS.finditer(text)]
-    asks = [
-        f"{setup_py.name}:{number}"
-        for number, line in enumerate(text.splitlines(), 1)
-        if _ASKS_GPU.search(line)
-    ]
-    return SetupPy(list(dict.fromkeys(names)), asks, _conditions(text, setup_py.name))
-
-
-@dataclass
-class Built:
-    """One source's outcome."""
-
-    source: str
-    returncode: int
-    environment: dict[str, str]
-    reads: list[str]
-    wheels: list[dict[str, object]] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
-    checked: dict[str, list[Checked]] = field(default_factory=dict)  # wheel -> read back
-    build_env: dict[str, object] = field(default_factory=dict)  # what the build declared
-
-    @property
-    def ok(self) -> bool:
-        return self.returncode == 0 and bool(self.wheels) and not self.problems
-
-    def as_json(self) -> dict[str, object]:
-        return {
-            "source": self.source,
-            "ok": self.ok,
-            "pip_returncode": self.returncode,
-            "environment": self.environment,
-            "setup_py_reads": self.reads,
-            "build_requirements": self.build_env,
-            "wheels": self.wheels,
-            "problems": self.problems,
-        }
 
 
 @dataclass(frozen=True)
@@ -209,33 +100,33 @@ def _wheels_in(out: Path) -> dict[Path, float]:
     return {p: p.stat().st_mtime for p in out.glob("*.whl")} if out.is_dir() else {}
 
 
-def _verify(wheels: list[Path], checked: dict[str, list[Checked]]) -> list[dict[str, object]]:
-    """Each wheel's binaries read back and compared with its record; the results are kept
-    in ``checked`` (by wheel path) for the variant copy."""
+def _verify(wheels: list[Path]) -> list[WheelResult]:
+    """Each wheel's binaries read back and compared with its record (the read-back kept
+    with it, for the variant copy)."""
 
     cuobjdump = find_cuobjdump(None, needed_by="archguard wheel (it verifies every wheel)")
     out = []
     for wheel in wheels:
         results = check([wheel], cuobjdump)
-        checked[str(wheel)] = results
         cuda = [r for r in results if r.found is not None]
         out.append(
-            {
-                "wheel": str(wheel),
-                "cuda_binaries": len(cuda),
-                "targets": Targets(
+            WheelResult(
+                wheel,
+                len(cuda),
+                Targets(
                     frozenset(a for r in cuda if r.found for a in r.found.cubins),
                     frozenset(a for r in cuda if r.found for a in r.found.ptx),
                 ).names(),
-                "ok": bool(cuda) and all(r.ok and r.expected is not None for r in cuda),
-                "differences": [
+                bool(cuda) and all(r.ok and r.expected is not None for r in cuda),
+                [
                     f"{r.label}: missing {' '.join(r.missing) or 'nothing'}, unexpected "
                     f"{' '.join(r.unexpected) or 'nothing'}"
                     for r in cuda
                     if not r.ok
                 ]
                 + [f"{r.label}: no recorded resolution" for r in cuda if r.expected is None],
-            }
+                results,
+            )
         )
     return out
 
@@ -306,13 +197,13 @@ def build_one(source: Path, out: Path, options: WheelOptions) -> Built:
     release = declared_release(source)
     if release is not None:
         built.problems += [p for w in made if (p := not_the_release(w, release, source))]
-    built.wheels = _verify(made, built.checked)
+    built.wheels = _verify(made)
     for w in built.wheels:
-        if not w["cuda_binaries"]:
+        if not w.cuda_binaries:
             switches = [r for r in reads if r not in env_vars]
             conditions = setup_py.conditions
             built.problems.append(
-                f"{Path(str(w['wheel'])).name} holds no CUDA device code: the package built "
+                f"{w.wheel.name} holds no CUDA device code: the package built "
                 "without its CUDA extension (a CPU fallback, chosen when no GPU is visible?)"
                 + (
                     f". Its setup.py reads {', '.join(switches)}: set the one that forces the "
@@ -327,10 +218,9 @@ def build_one(source: Path, out: Path, options: WheelOptions) -> Built:
                     else ""
                 )
             )
-        elif not w["ok"]:
+        elif not w.ok:
             built.problems.append(
-                f"{Path(str(w['wheel'])).name} does not hold what was recorded: "
-                + "; ".join(str(d) for d in w["differences"])  # type: ignore[attr-defined]
+                f"{w.wheel.name} does not hold what was recorded: " + "; ".join(w.differences)
             )
     if not made:
         built.problems.append("pip reported success but wrote no wheel")
@@ -349,7 +239,7 @@ def _label(built: Built, template: str) -> None:
     if template == "off":
         return
     for w in built.wheels:
-        wheel = Path(str(w["wheel"]))
+        wheel = w.wheel
         try:
             with zipfile.ZipFile(wheel) as zf:
                 record = read_wheel_record(zf, wheel.name)
@@ -357,14 +247,12 @@ def _label(built: Built, template: str) -> None:
             built.problems.append(f"{wheel.name}: not labelled: {exc}")
             continue
         if record is None or record.cuda is None or record.torch is None or not record.abi:
-            w["label"] = None
-            w["label_note"] = "not labelled: its record says nothing of what it binds to"
+            w.label_note = "not labelled: its record says nothing of what it binds to"
             continue
         cuda = CudaVersion.parse(record.cuda, wheel.name)
         chosen = cell_label(list(record.abi.values()), cuda, record.torch)
         if chosen is None:
-            w["label"] = None
-            w["label_note"] = "not labelled: it holds no extension"
+            w.label_note = "not labelled: it holds no extension"
             continue
         label = chosen.label
         if template != "auto":
@@ -377,15 +265,9 @@ def _label(built: Built, template: str) -> None:
         except ArchguardError as exc:
             built.problems.append(f"{wheel.name}: not labelled: {exc}")
             continue
-        built.checked[str(labelled)] = built.checked.pop(str(wheel), [])
         tags = "-".join(labelled.name[: -len(".whl")].split("-")[-3:-1])
-        w.update(
-            wheel=str(labelled),
-            label=label,
-            pin=chosen.pin or None,
-            label_why=chosen.why,
-            serves=serves(chosen, list(record.abi.values()), tags),
-        )
+        w.wheel, w.label, w.pin, w.label_why = labelled, label, chosen.pin or None, chosen.why
+        w.serves = serves(chosen, list(record.abi.values()), tags)
 
 
 def _repair(built: Built) -> None:
@@ -393,7 +275,7 @@ def _repair(built: Built) -> None:
     back again, and put in place of the plain wheel only then."""
     cuobjdump = find_cuobjdump(None, needed_by="archguard wheel --repair (it reads back)")
     for w in built.wheels:
-        wheel = Path(str(w["wheel"]))
+        wheel = w.wheel
         with tempfile.TemporaryDirectory(prefix="archguard-repair-", dir=wheel.parent) as tmp:
             try:
                 repaired = repair(wheel, Path(tmp))
@@ -419,15 +301,10 @@ def _repair(built: Built) -> None:
             repaired.wheel.replace(target)
         if target != wheel:
             wheel.unlink()
-        built.checked[str(target)] = built.checked.pop(str(wheel), results)
-        w.update(
-            wheel=str(target),
-            platform=repaired.platform,
-            lowest_platform=repaired.lowest,
-            grafted=repaired.grafted,
-            not_grafted=repaired.not_grafted,
-            retagged=repaired.retagged or None,
-        )
+        w.wheel, w.checked = target, results
+        w.platform, w.lowest_platform = repaired.platform, repaired.lowest
+        w.grafted, w.not_grafted = list(repaired.grafted), list(repaired.not_grafted)
+        w.retagged = repaired.retagged or None
 
 
 def _variants(built: Built, out: Path) -> None:
@@ -435,13 +312,12 @@ def _variants(built: Built, out: Path) -> None:
     already read back."""
 
     for w in built.wheels:
-        wheel = Path(str(w["wheel"]))
-        planned, problems = variant.from_checked(wheel, built.checked.get(str(wheel), []))
+        planned, problems = variant.from_checked(w.wheel, w.checked)
         if planned is None:
-            built.problems += [f"{wheel.name}: no variant: {p}" for p in problems]
+            built.problems += [f"{w.wheel.name}: no variant: {p}" for p in problems]
             continue
-        w["variant"] = str(variant.write(planned, out / "variants"))
-        w["variant_notes"] = planned.notes
+        w.variant = str(variant.write(planned, out / "variants"))
+        w.variant_notes = list(planned.notes)
 
 
 REFUSED = "refused"
@@ -463,8 +339,8 @@ def _refuse(built: Built, out: Path, before: dict[Path, float]) -> None:
             f"archguard wheel refused {wheel.name} (built from {built.source}):\n{why}\n"
         )
         for w in built.wheels:
-            if Path(str(w.get("wheel", ""))) == wheel:
-                w["wheel"] = str(target)
+            if w.wheel == wheel:
+                w.wheel = target
     built.problems.append(
         f"refused: {', '.join(p.name for p in left)} moved to {where} (each with a note why)"
     )
@@ -507,36 +383,8 @@ def run_wheel(
     lines = []
     for r in results:
         for w in r.wheels:
-            lines += _wheel_lines(w)
+            lines += w.lines()
         if not r.wheels:
             lines.append(f"FAILED  {r.source}  no wheel")
         lines += [f"  {p}" for p in r.problems]
     return (0 if ok else 1), "\n".join(lines) + "\n"
-
-
-def _wheel_lines(w: dict[str, object]) -> list[str]:
-    """One wheel's line, and what was done to it beneath."""
-    refused = Path(str(w["wheel"])).parent.name == REFUSED
-    mark = "REFUSED" if refused else "ok" if w["ok"] else "FAILED"
-    targets = " ".join(w["targets"]) or "no CUDA code"  # type: ignore[arg-type]
-    pin = f"  requires {w['pin']}" if w.get("pin") else ""
-    lines = [f"{mark}  {Path(str(w['wheel'])).name}  {targets}{pin}"]
-    if w.get("label_note"):
-        lines.append(f"  {w['label_note']}")
-    if w.get("platform"):
-        kept = ", ".join(w["not_grafted"]) or "none"  # type: ignore[arg-type]
-        grafted = ", ".join(w["grafted"]) or "nothing"  # type: ignore[arg-type]
-        lines.append(
-            f"  repaired: {w['platform']} (the symbols allow {w['lowest_platform']}; never "
-            f"below torch's manylinux_2_28); not grafted: {kept}; grafted: {grafted}"
-        )
-    if w.get("retagged"):
-        lines.append(f"  {w['retagged']}")
-    if w.get("serves"):
-        lines.append(
-            f"  serves {w['serves']} (stable ABI, abi3): this CUDA's other cells need no "
-            "build of it"
-        )
-    if w.get("variant"):
-        lines.append(f"  variant: {w['variant']}")
-    return lines
