@@ -349,6 +349,9 @@ def test_farm_verify_reads_every_published_wheel(tmp_path: Path) -> None:
     records = {
         r.job: r for r in (record(site, "a1", "c13", A, b"a"), record(site, "b1", "c14", B, b"b"))
     }
+    # an earlier build of a1's package in c13 (its inputs changed since): a record of the
+    # same wheel name, other bytes, not in the index; verify reads the one the index names
+    record(site, "a9", "c13", A, b"a-before")  # its record read after a1's
     publish_indexes(site, ["c13", "c14"], records, list(records))
     ok = run_main("farm", "verify", str(site), "--format", "json")
     assert ok.returncode == 0 and json.loads(ok.stdout)["wheels"] == 2
