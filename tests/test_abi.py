@@ -290,7 +290,9 @@ def test_a_stable_abi3_wheel_serves_later_torches_and_pythons() -> None:
     stable = BinaryAbi("x.so", ("torch_library_impl",), (), "limited", target_version="2.10")
     label = cell_label([stable], CU130, "2.13.0+cu130")
     assert label is not None and label.stable
-    assert serves(label, [stable], "cp310-abi3") == "torch>=2.10 on Python>=3.10"
+    served = serves(label, [stable], "cp310-abi3")
+    assert str(served) == "torch>=2.10 on Python>=3.10"
+    assert served is not None and served.as_json() == {"torch": "2.10", "python": "3.10"}
     assert serves(label, [stable], "cp311-cp311") is None  # not abi3: one wheel per Python
     full = BinaryAbi("x.so", ("torch_library_impl",), (), "full", target_version="2.10")
     assert serves(label, [full], "cp310-abi3") is None  # abi3 by name, not by its symbols

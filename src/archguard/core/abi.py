@@ -138,9 +138,35 @@ class CellLabel:
     pin: str  # "torch>=2.13,<2.14" / "torch>=2.10"
     why: str
     stable: bool = False  # every extension uses only torch's stable C ABI
+    floor: str = ""  # stable: the lowest torch it loads on, X.Y
 
 
-def serves(label: CellLabel, binaries: Sequence[BinaryAbi], wheel_tags: str) -> str | None:
+@dataclass(frozen=True)
+class Serves:
+    """What a stable-ABI, limited-API wheel serves beyond its cell: every torch from
+    ``torch`` (X.Y) and every Python from 3.``python``, of its CUDA major."""
+
+    torch: str
+    python: int  # 3.X's X
+
+    def __str__(self) -> str:
+        return f"torch>={self.torch} on Python>=3.{self.python}"
+
+    def as_json(self) -> dict[str, str]:
+        return {"torch": self.torch, "python": f"3.{self.python}"}
+
+    @classmethod
+    def from_json(cls, data: object) -> Serves | None:
+        """From :meth:`as_json`'s value (None: not one)."""
+        if not isinstance(data, dict):
+            return None
+        torch, python = data.get("torch"), str(data.get("python", ""))
+        if not isinstance(torch, str) or not re.fullmatch(r"3\.\d+", python):
+            return None
+        return cls(torch, int(python.split(".")[1]))
+
+
+def serves(label: CellLabel, binaries: Sequence[BinaryAbi], wheel_tags: str) -> Serves | None:
     """What one stable-ABI, limited-API wheel serves (None: it serves its own cell only):
     ``torch>=2.10 on Python>=3.10``, so that a farm's other cells of that CUDA major need no
     build. ``wheel_tags``: the wheel's python-abi tags (``cp310-abi3``)."""
@@ -149,7 +175,7 @@ def serves(label: CellLabel, binaries: Sequence[BinaryAbi], wheel_tags: str) -> 
     limited = all(b.python_api in ("limited", "none") for b in binaries if b.links_torch)
     if not label.stable or abi_tag != "abi3" or not match or not limited:
         return None
-    return f"{label.pin} on Python>=3.{match[1]}"
+    return Serves(label.floor, int(match[1]))
 
 
 def cell_label(
@@ -176,6 +202,7 @@ def cell_label(
             f"every extension uses only torch's stable C ABI (target {floor}): it loads on "
             f"torch {floor} and later built for CUDA {cuda.major}",
             stable=True,
+            floor=floor,
         )
     cxx = [b.file for b in linked if not b.stable_only]
     return CellLabel(

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from archguard.core.arch import Arch, ArchEntry, Targets, format_list
 from archguard.core.coverage import (
@@ -44,8 +44,13 @@ from archguard.core.toolkit import Toolkit
 from archguard.core.torchbuild import TorchBuild
 from archguard.errors import EmptyArchList, NoPolicyRow
 
-if TYPE_CHECKING:  # the core never imports settings: a package's table is passed in
-    from archguard.settings.model import PackageConfig
+
+class PackageRequest(Protocol):
+    """What the resolution asks of a package's table (``settings.model.PackageConfig`` is
+    one): the list it asks for under a CUDA tag, and where that came from. The core imports
+    nothing above it: the table is passed in."""
+
+    def requested_for(self, tag: str) -> tuple[tuple[ArchEntry, ...], str] | None: ...
 
 
 @dataclass(frozen=True)
@@ -63,7 +68,7 @@ class Request:
 def choose_request(
     policy: Policy,
     cuda: CudaVersion,
-    package: PackageConfig | None = None,
+    package: PackageRequest | None = None,
     override: tuple[tuple[ArchEntry, ...], str] | None = None,
 ) -> Request:
     """Step 1: which list is asked for."""
@@ -422,7 +427,7 @@ def resolve(  # noqa: PLR0913, PLR0917 - SPEC §4's inputs of one resolution, ea
     policy: Policy,
     toolkit: Toolkit,
     torch: TorchBuild,
-    package: PackageConfig | None = None,
+    package: PackageRequest | None = None,
     override: tuple[tuple[ArchEntry, ...], str] | None = None,
     devices: Sequence[Device] | None = None,
 ) -> Resolution:

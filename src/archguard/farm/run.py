@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from archguard.core.abi import Serves
 from archguard.core.cuda import CudaVersion
 from archguard.errors import ArchguardError, ConfigError
 from archguard.farm.envs import cell_environment, record_held
@@ -50,9 +51,6 @@ def _say(text: str) -> None:
     print(f"archguard farm: {text}", file=sys.stderr, flush=True)
 
 
-_SERVES = re.compile(r"^torch>=([0-9.]+) on Python>=3\.(\d+)$")
-
-
 @dataclass(frozen=True)
 class Serving:
     """A stable-ABI, abi3 wheel one cell built, and what it serves."""
@@ -69,17 +67,17 @@ class Serving:
 def servings(outcome: Outcome, job: Job) -> list[Serving]:
     out = []
     for w in outcome.details:
-        match = _SERVES.match(str(w.get("serves") or ""))
+        floor = Serves.from_json(w.get("serves_floor"))
         name = Path(str(w.get("wheel", ""))).name
-        if match and w.get("ok") and name in outcome.sha256:
+        if floor and w.get("ok") and name in outcome.sha256:
             out.append(
                 Serving(
                     name,
                     outcome.sha256[name],
                     job.cell.name,
                     job.cell.cuda,
-                    match[1],
-                    int(match[2]),
+                    floor.torch,
+                    floor.python,
                     job.arch_list,
                 )
             )

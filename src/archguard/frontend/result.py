@@ -8,6 +8,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from archguard.core.abi import Serves
+
 if TYPE_CHECKING:
     from archguard.binaries.verify import Checked
 
@@ -29,7 +31,7 @@ class WheelResult:
     label_note: str | None = None
     pin: str | None = None
     label_why: str | None = None
-    serves: str | None = None  # a stable-ABI abi3 wheel: what else it serves
+    serves: Serves | None = None  # a stable-ABI abi3 wheel: what else it serves
     # the repair (auditwheel)
     platform: str | None = None
     lowest_platform: str | None = None
@@ -49,6 +51,8 @@ class WheelResult:
                 continue
             if f.name in ("wheel", "cuda_binaries", "targets", "ok", "differences"):
                 out[f.name] = str(value) if isinstance(value, Path) else value
+            elif isinstance(value, Serves):  # its words, and its floors for a farm to read
+                out[f.name], out["serves_floor"] = str(value), value.as_json()
             elif value is not None:
                 out[f.name] = value
         return out
