@@ -361,3 +361,75 @@ def test_the_page_follows_a_run_as_it_goes(tmp_path: Path) -> None:
     publish_site(tmp_path / "site", loaded, jobs)
     page = (tmp_path / "site" / "index.html").read_text()
     assert "Running" not in page and page.count("<td>not run</td>") == 3
+
+
+# From a real farm run (2026-12-05, torch 2.13.0+cu130, nvcc 13.0), paths shortened: the last
+# lines of three released sdists' builds.
+# spikeskip 0.2.0 (MIT): its setup.py names its .cu by an absolute path
+SPIKESKIP_LOG = """\
+  writing manifest file 'spikeskip.egg-info/SOURCES.txt'
+  error: Error: setup script specifies an absolute path:
+
+      /src/spikeskip-0.2.0/spikeskip/csrc/sparse_linear.cu
+
+  setup() arguments must *always* be /-separated paths relative to the
+  setup.py directory, *never* absolute paths.
+
+  error: subprocess-exited-with-error
+"""
+# inplace-abn 1.1.0 (BSD-3-Clause): define_macros=[("WITH_CUDA", 1)] reached archguard's lint
+# as an int (archguard's bug, fixed: the lint reads it as "1")
+INPLACE_ABN_LOG = """\
+  Traceback (most recent call last):
+    File "/env/lib/python3.11/site-packages/setuptools/build_meta.py", line 317, in run_setup
+      exec(code, locals())  # noqa: S102 # exec is intentional here
+    File "<string>", line 48, in <module>
+    File "/env/lib/python3.11/site-packages/setuptools/__init__.py", line 117, in setup
+      return distutils.core.setup(**attrs)  # type: ignore[return-value]
+    File "/env/lib/python3.11/site-packages/archguard/lint/guards.py", line 227, in <dictcomp>
+      name: Macro(name, tuple(tokenize(value)))
+    File "/env/lib/python3.11/site-packages/archguard/lint/expressions.py", line 54, in tokenize
+      text = text.strip()
+             ^^^^^^^^^^
+  AttributeError: 'int' object has no attribute 'strip'
+  error: subprocess-exited-with-error
+"""
+# cumcubes 0.0.3 (BSD-3-Clause): its compile failed; archguard's hook said why, torch raised
+CUMCUBES_LOG = """\
+  .../archguard-cuda-include/cuda_runtime.h:82:10: fatal error: crt/host_config.h: No such \
+file or directory
+  archguard: error: compile-failed: extension cumcubes.src failed to build with sm_80 \
+compute_80 (list: it hard-codes no target: the effective list).
+  Traceback (most recent call last):
+    File "<string>", line 43, in <module>
+    File "/env/lib/python3.11/site-packages/torch/utils/cpp_extension.py", line 2650, in _run
+      raise RuntimeError(message) from e
+  RuntimeError: Error compiling objects for extension
+  error: subprocess-exited-with-error
+"""
+
+
+def test_a_failure_is_said_by_whoever_said_it_last() -> None:
+    """archguard's own exception is archguard's bug, never the package's; archguard's own
+    error line in the build beats torch's generic one; setuptools' own error is quoted."""
+    from archguard.frontend.failures import cause
+
+    said = cause(INPLACE_ABN_LOG.splitlines(), [], {})
+    assert said.startswith(
+        "archguard itself failed in archguard/lint/expressions.py:54 (called from the "
+        "package's setup.py:48): \"AttributeError: 'int' object has no attribute 'strip'\""
+    ), said
+    assert "This is archguard's bug, not the package's" in said
+    said = cause(CUMCUBES_LOG.splitlines(), [], {})
+    assert said.startswith("archguard in the build: compile-failed: extension cumcubes.src"), said
+    alone = CUMCUBES_LOG.replace("archguard: error:", "archguard said:")
+    said = cause(alone.splitlines(), [], {})
+    assert said.startswith(
+        "the package's setup.py failed, at setup.py:43 (raised in torch/utils/cpp_extension.py"
+        ":2650): 'RuntimeError: Error compiling objects for extension'"
+    ), said
+    said = cause(SPIKESKIP_LOG.splitlines(), [], {})
+    assert said.startswith(
+        "setuptools refused the package's build: 'Error: setup script specifies an absolute "
+        "path: /src/spikeskip-0.2.0/spikeskip/csrc/sparse_linear.cu setup() arguments must"
+    ), said

@@ -241,6 +241,8 @@ def test_the_builds_macros_are_read_as_nvcc_reads_them() -> None:
         [("C", None), ("D", "4")],
     )
     assert got == {"C": None, "D": "4", "A": "3", "B": "2", "E": "x y"}
+    # an int value, as setuptools takes it (inplace-abn 1.1.0: define_macros=[("WITH_CUDA", 1)])
+    assert parse_defines([], [("WITH_CUDA", 1)]) == {"WITH_CUDA": "1"}
 
 
 def test_flashinfer_grid_dependency_guard_reads_false_from_cutlass_family_macros() -> None:

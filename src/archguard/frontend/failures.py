@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 # a setup.py that asks torch for a GPU and stops without one
 _NO_GPU = re.compile(
@@ -52,36 +53,61 @@ _END = re.compile(r"^\s*(?:\[end of output\]|error: |note: |ERROR: |\S+ exited w
 _VARIABLE = re.compile(r"\b[A-Z][A-Z0-9]*_[A-Z0-9_]*[A-Z0-9]\b")
 
 
-def raised(text: str, source: str = "") -> tuple[str, str] | None:
-    """The package's own exception in a log: (where, ``Type: message``) of the last traceback
-    whose frames reach the package's code (its setup.py, which setuptools runs as
-    ``<string>``, or a file of its tree); where is ``setup.py:21``. None: no such traceback."""
+@dataclass(frozen=True)
+class Raised:
+    """An exception in a build's log that passed through the package's code: where the
+    package's code was (``setup.py:48``), what was raised (``Type: message``), and where it
+    was raised when that is not the package's own code (``torch/utils/cpp_extension.py:
+    2650``; in archguard's own modules, archguard failed, not the package)."""
+
+    at: str
+    what: str
+    inner: str | None = None
+    archguard: bool = False
+
+
+def _short(path: str) -> str:
+    """A library file as ``torch/utils/cpp_extension.py``: from its top package down."""
+    if "/src/archguard/" in path:
+        return "archguard/" + path.split("/src/archguard/", 1)[1]
+    return path.split("/site-packages/", 1)[-1]
+
+
+def _own(path: str, root: str | None) -> bool:
+    return path == "<string>" or path.endswith("setup.py") or bool(root and path.startswith(root))
+
+
+def raised(text: str, source: str = "") -> Raised | None:
+    """The last exception in a log whose traceback reaches the package's code (its setup.py,
+    which setuptools runs as ``<string>``, or a file of its tree). None: no such traceback."""
     lines = text.splitlines()
     starts = [i for i, line in enumerate(lines) if line.strip() == _TRACEBACK]
+    root = source.rstrip("/") + "/" if source else None
     for start in reversed(starts):
-        own = None
-        end = len(lines)
+        own: str | None = None
+        last: tuple[str, str] | None = None  # the innermost frame past the package's
         for i in range(start + 1, len(lines)):
             frame = _FRAME.match(lines[i])
             if frame:
-                path = frame["file"]
-                if (
-                    path == "<string>"
-                    or path.endswith("setup.py")
-                    or (source and path.startswith(source.rstrip("/") + "/"))
-                ):
-                    name = "setup.py" if path == "<string>" else path
-                    own = f"{name.removeprefix(source.rstrip('/') + '/')}:{frame['line']}"
+                if _own(frame["file"], root):
+                    name = "setup.py" if frame["file"] == "<string>" else frame["file"]
+                    own, last = f"{name.removeprefix(root or '')}:{frame['line']}", None
+                else:
+                    last = (frame["file"], frame["line"])
                 continue
             exc = _RAISED.match(lines[i])
             if exc and own is not None:
                 message = [exc["msg"] or ""]
-                for more in lines[i + 1 : end]:
+                for more in lines[i + 1 :]:
                     if not more.strip() or _END.match(more) or _FRAME.match(more):
                         break
                     message.append(more.strip())
                 said = " ".join(m for m in message if m).strip()
-                return own, f"{exc['type']}: {said}" if said else exc["type"]
+                what = f"{exc['type']}: {said}" if said else exc["type"]
+                if last is None:
+                    return Raised(own, what)
+                ours = "/archguard/" in last[0]
+                return Raised(own, what, f"{_short(last[0])}:{last[1]}", ours)
             if exc:
                 break  # an exception whose frames never reached the package
     return None
@@ -150,11 +176,17 @@ def cause(
     if refused:
         return _standard(text, refused)
     own_words = raised(text, source)
-    quoted = f"; it raised, at {own_words[0]}: {own_words[1]!r}" if own_words else ""
+    if own_words is not None and own_words.archguard:
+        return (
+            f"archguard itself failed in {own_words.inner} (called from the package's "
+            f"{own_words.at}): {own_words.what!r}. This is archguard's bug, not the package's: "
+            "report it with the log; ARCHGUARD_DISABLE=1 builds without archguard"
+        )
+    quoted = f"; it raised, at {own_words.at}: {own_words.what!r}" if own_words else ""
     stopped = _NO_GPU.search(text) or (asks_gpu and _SETUP_RAISED.search(text))
     if stopped and not _NVCC.search(text):
         at = f", at {', '.join(asks_gpu)}" if asks_gpu else ""
-        named = named_variables(own_words[1]) if own_words else []
+        named = named_variables(own_words.what) if own_words else []
         return (
             "the package's setup.py stopped because no GPU is visible (it asks torch for "
             f"the GPU while pip prepares the build{at}; a farm has none){quoted}"
@@ -182,12 +214,51 @@ def cause(
             "the package built its CPU fallback (no CUDA compile ran: chosen because no GPU is "
             "visible?) and that failed to compile" + _where_to_set(own, environment)
         )
+    return _last_word(text, own_words, own, environment)
+
+
+def _last_word(
+    text: str, own_words: Raised | None, own: Sequence[str], environment: dict[str, str]
+) -> str:
+    """Where no known cause fits: archguard's own error line in the build, else the
+    package's exception, else setuptools' own ``error:``, else the log."""
+    said = _archguard_said(text)
+    if said:
+        return said
     if own_words is not None:
-        named = named_variables(own_words[1])
-        return f"the package's own code raised, at {own_words[0]}: {own_words[1]!r}" + (
+        named = named_variables(own_words.what)
+        inside = f" (raised in {own_words.inner})" if own_words.inner else ""
+        return f"the package's setup.py failed, at {own_words.at}{inside}: {own_words.what!r}" + (
             _named(named, environment) if named else _where_to_set(own, environment)
         )
+    refused = _setuptools_said(text)
+    if refused:
+        return f"setuptools refused the package's build: {refused!r}"
     return "pip wheel failed; the log is above"
+
+
+_ARCHGUARD_ERROR = re.compile(r"^\s*archguard: error: (?P<said>.+)$", re.M)
+_DISTUTILS_ERROR = re.compile(r"^\s*error: (?!subprocess-exited-with-error)(?P<said>.+)$", re.M)
+
+
+def _archguard_said(text: str) -> str | None:
+    """archguard's own last word in the build (its hook ran, and said why it stopped)."""
+    found = list(_ARCHGUARD_ERROR.finditer(text))
+    return f"archguard in the build: {found[-1]['said'].strip()}" if found else None
+
+
+def _setuptools_said(text: str) -> str | None:
+    """setuptools' (distutils') own ``error: ...``, with the lines that follow it."""
+    found = list(_DISTUTILS_ERROR.finditer(text))
+    if not found:
+        return None
+    lines = [found[-1]["said"].strip()]
+    for more in text[found[-1].end() :].splitlines()[1:8]:
+        if _END.match(more) or more.strip().startswith(("\u00d7", "\u2570", "\u2502")):  # pip's box
+            break
+        if more.strip():
+            lines.append(more.strip())
+    return " ".join(lines)
 
 
 def _named(names: Sequence[str], set_already: dict[str, str]) -> str:

@@ -96,12 +96,15 @@ def include_dirs_of(root: Path) -> list[Path]:
 
 
 def parse_defines(
-    flags: Sequence[str], macros: Sequence[tuple[str, str | None]] = ()
+    flags: Sequence[str], macros: Sequence[tuple[str, str | int | None]] = ()
 ) -> dict[str, str | None]:
     """A compile's macros: setuptools' ``define_macros`` ((name, value), value None: "1")
     and ``undef_macros``-style ``-U`` flags, then ``-D``/``-U`` flags in command-line order
     (``-DX``, ``-D X``, ``-DX=V``); the last word on a name wins."""
-    out: dict[str, str | None] = {name: "1" if value is None else value for name, value in macros}
+    # setuptools writes a value as -DNAME=VALUE with str(): an int is a value too (inplace-abn)
+    out: dict[str, str | None] = {
+        name: "1" if value is None else str(value) for name, value in macros
+    }
     it = iter(flags)
     for flag in it:
         if flag in ("-D", "-U", "--define-macro", "--undefine-macro"):
