@@ -312,7 +312,7 @@ def run_farm(manifest_path: Path, options: RunOptions) -> tuple[int, str]:
     every = plan(manifest, options.policy, flags, cache=cache_root())
     jobs = selected(every, options.only)
     site = options.site.resolve()
-    command = "archguard farm run " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    command = "archguard " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     with site_lock(site, options.wait, command):
         farm = _Run(options, manifest, every)
         farm.total = len(jobs)
