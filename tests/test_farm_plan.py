@@ -420,6 +420,13 @@ def test_a_failure_is_said_by_whoever_said_it_last() -> None:
         "package's setup.py:48): \"AttributeError: 'int' object has no attribute 'strip'\""
     ), said
     assert "This is archguard's bug, not the package's" in said
+    # a package the build's overlay holds (under archguard's cache) is not archguard
+    overlay = INPLACE_ABN_LOG.replace(
+        "/env/lib/python3.11/site-packages/archguard/lint/expressions.py",
+        "/root/.cache/archguard/build-env/0a1b/setuptools_scm/_get_version.py",
+    )
+    said = cause(overlay.splitlines(), [], {})
+    assert said.startswith("the package's setup.py failed, at setup.py:48 (raised in "), said
     said = cause(CUMCUBES_LOG.splitlines(), [], {})
     assert said.startswith("archguard in the build: compile-failed: extension cumcubes.src"), said
     alone = CUMCUBES_LOG.replace("archguard: error:", "archguard said:")

@@ -399,3 +399,89 @@ def test_a_kept_record_keeps_its_wheels_facts(tmp_path: Path) -> None:
     page = (site / "index.html").read_text()
     assert "<li>verified: sm_80 compute_80</li>" in page
     assert f'sha256 {built.sha256[A]}, from <a href=".farm/jobs/a1.json">job a1</a>' in page
+
+
+def test_a_linked_directory_and_the_git_describe_are_inputs(tmp_path: Path) -> None:
+    """A tree whose kernels live behind a linked directory: an edit there is an input (the
+    copy built is what was digested); a checkout's git tag, which a version plugin reads,
+    is one too."""
+    manifest = farm(tmp_path)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "k.cu").write_text("__global__ void k() {}\n")
+    (tmp_path / "src" / "alpha" / "csrc").symlink_to(shared, target_is_directory=True)
+    before = ids(manifest)
+    (shared / "k.cu").write_text("__global__ void k(int) {}\n")
+    after = ids(manifest)
+    assert changed(before, after) == {"alpha/c13", "alpha/c14"}
+    tree = tmp_path / "src" / "beta"
+    if shutil.which("git") is None:
+        return
+    git = ["git", "-C", str(tree), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "one"], check=True)
+    subprocess.run([*git, "tag", "v1.0"], check=True)
+    tagged = ids(manifest)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "release"], check=True)
+    subprocess.run([*git, "tag", "v1.1"], check=True)  # the same files, another release
+    assert changed(tagged, ids(manifest)) == {"beta/c13", "beta/c14"}
+
+
+def test_what_only_the_builder_knows_joins_the_inputs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An ARCHGUARD_* variable the runner's environment hands every build (a list, a
+    policy) is an input of the build's record."""
+    from archguard.farm.run import RunOptions, _Run
+
+    manifest = load_manifest(farm(tmp_path))
+    jobs = plan(manifest)
+    run = _Run(RunOptions(site=tmp_path / "site"), manifest, jobs)
+    monkeypatch.delenv("ARCHGUARD_ARCH_LIST", raising=False)
+    plain = run.inputs(jobs[0], {"torch": "2.13.0"})
+    monkeypatch.setenv("ARCHGUARD_ARCH_LIST", "8.0")
+    listed = run.inputs(jobs[0], {"torch": "2.13.0"})
+    assert listed["environment"] == {**plain["environment"], "ARCHGUARD_ARCH_LIST": "8.0"}
+    assert plain["toolkit"] == listed["toolkit"] and plain["held"] == {"torch": "2.13.0"}
+
+
+def test_a_skipped_job_a_missing_wheel_and_a_failed_cell_publish_as_they_should(
+    tmp_path: Path,
+) -> None:
+    """A job the manifest now skips leaves the index; a record whose wheel is missing is
+    never published; a failure before a build (its cell's environment) leaves the job's
+    earlier wheels published."""
+    from archguard.farm.records import read_record
+    from archguard.farm.run import RunOptions, _Run, publish_site
+
+    path = farm(tmp_path)
+    manifest = load_manifest(path)
+    jobs = {(j.package.name, j.cell.name): j for j in plan(manifest)}
+    site = tmp_path / "site"
+    a13, b13 = jobs["alpha", "c13"], jobs["beta", "c13"]
+    record(site, a13.id, "c13", A, b"a")
+    kept = record(site, b13.id, "c13", B, b"b")
+    publish_site(site, manifest, list(jobs.values()))
+    assert {n for n, _ in read_links(site / "c13" / "simple")} == {A, B}
+    # a pre-build failure does not replace beta's record
+    run = _Run(RunOptions(site=site), manifest, list(jobs.values()))
+    run.record(Outcome(b13.id, "beta", "c13", "failed", why="no uv"), attempted=False)
+    assert read_record(site, b13.id) == kept
+    # alpha is skipped now (the same id: its inputs are the same): it leaves the index
+    path.write_text(
+        MANIFEST.replace(
+            'config = { arch_list = "8.0", policy = "policies/alpha.yml" }',
+            'config = { arch_list = "8.0", policy = "policies/alpha.yml" }\n'
+            'skip = [{ cell = "c13", reason = "broken there" }]',
+        )
+    )
+    manifest = load_manifest(path)
+    skipped = plan(manifest)
+    assert a13.id in {j.id for j in skipped if j.arch_list is None}
+    publish_site(site, manifest, skipped)
+    assert {n for n, _ in read_links(site / "c13" / "simple")} == {B}
+    # beta's wheel goes missing: its record is not published
+    kept.pooled(site)[0].unlink()
+    publish_site(site, manifest, skipped)
+    assert read_links(site / "c13" / "simple") == set()

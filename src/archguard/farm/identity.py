@@ -27,7 +27,13 @@ def _shipped(root: Path) -> list[Path]:
     """The files of ``root`` an sdist would hold, as far as a walk can tell: every file but
     those under hidden, build and cache directories and build outputs, in a stable order."""
     out = []
-    for here, dirs, files in os.walk(root):
+    seen: set[str] = set()  # real directories walked: a link back up is walked once
+    for here, dirs, files in os.walk(root, followlinks=True):  # a linked directory is built
+        real = os.path.realpath(here)
+        if real in seen:
+            dirs[:] = []
+            continue
+        seen.add(real)
         dirs[:] = sorted(
             d
             for d in dirs
@@ -35,6 +41,23 @@ def _shipped(root: Path) -> list[Path]:
         )
         out += [Path(here, f) for f in sorted(files) if not f.endswith(_JUNK_SUFFIXES)]
     return out
+
+
+def git_describe(root: Path) -> str | None:
+    """What a version plugin (setuptools_scm, versioneer) reads from a checkout's git, which
+    the digest leaves out: ``git describe --tags --long --dirty --always``; None outside
+    a checkout or without git."""
+    if not (root / ".git").exists():
+        return None
+    try:
+        proc = run(
+            ["git", "-C", str(root), "describe", "--tags", "--long", "--dirty", "--always"],
+            ConfigError,
+            QUERY_TIMEOUT_S,
+        )
+    except ConfigError:
+        return None
+    return proc.stdout.strip() or None if proc.returncode == 0 else None
 
 
 class _HashCache:
@@ -94,6 +117,12 @@ def tree_digest(root: Path, cache: Path | None = None) -> str:
         raise ConfigError(f"source tree {root}: could not be read ({exc}).") from None
     hashes.save()
     return digest.hexdigest()
+
+
+def archguard_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The ``ARCHGUARD_*`` variables a build inherits (a list, a policy, a config, a
+    cache): each changes what it builds, so each is an input."""
+    return {k: v for k, v in sorted(environ.items()) if k.startswith("ARCHGUARD_")}
 
 
 def code_digest(root: Path | None = None) -> str:

@@ -63,14 +63,17 @@ def config_file(package: Package, where: Path) -> Path | None:
 
 def _tree_copy(tree: Path, digest: str) -> Path:
     """A source tree copied, afresh, to ``<cache>/src/tree-<digest>/<its name>``: what is
-    built is exactly what was digested (an edit during the build changes nothing), and the
-    same content is built at the same path from any checkout, so a compile cache hits."""
+    built is exactly what was digested (an edit during the build changes nothing; linked
+    files and directories are copied as what they point at), and the same content is built
+    at the same path from any checkout, so a compile cache hits. Build outputs stay behind;
+    ``.git`` and hidden files come along (a version plugin reads them)."""
     where = cache_root() / "src" / f"tree-{digest[:16]}"
     if where.exists():
         shutil.rmtree(where)
-    ignore = shutil.ignore_patterns(*JUNK_DIRS, ".*", "*.egg-info", "*.pyc", "*.so", "*.o")
+    junk = [d for d in JUNK_DIRS if d != ".git"]
+    ignore = shutil.ignore_patterns(*junk, "*.egg-info", "*.pyc", "*.so", "*.o")
     target = where / tree.name
-    shutil.copytree(tree, target, ignore=ignore, symlinks=True)
+    shutil.copytree(tree, target, ignore=ignore, symlinks=False, ignore_dangling_symlinks=True)
     return target
 
 

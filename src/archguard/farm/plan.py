@@ -27,7 +27,7 @@ from archguard.core.torchbuild import bundled_torch, parse_torch_version
 from archguard.detect.sources import file_sha256
 from archguard.errors import ArchguardError, ConfigError
 from archguard.farm.envs import known_held
-from archguard.farm.identity import code_digest, digest_of, tree_digest
+from archguard.farm.identity import code_digest, digest_of, git_describe, tree_digest
 from archguard.farm.manifest import Cell, Manifest, Package, load_manifest
 from archguard.frontend.sources import cache_root, is_release
 
@@ -83,7 +83,7 @@ def source_identity(
         return {"sdist": package.sha256}
     path = Path(source)
     if path.is_dir():
-        return {"tree": tree_digest(path, cache)}
+        return {"tree": tree_digest(path, cache), "git": git_describe(path)}
     if path.is_file():
         return {"sdist": package.sha256 or file_sha256(path)}
     raise ConfigError(

@@ -100,10 +100,12 @@ def site_lock(site: Path, wait: bool = False, command: str = "") -> Iterator[Non
         handle.truncate()
         handle.write(json.dumps(mine))
         handle.flush()
-        yield
-        handle.seek(0)
-        handle.truncate()  # let go cleanly: the next run takes nothing over
-        handle.flush()
+        try:
+            yield
+        finally:  # let go cleanly (an error, Ctrl-C): the next run takes nothing over
+            handle.seek(0)
+            handle.truncate()
+            handle.flush()
     finally:
         handle.close()  # the flock goes with the descriptor
 
@@ -200,6 +202,9 @@ def _swap(link: Path, fresh: Path) -> None:
     temporary.symlink_to(fresh.name)
     temporary.replace(link)  # rename(2): atomic
     now = time.time()
+    if previous is not None:  # replaced now: its grace period starts now
+        with contextlib.suppress(OSError):
+            os.utime(link.parent / previous, (now, now))
     for old in link.parent.glob(f".{INDEX}-*"):
         if old.is_symlink() or old.is_file():
             if old.name != temporary.name:
@@ -259,6 +264,7 @@ def publish_indexes(
     """Each cell's index from the records of ``jobs`` (every job of the manifest: a job
     that left the manifest leaves the index)."""
     current = [records[j] for j in jobs if j in records]
+    current = [r for r in current if all(p.is_file() for p in r.pooled(site))]  # whole only
     for cell in cells:
         write_index(site, cell, published(current, cell))
 

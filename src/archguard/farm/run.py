@@ -26,7 +26,7 @@ from archguard.core.abi import Serves
 from archguard.core.cuda import CudaVersion
 from archguard.errors import ArchguardError, ConfigError
 from archguard.farm.envs import cell_environment, record_held
-from archguard.farm.identity import toolkit_identity
+from archguard.farm.identity import archguard_environment, toolkit_identity
 from archguard.farm.jobs import JobRun, run_job
 from archguard.farm.manifest import Cell, Manifest, load_manifest
 from archguard.farm.page import write_page
@@ -39,6 +39,7 @@ from archguard.farm.records import (
     kept_problem,
     pool_path,
     read_record,
+    record_path,
     write_atomic,
     write_record,
 )
@@ -191,7 +192,8 @@ class _Run:
             if key not in self.toolkits:
                 self.toolkits[key] = toolkit_identity(environ, cache_root())
             toolkit = self.toolkits[key]
-        return {**job.inputs, "toolkit": toolkit, "held": dict(held)}
+        inherited = archguard_environment(environ)
+        return {**job.inputs, "toolkit": toolkit, "held": dict(held), "environment": inherited}
 
     def group(self, jobs: Sequence[tuple[int, Job]]) -> list[tuple[int, Outcome]]:
         """One source's jobs (one package's, or several packages' that share a source, so
@@ -209,15 +211,25 @@ class _Run:
                 why = f"archguard farm failed on this job: {type(exc).__name__}: {exc}"
                 _say(f"{head}: FAILED: {why}")
                 outcome = Outcome(job.id, job.package.name, job.cell.name, "failed", why=why)
-                self.record(outcome)
+                self.record(outcome, attempted=False)
             out.append((number, outcome))
             self.progress(outcome)
         return out
 
-    def record(self, outcome: Outcome) -> None:
-        """The outcome's record (a skipped job has none: the plan says why)."""
+    def record(self, outcome: Outcome, attempted: bool = True) -> None:
+        """The outcome's record (a skipped job has none: the plan says why). A failure
+        before the build was attempted (the cell's environment, the machine) never replaces
+        a record that publishes wheels: they stay published; the failure is said."""
         if outcome.status == "skipped":
             return
+        if not attempted:
+            earlier = read_record(self.site, outcome.job)
+            if earlier is not None and earlier.status in PUBLISHED:
+                _say(
+                    f"{outcome.package} in {outcome.cell}: its earlier wheels stay published "
+                    "(this failure came before its build)"
+                )
+                return
         try:
             write_record(self.site, outcome)
         except OSError as error:
@@ -250,7 +262,7 @@ class _Run:
             failed = Outcome(
                 job.id, job.package.name, job.cell.name, "failed", why=exc.message, log=log
             )
-            self.record(failed)  # --assemble (another runner) names the cause
+            self.record(failed, attempted=False)  # --assemble (another runner) names the cause
             return failed
         inputs = self.inputs(job, held)
         kept = self.kept(job, head, inputs)
@@ -285,6 +297,8 @@ class _Run:
         problem = kept_problem(self.site, record, inputs)
         if problem is not None:
             _say(f"{head}: built again: {problem}")
+            if not problem.startswith("its inputs changed"):  # its wheels: never published
+                record_path(self.site, job.id).unlink(missing_ok=True)
             return None
         _say(f"{head}: already built ({', '.join(record.wheels)}, sha256 checked): not built again")
         record.status = "kept"
@@ -326,14 +340,12 @@ def run_farm(manifest_path: Path, options: RunOptions) -> tuple[int, str]:
             pool = ThreadPoolExecutor(max_workers=options.jobs)
             try:
                 done = [pair for part in pool.map(farm.group, groups) for pair in part]
-            except KeyboardInterrupt:
+            finally:  # no worker outlives the lock, whatever stopped the run
                 farm.stop.set()
                 pool.shutdown(wait=True, cancel_futures=True)
-                raise
-            pool.shutdown()
         outcomes = [outcome for _, outcome in sorted(done, key=lambda pair: pair[0])]
         records = publish_site(site, manifest, every, {o.job: o for o in outcomes})
-        collect_garbage(site, kept_wheels(records, [j.id for j in every]))
+        collect_garbage(site, kept_wheels(records, built_ids(every)))
     return summary(outcomes)
 
 
@@ -347,7 +359,7 @@ def publish_site(
     """Each cell's index and the page, from the records of every job of the manifest
     (``outcomes``: this run's, by job id, for the page's words); the records read."""
     records = all_records(site)
-    publish_indexes(site, [c.name for c in manifest.cells], records, [j.id for j in jobs])
+    publish_indexes(site, [c.name for c in manifest.cells], records, built_ids(jobs))
     shown = dict(outcomes or {})
     for job in jobs:
         if job.id not in shown:
@@ -362,6 +374,11 @@ def publish_site(
                 shown[job.id] = earlier
     write_page(site, manifest, list(shown.values()), running)
     return records
+
+
+def built_ids(jobs: Sequence[Job]) -> list[str]:
+    """The ids of the jobs the manifest builds: a job it now skips leaves the index."""
+    return [j.id for j in jobs if j.arch_list is not None]
 
 
 def summary(outcomes: Sequence[Outcome]) -> tuple[int, str]:

@@ -94,6 +94,7 @@ def _build_job(i: int, manifest: str, policy: str) -> list[str]:
         "            !site/.farm/envs",
         "            !site/*/simple",
         "            !site/*/.simple-*",
+        "            !site/.farm/lock",
         "          include-hidden-files: true",
     ]
 

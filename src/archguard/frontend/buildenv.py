@@ -229,10 +229,9 @@ def prepare(source: Path, environ: Mapping[str, str]) -> BuildEnv:
         more = [r for r in asked if r not in env.declared]
         env.declared += more
         still = [r for r in unmet(more, where) if not _in(r, env.installed)]
-        if still:
-            pins = sorted({*env.installed, *_resolve(still, where, Path(tmp))})
-            env.installed = pins
-            env.overlay = _install(pins, where)
+        if still:  # one resolution of everything unmet: one consistent set
+            env.installed = _resolve([*missing, *still], where, Path(tmp))
+            env.overlay = _install(env.installed, where)
     return env
 
 

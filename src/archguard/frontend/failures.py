@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 # a setup.py that asks torch for a GPU and stops without one
 _NO_GPU = re.compile(
@@ -73,6 +74,15 @@ def _short(path: str) -> str:
     return path.split("/site-packages/", 1)[-1]
 
 
+_HERE = str(Path(__file__).resolve().parent.parent) + "/"  # this archguard's package
+
+
+def _archguards(path: str) -> bool:
+    """A file of archguard's own package (installed, or this one), never a package of the
+    build environment's overlay (which lives under archguard's cache directory)."""
+    return "/site-packages/archguard/" in path or path.startswith(_HERE)
+
+
 def _own(path: str, root: str | None) -> bool:
     return path == "<string>" or path.endswith("setup.py") or bool(root and path.startswith(root))
 
@@ -106,7 +116,7 @@ def raised(text: str, source: str = "") -> Raised | None:
                 what = f"{exc['type']}: {said}" if said else exc["type"]
                 if last is None:
                     return Raised(own, what)
-                ours = "/archguard/" in last[0]
+                ours = _archguards(last[0])
                 return Raised(own, what, f"{_short(last[0])}:{last[1]}", ours)
             if exc:
                 break  # an exception whose frames never reached the package
