@@ -33,6 +33,7 @@ _STD_FLAG = re.compile(r"""(?:^|[\s'"])--?std[= ](?:c|gnu)\+\+(?P<std>\w+)""")
 _NVCC = re.compile(r"bin/nvcc\b")  # an nvcc command line (archguard's own lines say "nvcc")
 # the setup.py itself raised while pip ran it (setuptools execs it as "<string>")
 _SETUP_RAISED = re.compile(r'File "(?:<string>|[^"]*setup\.py)", line \d+, in <module>')
+_ON_OFF = re.compile(r"^(?:FORCE_\w+|WITH_CUDA|USE_CUDA|BUILD_CUDA\w*)$")  # set to 1
 _SWITCH = re.compile(r"^(?:FORCE_\w+|WITH_CUDA|USE_CUDA|BUILD_CUDA\w*|\w*_CUDA\w*|\w*CUDA_ONLY)$")
 
 
@@ -196,7 +197,9 @@ def cause(
     stopped = _NO_GPU.search(text) or (asks_gpu and _SETUP_RAISED.search(text))
     if stopped and not _NVCC.search(text):
         at = f", at {', '.join(asks_gpu)}" if asks_gpu else ""
+        # what its message names, unless that is only an on/off switch (FORCE_CUDA=1)
         named = named_variables(own_words.what) if own_words else []
+        named = [] if all(_ON_OFF.match(n) for n in named) else named
         return (
             "the package's setup.py stopped because no GPU is visible (it asks torch for "
             f"the GPU while pip prepares the build{at}; a farm has none){quoted}"
