@@ -8,8 +8,10 @@ read (``[build-system].requires``, and the backend's ``get_requires_for_build_wh
 for setuptools includes ``setup_requires``); those the cell's environment does not satisfy
 are resolved by pip against that environment, with the cell's torch, numpy, triton and
 NVIDIA wheels held at their installed versions, and installed (exactly the resolved set, no
-more) into an overlay directory put on the build's ``PYTHONPATH``. Never into the cell: a
-requirement that would change what the cell holds is refused with its name. The overlay is
+more) into an overlay directory put on the build's ``PYTHONPATH``. Never into the cell, never
+over it: a requirement on a distribution the cell has at another version (a package's build
+pinning torch<2.8) keeps the cell's, said in the log; a resolution that would change the
+cell's torch, numpy, triton or NVIDIA wheels is refused with their names. The overlay is
 kept per resolved set under ``<cache>/build-env/`` (a farm installs each set once)."""
 
 from __future__ import annotations
@@ -75,6 +77,14 @@ class BuildEnv:
         }
 
 
+def _installed(name: str) -> bool:
+    try:
+        metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return False
+    return True
+
+
 def _held(name: str) -> bool:
     name = canonicalize_name(name)
     return name in HELD or name.startswith(HELD_PREFIXES)
@@ -100,9 +110,11 @@ def static_requires(source: Path) -> tuple[list[str], str, list[str]]:
     return list(requires), str(backend), [str(p) for p in path]
 
 
-def unmet(requirements: list[str], where: str) -> list[Requirement]:
-    """The requirements this environment does not satisfy; one that names a held
-    distribution the environment cannot satisfy is refused with its name."""
+def unmet(requirements: list[str], where: str, notes: list[str] | None = None) -> list[Requirement]:
+    """The requirements of distributions this environment lacks. One it has at another
+    version is kept as the cell has it (never replaced, never shadowed: a package that
+    builds without archguard builds with it), and said in ``notes``: a farm builds against
+    its cell's torch whatever torch a package's own build pins."""
     out = []
     for text in requirements:
         try:
@@ -117,15 +129,16 @@ def unmet(requirements: list[str], where: str) -> list[Requirement]:
             version = None
         if version is not None and req.specifier.contains(version, prereleases=True):
             continue
-        if _held(req.name):
-            have = f"holds {req.name} {version}" if version else f"has no {req.name}"
-            raise ConfigError(
-                f"{where}: the build requires {text!r}, and the cell {have}, which archguard "
-                "never changes for one package (the cell's torch, numpy, triton and NVIDIA "
-                "wheels are what every wheel of the cell is built against and installed with): "
-                "skip this cell for the package in the farm manifest, or give it a cell whose "
-                "torch satisfies it."
-            )
+        if version is not None or _held(req.name):
+            have = f"{req.name} {version}" if version else f"no {req.name}"
+            if notes is not None:
+                notes.append(
+                    f"the package's build asks for {text!r}; the cell's {have} is kept "
+                    "(archguard never changes or shadows what a cell holds for one package"
+                    + ("; a farm builds against its cell's torch" if _held(req.name) else "")
+                    + ")"
+                )
+            continue
         out.append(req)
     return out
 
@@ -158,7 +171,11 @@ def _resolve(requirements: list[Requirement], where: str, tmp: Path) -> list[str
             f"be resolved beside the cell's environment (pip exit {proc.returncode}):\n{tail}"
         )
     items = json.loads(report.read_text()).get("install", [])
-    pins = sorted(f"{i['metadata']['name']}=={i['metadata']['version']}" for i in items)
+    pins = sorted(
+        f"{i['metadata']['name']}=={i['metadata']['version']}"
+        for i in items
+        if not _installed(i["metadata"]["name"]) or _held(i["metadata"]["name"])
+    )  # what the cell has stays as it has it: only what it lacks goes in the overlay
     changed = [p for p in pins if _held(p.split("==")[0])]
     if changed:
         raise ConfigError(
@@ -219,7 +236,7 @@ def prepare(source: Path, environ: Mapping[str, str]) -> BuildEnv:
     requires, backend, path = static_requires(source)
     env.declared = list(requires)
     with tempfile.TemporaryDirectory(prefix="archguard-buildenv-") as tmp:
-        missing = unmet(requires, where)
+        missing = unmet(requires, where, env.notes)
         if missing:
             env.installed = _resolve(missing, where, Path(tmp))
             env.overlay = _install(env.installed, where) if env.installed else None
@@ -228,7 +245,7 @@ def prepare(source: Path, environ: Mapping[str, str]) -> BuildEnv:
             env.notes.append(why)
         more = [r for r in asked if r not in env.declared]
         env.declared += more
-        still = [r for r in unmet(more, where) if not _in(r, env.installed)]
+        still = [r for r in unmet(more, where, env.notes) if not _in(r, env.installed)]
         if still:  # one resolution of everything unmet: one consistent set
             env.installed = _resolve([*missing, *still], where, Path(tmp))
             env.overlay = _install(env.installed, where)
