@@ -17,11 +17,7 @@ from archguard.detect.tools import run
 from archguard.errors import ConfigError
 from archguard.farm.identity import code_digest, held
 from archguard.farm.manifest import Cell
-from archguard.farm.records import STATE
-
-
-def _say(text: str) -> None:
-    print(f"archguard farm: {text}", file=sys.stderr, flush=True)
+from archguard.farm.records import STATE, say
 
 
 def _uv() -> str:
@@ -66,7 +62,7 @@ def cell_environment(cell: Cell, site: Path) -> Path:
             "finds one on PATH)."
         )
     uv = _uv()
-    _say(f"cell {cell.name}: making its environment (Python {cell.python}, {cell.torch})")
+    say(f"cell {cell.name}: making its environment (Python {cell.python}, {cell.torch})")
     if root.exists():
         shutil.rmtree(root)
     try:

@@ -6,10 +6,10 @@ a digest: the same manifest checked out at two paths plans the same ids."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -17,6 +17,7 @@ from archguard.detect.nvcc import find_nvcc
 from archguard.detect.sources import SKIP_DIRS, file_sha256
 from archguard.detect.tools import QUERY_TIMEOUT_S, run
 from archguard.errors import ArchguardError, ConfigError
+from archguard.farm.records import write_atomic
 
 # Not shipped: version control, build outputs, tool caches (hidden directories are skipped too)
 JUNK_DIRS = SKIP_DIRS | {"__pypackages__", "wheelhouse"}
@@ -89,14 +90,8 @@ class _HashCache:
     def save(self) -> None:
         if self.path is None or not self.changed:
             return
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            handle, name = tempfile.mkstemp(prefix=".digest.", dir=self.path.parent)
-            with os.fdopen(handle, "w") as out:
-                json.dump(self.known, out)
-            Path(name).replace(self.path)
-        except OSError:
-            pass  # a cache: the next run hashes again
+        with contextlib.suppress(OSError):  # a cache: the next run hashes again
+            write_atomic(self.path, json.dumps(self.known))
 
 
 def tree_digest(root: Path, cache: Path | None = None) -> str:

@@ -21,7 +21,7 @@ from archguard.farm.identity import JUNK_DIRS
 from archguard.farm.manifest import Package
 from archguard.farm.plan import Job
 from archguard.farm.publish import pool_wheel
-from archguard.farm.records import STATE, Outcome
+from archguard.farm.records import STATE, Outcome, write_atomic
 from archguard.frontend.sources import cache_root, is_release, source_tree
 
 # Builds of the same inputs give the same bytes: the zip entries' dates (setuptools'
@@ -54,10 +54,7 @@ def config_file(package: Package, where: Path) -> Path | None:
     table: dict[str, Any] = dict(package.raw_config)
     if package.config is not None and package.config.policy is not None:
         table["policy"] = str(package.config.policy)
-    where.parent.mkdir(parents=True, exist_ok=True)
-    partial = where.with_name(where.name + f".{os.getpid()}.partial")
-    partial.write_text(tomli_w.dumps({"tool": {"archguard": table}}))
-    partial.replace(where)
+    write_atomic(where, tomli_w.dumps({"tool": {"archguard": table}}))
     return where
 
 

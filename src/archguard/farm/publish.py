@@ -33,15 +33,11 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from archguard.detect.sources import file_sha256
 from archguard.errors import ConfigError
-from archguard.farm.records import POOL, PUBLISHED, STATE, Outcome, pool_path
+from archguard.farm.records import POOL, PUBLISHED, STATE, Outcome, pool_path, say
 
 LOCK = "lock"
 INDEX = "simple"
 GRACE_S = 120.0  # an index replaced twice stays this long for the readers still in it
-
-
-def _say(text: str) -> None:
-    print(f"archguard farm: {text}", file=sys.stderr, flush=True)
 
 
 def _holder_text(data: Mapping[str, object]) -> str:
@@ -82,11 +78,11 @@ def site_lock(site: Path, wait: bool = False, command: str = "") -> Iterator[Non
                     "One run holds a site at a time: wait for it, or pass --wait to queue "
                     "behind it."
                 ) from None
-            _say(f"waiting for the run that holds {site} ({holder})")
+            say(f"waiting for the run that holds {site} ({holder})")
             fcntl.flock(handle, fcntl.LOCK_EX)
         left = _read_holder(handle)
         if left:
-            _say(
+            say(
                 f"took over the lock of {site} from a run that ended without letting it go "
                 f"({_holder_text(left)}); what it left unfinished is checked, not trusted"
             )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,6 +75,11 @@ class Outcome:
     def pooled(self, site: Path) -> list[Path]:
         """Where its wheels are published: ``SITE/wheels/<sha256>/<name>``."""
         return [pool_path(site, w, self.sha256.get(w, "")) for w in self.wheels]
+
+
+def say(text: str) -> None:
+    """One line of the farm's log, on stderr."""
+    print(f"archguard farm: {text}", file=sys.stderr, flush=True)
 
 
 def pool_path(site: Path, name: str, sha256: str) -> Path:

@@ -12,7 +12,6 @@ manifest, whatever this run selected (``--only``)."""
 from __future__ import annotations
 
 import os
-import re
 import shlex
 import sys
 import threading
@@ -21,6 +20,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from packaging.version import Version
 
 from archguard.core.abi import Serves
 from archguard.core.cuda import CudaVersion
@@ -40,16 +41,13 @@ from archguard.farm.records import (
     pool_path,
     read_record,
     record_path,
+    say,
     write_atomic,
     write_record,
 )
 from archguard.frontend.sources import cache_root
 
 __all__ = ["Outcome", "RunOptions", "publish_site", "run_farm", "write_page"]
-
-
-def _say(text: str) -> None:
-    print(f"archguard farm: {text}", file=sys.stderr, flush=True)
 
 
 @dataclass(frozen=True)
@@ -88,23 +86,19 @@ def servings(outcome: Outcome, job: Job) -> list[Serving]:
 def served_by(job: Job, offers: Sequence[Serving], site: Path) -> Serving | None:
     """A wheel another cell built that serves this job's cell: same CUDA major, a torch at
     or above its floor, a Python at or above its floor."""
-    torch = _version_tuple(torch_version(job.cell))
+    torch = Version(torch_version(job.cell))
     python = int(job.cell.python.split(".")[1])
     for offer in offers:
         if (
             offer.cuda.major == job.cell.cuda.major
             and offer.cuda <= job.cell.cuda  # a newer runtime runs it, never an older one
             and offer.arch_list == job.arch_list
-            and torch >= _version_tuple(offer.torch_floor)
+            and torch >= Version(offer.torch_floor)
             and python >= offer.python_floor
             and pool_path(site, offer.name, offer.sha256).is_file()
         ):
             return offer
     return None
-
-
-def _version_tuple(text: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in re.findall(r"\d+", text)[:3])
 
 
 @dataclass
@@ -209,7 +203,7 @@ class _Run:
                 outcome = self.job(job, head, offers.setdefault(job.package.name, []))
             except Exception as exc:  # one job's failure, whatever it is, stays that job's
                 why = f"archguard farm failed on this job: {type(exc).__name__}: {exc}"
-                _say(f"{head}: FAILED: {why}")
+                say(f"{head}: FAILED: {why}")
                 outcome = Outcome(job.id, job.package.name, job.cell.name, "failed", why=why)
                 self.record(outcome, attempted=False)
             out.append((number, outcome))
@@ -225,7 +219,7 @@ class _Run:
         if not attempted:
             earlier = read_record(self.site, outcome.job)
             if earlier is not None and earlier.status in PUBLISHED:
-                _say(
+                say(
                     f"{outcome.package} in {outcome.cell}: its earlier wheels stay published "
                     "(this failure came before its build)"
                 )
@@ -233,7 +227,7 @@ class _Run:
         try:
             write_record(self.site, outcome)
         except OSError as error:
-            _say(f"{outcome.package} in {outcome.cell}: its record could not be written ({error})")
+            say(f"{outcome.package} in {outcome.cell}: its record could not be written ({error})")
 
     def progress(self, outcome: Outcome) -> None:
         """The site follows the run, job by job: the indexes and the page from every job's
@@ -246,18 +240,18 @@ class _Run:
                 running = (len(self.done), self.total)
                 publish_site(self.site, self.manifest, self.jobs, self.done, running)
             except OSError as exc:
-                _say(f"the site could not be published ({exc}); the run goes on")
+                say(f"the site could not be published ({exc}); the run goes on")
 
     def job(self, job: Job, head: str, offers: list[Serving]) -> Outcome:
         if job.arch_list is None:
-            _say(f"{head}: {job.skipped}")
+            say(f"{head}: {job.skipped}")
             return Outcome(job.id, job.package.name, job.cell.name, "skipped", why=job.skipped)
         if self.options.assemble:
             return _assembled(self.site, job)
         try:
             python, held = self.python(job.cell)
         except ArchguardError as exc:
-            _say(f"{head}: FAILED: {exc.message}")
+            say(f"{head}: FAILED: {exc.message}")
             log = f"{job.cell.name}/logs/environment.log"
             failed = Outcome(
                 job.id, job.package.name, job.cell.name, "failed", why=exc.message, log=log
@@ -275,14 +269,14 @@ class _Run:
             served = Outcome(job.id, job.package.name, job.cell.name, "served", [offer.name])
             served.why, served.sha256, served.inputs = why, {offer.name: offer.sha256}, inputs
             self.record(served)
-            _say(f"{head}: not built: {why}")
+            say(f"{head}: not built: {why}")
             return served
-        _say(f"{head}: building ({job.arch_list})")
+        say(f"{head}: building ({job.arch_list})")
         outcome = run_job(job, python, self.job_run, self.env(job))
         outcome.inputs = inputs
         offers.extend(servings(outcome, job))
         self.record(outcome)
-        _say(
+        say(
             f"{head}: {outcome.status} in {outcome.seconds:.0f} s"
             + (f": {outcome.why}" if outcome.why else "")
         )
@@ -296,11 +290,11 @@ class _Run:
             return None
         problem = kept_problem(self.site, record, inputs)
         if problem is not None:
-            _say(f"{head}: built again: {problem}")
+            say(f"{head}: built again: {problem}")
             if not problem.startswith("its inputs changed"):  # its wheels: never published
                 record_path(self.site, job.id).unlink(missing_ok=True)
             return None
-        _say(f"{head}: already built ({', '.join(record.wheels)}, sha256 checked): not built again")
+        say(f"{head}: already built ({', '.join(record.wheels)}, sha256 checked): not built again")
         record.status = "kept"
         return record
 

@@ -77,12 +77,12 @@ class BuildEnv:
         }
 
 
-def _installed(name: str) -> bool:
+def _installed(name: str) -> str | None:
+    """The version of ``name`` this environment holds, or None."""
     try:
-        metadata.version(name)
+        return metadata.version(name)
     except metadata.PackageNotFoundError:
-        return False
-    return True
+        return None
 
 
 def _held(name: str) -> bool:
@@ -123,10 +123,7 @@ def unmet(requirements: list[str], where: str, notes: list[str] | None = None) -
             raise ConfigError(f"{where}: the requirement {text!r} is not valid ({exc}).") from None
         if req.marker is not None and not req.marker.evaluate():
             continue
-        try:
-            version = metadata.version(req.name)
-        except metadata.PackageNotFoundError:
-            version = None
+        version = _installed(req.name)
         if version is not None and req.specifier.contains(version, prereleases=True):
             continue
         if version is not None or _held(req.name):
@@ -174,7 +171,7 @@ def _resolve(requirements: list[Requirement], where: str, tmp: Path) -> list[str
     pins = sorted(
         f"{i['metadata']['name']}=={i['metadata']['version']}"
         for i in items
-        if not _installed(i["metadata"]["name"]) or _held(i["metadata"]["name"])
+        if _installed(i["metadata"]["name"]) is None or _held(i["metadata"]["name"])
     )  # what the cell has stays as it has it: only what it lacks goes in the overlay
     changed = [p for p in pins if _held(p.split("==")[0])]
     if changed:
