@@ -116,7 +116,7 @@ def main() -> int:
     for what, xs in (
         ("setuptools_scm needed, first (pip resolves, installs)", firsts),
         ("setuptools_scm needed, cached overlay", cached),
-        ("nothing needed (the backend asked only)", plain),
+        ("nothing needed (no setup_requires: the backend not asked)", plain),
     ):
         print(f"  {what:<55} {med(xs):6.2f} s  [{min(xs):.2f}-{max(xs):.2f}]")
     print(f"  {'the whole archguard wheel job (first, one arch)':<55} {whole:6.2f} s")

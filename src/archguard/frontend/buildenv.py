@@ -237,7 +237,11 @@ def prepare(source: Path, environ: Mapping[str, str]) -> BuildEnv:
         if missing:
             env.installed = _resolve(missing, where, Path(tmp))
             env.overlay = _install(env.installed, where) if env.installed else None
-        asked, why = _ask_backend(source, backend, path, {**environ, **env.environment(environ)})
+        asked, why = (
+            _ask_backend(source, backend, path, {**environ, **env.environment(environ)})
+            if _may_add(source, backend)
+            else ([], None)
+        )
         if why is not None:
             env.notes.append(why)
         more = [r for r in asked if r not in env.declared]
@@ -247,6 +251,21 @@ def prepare(source: Path, environ: Mapping[str, str]) -> BuildEnv:
             env.installed = _resolve([*missing, *still], where, Path(tmp))
             env.overlay = _install(env.installed, where)
     return env
+
+
+def _may_add(source: Path, backend: str) -> bool:
+    """Whether the backend can add to its static requirements: setuptools only through
+    ``setup_requires`` (asking it runs the setup.py, which imports torch: 3 s a job), any
+    other backend by its own rules."""
+    if not backend.startswith("setuptools.build_meta"):
+        return True
+    for name in ("setup.py", "setup.cfg"):
+        try:
+            if "setup_requires" in (source / name).read_text(encoding="utf-8", errors="replace"):
+                return True
+        except OSError:
+            continue
+    return False
 
 
 def _in(req: Requirement, pins: list[str]) -> bool:
