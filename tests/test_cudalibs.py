@@ -9,6 +9,7 @@ from pathlib import Path
 
 from archguard.detect.cudalibs import (
     TORCH_HEADERS,
+    assemble_root,
     completion,
     linked_libraries,
     make_header_dir,
@@ -63,3 +64,43 @@ def test_linked_libraries_reads_both_spellings() -> None:
         "cublas",
         "cufft",
     ]
+
+
+def test_an_assembled_root_links_the_toolkit_then_what_the_wheels_add(tmp_path: Path) -> None:
+    """One root for every build system: the toolkit's programs, headers and libraries, then
+    the wheels' (under link names too); the toolkit's own never shadowed; the same inputs
+    give the same root, kept."""
+    home, nvidia = tree(tmp_path)
+    (home / "bin").mkdir()
+    (home / "bin" / "nvcc").write_text("")
+    (home / "bin" / "nvcc.profile").write_text("")
+    (home / "nvvm" / "bin").mkdir(parents=True)
+    (home / "targets" / "x86_64-linux").mkdir(parents=True)
+    made = assemble_root(str(home), 13, tmp_path / "roots", roots=[nvidia])
+    assert made is not None
+    root = made.root
+    assert root.parent == tmp_path / "roots" and root.name.startswith("cuda-13-")
+    assert (root / "bin" / "nvcc").resolve() == (home / "bin" / "nvcc").resolve()
+    assert (root / "bin" / "nvcc.profile").is_symlink()  # nvcc reads it beside argv[0]
+    assert (root / "nvvm").resolve() == (home / "nvvm").resolve()
+    # the toolkit's cuda_runtime.h, never the wheel's
+    assert (root / "include" / "cuda_runtime.h").read_text() == "// toolkit 13.2\n"
+    assert (root / "include" / "cublas_v2.h").read_text() == "// wheel cublas_v2.h\n"
+    assert (root / "lib64" / "libcudart.so").resolve() == (home / "lib64" / "libcudart.so")
+    assert (root / "lib64" / "libcufft.so").resolve().name == "libcufft.so.12"
+    assert (root / "lib").resolve() == (root / "lib64").resolve()
+    # nvcc.profile's $(TOP)/targets/<arch>/include and lib resolve into the merged ones
+    target = root / "targets" / "x86_64-linux"
+    assert (target / "include" / "cublas_v2.h").is_file()
+    assert (target / "lib" / "libcufft.so").exists()
+    assert "cublas_v2.h" in made.headers and "libcufft.so" in made.libraries
+    assert "cuda_runtime.h" not in made.headers
+    again = assemble_root(str(home), 13, tmp_path / "roots", roots=[nvidia])
+    assert again == made and len(list((tmp_path / "roots").iterdir())) == 1
+
+
+def test_no_root_is_assembled_when_the_wheels_add_nothing(tmp_path: Path) -> None:
+    home, _ = tree(tmp_path)
+    (home / "bin").mkdir()
+    assert assemble_root(str(home), 13, tmp_path / "roots", roots=[]) is None
+    assert not (tmp_path / "roots").exists()

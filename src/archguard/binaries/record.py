@@ -30,8 +30,9 @@ RECORD_NAME = "archguard.json"
 # records (no stubs) are still read; a reader that knows only /1 rejects /2 by its schema.
 RESOLUTION_SCHEMA = "archguard.resolution/2"
 READABLE_SCHEMAS = ("archguard.resolution/1", RESOLUTION_SCHEMA)
-# how archguard came into a build: the package opted in, or ARCHGUARD_ENABLE (farm mode)
-Activation = Literal["package", "environment"]
+# how archguard came into a build: the package opted in, ARCHGUARD_ENABLE (farm mode), or
+# `archguard wheel` for a backend its hook never sees (the front-end wrote the record)
+Activation = Literal["package", "environment", "frontend"]
 
 
 def coverage_record(res: Resolution) -> list[dict[str, object]]:

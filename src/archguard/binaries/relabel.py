@@ -9,6 +9,7 @@ message it is (``packaging`` parses the requirements)."""
 from __future__ import annotations
 
 import email.policy
+import json
 import re
 import tempfile
 import zipfile
@@ -21,6 +22,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
+from archguard.binaries.record import RECORD_NAME
 from archguard.errors import BinaryReadError, ConfigError
 
 _LOCAL = re.compile(r"^[a-z0-9]+(?:\.[a-z0-9]+)*$")
@@ -45,42 +47,72 @@ def relabel(wheel: Path, label: str, pin: str) -> Path:
         _, version, build, _ = parse_wheel_filename(wheel.name)
     except (ValueError, InvalidVersion) as exc:
         raise BinaryReadError(f"{wheel.name} is not a wheel file name ({exc}).") from None
-    try:
-        from wheel.wheelfile import WheelFile
-    except ImportError:
-        raise ConfigError(
-            "archguard wheel labels each wheel for its cell with the `wheel` package, which "
-            "is not installed: pip install 'torch-archguard[farm]' (or wheel>=0.40)."
-        ) from None
+    _require_wheel()
     new = Version(f"{version.public}+{label}")
     if new == version and (not pin or _pinned(wheel, pin)):
         return wheel
     with tempfile.TemporaryDirectory(prefix="archguard-label-", dir=wheel.parent) as tmp:
-        root = Path(tmp, "tree")
-        with zipfile.ZipFile(wheel) as zf:
-            zf.extractall(root)
-            for info in zf.infolist():  # extractall drops the modes: an executable stays one
-                mode = (info.external_attr >> 16) & 0o7777
-                if mode and not info.is_dir():
-                    (root / info.filename).chmod(mode)
+        root = _unpack(wheel, Path(tmp, "tree"))
         old_info = next(root.glob("*.dist-info"))
         stem = old_info.name[: -len(".dist-info")].rsplit("-", 1)[0]
         new_info = root / f"{stem}-{new}.dist-info"
         old_info.rename(new_info)
         for data in root.glob("*.data"):
             data.rename(root / f"{stem}-{new}.data")
-        (new_info / "RECORD").unlink(missing_ok=True)
         _metadata(new_info / "METADATA", new, pin)
         pieces = wheel.name[: -len(".whl")].split("-")
         build_tag = [pieces[2]] if build else []  # name-version[-build]-python-abi-platform
         target = wheel.parent / ("-".join([stem, str(new), *build_tag, *pieces[-3:]]) + ".whl")
-        partial = Path(tmp, target.name)
-        with WheelFile(str(partial), "w") as wf:
-            wf.write_files(str(root))
-        partial.replace(target)
+        _pack(root, target, Path(tmp))
     if target != wheel:
         wheel.unlink()
     return target
+
+
+def _require_wheel() -> None:
+    """The ``wheel`` package, which rewrites wheels here, is installed (else one error)."""
+    try:
+        import wheel.wheelfile  # noqa: F401
+    except ImportError:
+        raise ConfigError(
+            "archguard wheel labels each wheel for its cell with the `wheel` package, which "
+            "is not installed: pip install 'torch-archguard[farm]' (or wheel>=0.40)."
+        ) from None
+
+
+def _unpack(wheel: Path, root: Path) -> Path:
+    """``wheel``'s files under ``root``, their modes kept (an executable stays one)."""
+    with zipfile.ZipFile(wheel) as zf:
+        zf.extractall(root)
+        for info in zf.infolist():  # extractall drops the modes
+            mode = (info.external_attr >> 16) & 0o7777
+            if mode and not info.is_dir():
+                (root / info.filename).chmod(mode)
+    return root
+
+
+def _pack(root: Path, target: Path, tmp: Path) -> None:
+    """``root`` written as the wheel ``target`` (RECORD written afresh from what it holds),
+    moved into place only once complete."""
+    from wheel.wheelfile import WheelFile
+
+    for record in root.glob("*.dist-info/RECORD"):
+        record.unlink()
+    partial = tmp / target.name
+    with WheelFile(str(partial), "w") as wf:
+        wf.write_files(str(root))
+    partial.replace(target)
+
+
+def write_wheel_record(wheel: Path, record: dict[str, object]) -> None:
+    """``wheel`` rewritten in place with ``record`` as its ``.dist-info/archguard.json``
+    (a record it had is replaced)."""
+    _require_wheel()
+    with tempfile.TemporaryDirectory(prefix="archguard-record-", dir=wheel.parent) as tmp:
+        root = _unpack(wheel, Path(tmp, "tree"))
+        info = next(root.glob("*.dist-info"))
+        (info / RECORD_NAME).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        _pack(root, wheel, Path(tmp))
 
 
 def _pinned(wheel: Path, pin: str) -> bool:

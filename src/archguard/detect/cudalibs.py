@@ -16,8 +16,11 @@ available to that build alone (``CPATH``, a library directory in the build's tem
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import re
+import shutil
+import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -188,3 +191,112 @@ def make_links(completion: Completion, directory: Path) -> Path:
             link.unlink()
         link.symlink_to(target)
     return directory
+
+
+@dataclass(frozen=True)
+class ToolkitRoot:
+    """One CUDA toolkit directory for every build system: the toolkit's own files, and
+    what torch's NVIDIA wheels add, linked under the names CMake and nvcc look for."""
+
+    root: Path
+    cuda_home: str  # the toolkit it completes
+    headers: tuple[str, ...]  # include entries from the wheels
+    libraries: tuple[str, ...]  # lib64 entries from the wheels (link names included)
+
+    @property
+    def nvcc(self) -> Path:
+        return self.root / "bin" / "nvcc"
+
+    def record(self) -> dict[str, object]:
+        return {
+            "root": str(self.root),
+            "completes": self.cuda_home,
+            "headers_from_wheels": list(self.headers),
+            "libraries_from_wheels": list(self.libraries),
+        }
+
+
+def _entries(dirs: Sequence[Path]) -> dict[str, Path]:
+    """Each name in ``dirs`` (the first directory holding it wins) and its real path."""
+    out: dict[str, Path] = {}
+    for d in dirs:
+        for entry in sorted(d.iterdir()):
+            out.setdefault(entry.name, entry.resolve())
+    return out
+
+
+def root_plan(
+    cuda_home: str, major: int, roots: Sequence[Path] | None = None
+) -> tuple[dict[str, Path], dict[str, Path], dict[str, Path], dict[str, Path]]:
+    """What an assembled root holds: the toolkit's include and library entries, and the
+    wheels' entries that the toolkit lacks (each library also under its link name)."""
+    home = Path(cuda_home)
+    roots = nvidia_roots() if roots is None else list(roots)
+    own_include = _entries(_toolkit_dirs(home, ("include",)))
+    own_lib = _entries(_toolkit_dirs(home, ("lib64", "lib")))
+    add_include = {
+        name: path
+        for name, path in _entries(_wheel_dirs(roots, major, "include")).items()
+        if name not in own_include
+    }
+    add_lib: dict[str, Path] = {}
+    for name, path in _entries(_wheel_dirs(roots, major, "lib")).items():
+        if name in own_lib or not path.is_file():
+            continue
+        add_lib[name] = path
+        match = re.match(r"^(lib[A-Za-z0-9_+-]+)\.so\.[0-9.]+$", name)
+        link = f"{match[1]}.so" if match else None
+        if link and link not in own_lib and link not in add_lib:
+            add_lib[link] = path
+    return own_include, own_lib, add_include, add_lib
+
+
+def assemble_root(
+    cuda_home: str, major: int, parent: Path, roots: Sequence[Path] | None = None
+) -> ToolkitRoot | None:
+    """Make one toolkit root under ``parent`` (None when the wheels add nothing the toolkit
+    lacks): ``bin/`` links to the toolkit's programs (nvcc takes its paths from the
+    directory it is run from, ``nvcc.profile``'s ``_HERE_``), ``nvvm`` its device
+    libraries, ``include/`` and ``lib64/`` (``lib`` and ``targets/<arch>/`` pointing at
+    them) links to the toolkit's entries and then to the wheels' entries it lacks. Never
+    shadows a file of the toolkit. Made complete or not at all."""
+    own_include, own_lib, add_include, add_lib = root_plan(cuda_home, major, roots)
+    if not add_include and not add_lib:
+        return None
+    home = Path(cuda_home)
+    # named by what it links to: the same toolkit and wheels give the same root, kept
+    digest = hashlib.sha256(str(home.resolve()).encode())
+    for name, path in sorted({**own_include, **own_lib, **add_include, **add_lib}.items()):
+        digest.update(f"\0{name}\0{path}".encode())
+    directory = parent / f"cuda-{major}-{digest.hexdigest()[:16]}"
+    made = ToolkitRoot(directory, cuda_home, tuple(sorted(add_include)), tuple(sorted(add_lib)))
+    if (directory / ".archguard-complete").is_file():
+        return made
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    partial = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
+    if (home / "nvvm").is_dir():
+        (partial / "nvvm").symlink_to((home / "nvvm").resolve())
+    linked = {
+        "bin": _entries([home / "bin"]),
+        "include": {**own_include, **add_include},
+        "lib64": {**own_lib, **add_lib},
+    }
+    for sub, entries in linked.items():
+        (partial / sub).mkdir()
+        for name, path in entries.items():
+            (partial / sub / name).symlink_to(path)
+    (partial / "lib").symlink_to("lib64")
+    targets = home / "targets"
+    for target in sorted(targets.iterdir()) if targets.is_dir() else ():
+        (partial / "targets" / target.name).mkdir(parents=True)
+        (partial / "targets" / target.name / "include").symlink_to("../../include")
+        (partial / "targets" / target.name / "lib").symlink_to("../../lib64")
+    for name in ("version.json", "version.txt"):
+        if (home / name).is_file():
+            (partial / name).symlink_to((home / name).resolve())
+    (partial / ".archguard-complete").write_text(f"completes {cuda_home}\n")
+    try:
+        partial.rename(directory)
+    except OSError:  # another build made it first
+        shutil.rmtree(partial, ignore_errors=True)
+    return made

@@ -2,6 +2,12 @@
 
 Search order (torch's ``_find_cuda_home``): ``CUDA_HOME``, ``CUDA_PATH``, the directory
 above ``nvcc`` on ``PATH``, then ``/usr/local/cuda``.
+
+An ``nvcc`` on ``PATH`` may be a link or a wrapper script (``/usr/local/bin/nvcc`` running
+``exec /usr/local/cuda-13.0/bin/nvcc "$@"``, Debian's ``/usr/bin/nvcc``): the directory above
+it then holds no toolkit, and CMake's ``FindCUDA`` stops at "Could NOT find CUDA (missing:
+CUDA_INCLUDE_DIRS CUDA_CUDART_LIBRARY)". A real nvcc has ``nvcc.profile`` beside it; for one
+that does not, nvcc itself is asked where it runs from (``-dryrun`` prints ``_HERE_``).
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from archguard.detect.tools import QUERY_TIMEOUT_S, run
 from archguard.errors import NvccNotFound, NvccUnusable
 
 DEFAULT_CUDA_HOME = "/usr/local/cuda"
+_HERE = re.compile(r"^#\$ _HERE_=(?P<dir>.+)$", re.M)
 _RELEASE = re.compile(r"release ([0-9]+)\.([0-9]+), V([0-9.]+)")
 
 
@@ -47,6 +54,10 @@ def find_nvcc(
             return NvccLocation(home, nvcc, var)
     found = which("nvcc")
     if found:
+        real = _behind_wrapper(found)
+        if real is not None and real != found:
+            how = f"PATH: {found} runs {real}"
+            return NvccLocation(os.path.dirname(os.path.dirname(real)), real, how)
         return NvccLocation(os.path.dirname(os.path.dirname(found)), found, "PATH")
     nvcc = os.path.join(DEFAULT_CUDA_HOME, "bin", "nvcc")
     if os.path.isfile(nvcc):
@@ -57,6 +68,36 @@ def find_nvcc(
         "CUDA (or `pip install nvidia-cuda-nvcc` and its companions) and set CUDA_HOME; for "
         "questions about a toolkit you do not have, use `archguard explain --cuda X.Y`."
     )
+
+
+def _is_toolkit_nvcc(path: str) -> bool:
+    """A toolkit's own nvcc: ``nvcc.profile`` (which sets its include and library paths
+    from its own directory) lies beside it."""
+    return os.path.isfile(os.path.join(os.path.dirname(path), "nvcc.profile"))
+
+
+def _behind_wrapper(found: str) -> str | None:
+    """The toolkit's nvcc that ``found`` (an nvcc on PATH) runs: itself, the target of its
+    links, or, for a wrapper script, the directory nvcc reports it runs from (``#$ _HERE_=``
+    in its ``-dryrun`` output); None when neither is a toolkit's nvcc."""
+    if _is_toolkit_nvcc(found):
+        return found
+    real = os.path.realpath(found)
+    if _is_toolkit_nvcc(real):
+        return real
+    try:
+        proc = run(
+            [found, "-dryrun", "-x", "cu", "-c", os.devnull, "-o", os.devnull],
+            NvccUnusable,
+            QUERY_TIMEOUT_S,
+        )
+    except NvccUnusable:
+        return None
+    match = _HERE.search(proc.stdout + proc.stderr)
+    if match is None:
+        return None
+    nvcc = os.path.join(match["dir"].strip(), "nvcc")
+    return os.path.realpath(nvcc) if _is_toolkit_nvcc(nvcc) else None
 
 
 def _run(argv: list[str]) -> str:

@@ -57,6 +57,7 @@ class BuildEnv:
     for it (``name==version``), the overlay they are in, and what was said."""
 
     declared: list[str] = field(default_factory=list)
+    backend: str = LEGACY_BACKEND  # [build-system] build-backend
     installed: list[str] = field(default_factory=list)
     overlay: Path | None = None
     notes: list[str] = field(default_factory=list)
@@ -70,6 +71,7 @@ class BuildEnv:
 
     def as_json(self) -> dict[str, object]:
         return {
+            "backend": self.backend,
             "declared": self.declared,
             "installed": self.installed,
             "overlay": str(self.overlay) if self.overlay else None,
@@ -231,7 +233,7 @@ def prepare(source: Path, environ: Mapping[str, str]) -> BuildEnv:
     where = f"{source.name}'s build requirements"
     env = BuildEnv()
     requires, backend, path = static_requires(source)
-    env.declared = list(requires)
+    env.declared, env.backend = list(requires), backend
     with tempfile.TemporaryDirectory(prefix="archguard-buildenv-") as tmp:
         missing = unmet(requires, where, env.notes)
         if missing:

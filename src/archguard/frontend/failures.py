@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from archguard.frontend.cmake import cmake_error
+
 # a setup.py that asks torch for a GPU and stops without one
 _NO_GPU = re.compile(
     r"(No CUDA GPUs are available|Found no NVIDIA driver|torch\.cuda\.is_available\(\)"
@@ -244,6 +246,9 @@ def _last_word(
         return f"the package's setup.py failed, at {own_words.at}{inside}: {own_words.what!r}" + (
             _named(named, environment) if named else _where_to_set(own, environment)
         )
+    stopped = cmake_error(text)
+    if stopped:
+        return f"CMake stopped the build, at {stopped}"
     refused = _setuptools_said(text)
     if refused:
         return f"setuptools refused the package's build: {refused!r}"

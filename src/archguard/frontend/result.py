@@ -96,6 +96,7 @@ class Built:
     wheels: list[WheelResult] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     build_env: dict[str, object] = field(default_factory=dict)  # what the build declared
+    toolkit: dict[str, object] = field(default_factory=dict)  # the toolkit root it saw
 
     @property
     def ok(self) -> bool:
@@ -109,6 +110,7 @@ class Built:
             "environment": self.environment,
             "setup_py_reads": self.reads,
             "build_requirements": self.build_env,
+            "toolkit": self.toolkit,
             "wheels": [w.as_json() for w in self.wheels],
             "problems": self.problems,
         }

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import tempfile
 import zipfile
@@ -30,20 +31,27 @@ from archguard.binaries.verify import check
 from archguard.core.abi import cell_label, minor, serves
 from archguard.core.arch import Targets
 from archguard.core.cuda import CudaVersion
+from archguard.core.resolve import Resolution
 from archguard.detect.cuobjdump import find_cuobjdump
 from archguard.detect.tools import BUILD_TIMEOUT_S, run
 from archguard.errors import ArchguardError, ConfigError
 from archguard.frontend import buildenv
+from archguard.frontend.cmake import forced_note, no_cuda_said
 from archguard.frontend.failures import cause
+from archguard.frontend.recorded import frontend_part, write_frontend_record
 from archguard.frontend.release import declared_release, not_the_release
 from archguard.frontend.result import WHEEL_SCHEMA, Built, WheelResult
-from archguard.frontend.setup_py import read_setup_py
+from archguard.frontend.setup_py import SetupPy, read_setup_py
 from archguard.frontend.sources import source_tree
+from archguard.frontend.toolkit import BuildToolkit, build_toolkit
 from archguard.reports.text import build_variables, render_error
 from archguard.settings.config import ENV_CONFIG, env_wheel_variant
 from archguard.settings.inputs import Query, gather
 from archguard.settings.optin import ENV_ENABLE
 from archguard.user import variant
+
+# nvcc refusing an arch (one a CMake file or setup.py forced), or archguard's in-build check
+_ARCH_REFUSED = re.compile(r"Unsupported gpu architecture|\[verify-failed\]")
 
 
 @dataclass(frozen=True)
@@ -54,6 +62,8 @@ class Cell:
     environment: dict[str, str]
     variants: bool
     local_version: str  # "auto", "off" or a template with {cuda} and {torch}
+    resolution: Resolution
+    toolkit: BuildToolkit | None = None  # the one toolkit root every build system sees
 
 
 def cell_environment(source: Path, config: Path | None, local_version: str | None = None) -> Cell:
@@ -72,13 +82,14 @@ def cell_environment(source: Path, config: Path | None, local_version: str | Non
         wanted = bool(package and package.wheel_variant)
     values, _, _ = build_variables(res)
     out = {ENV_ENABLE: "1", **values}
-    if res.toolkit.nvcc:
-        out["CUDA_HOME"] = str(Path(res.toolkit.nvcc).parent.parent)
+    toolkit = build_toolkit(res, environ)
+    if toolkit is not None:
+        out.update(toolkit.variables)
     if config is not None:
         out[ENV_CONFIG] = str(config)
     label = local_version or (package.local_version if package else "auto")
     _check_template(label, "--local-version" if local_version else "local_version")
-    return Cell(out, wanted, label)
+    return Cell(out, wanted, label, res, toolkit)
 
 
 def _check_template(template: str, where: str) -> None:
@@ -142,66 +153,91 @@ class WheelOptions:
     sha256: str | None = None  # the one source's pinned sha256
 
 
+def _say(source: Path, text: str) -> None:
+    print(f"archguard wheel: {source}: {text}", file=sys.stderr, flush=True)
+
+
 def build_one(source: Path, out: Path, options: WheelOptions) -> Built:
-    config, pip_args = options.config, options.pip_args
-    cell = cell_environment(source, config, options.local_version)
-    env_vars, variants = cell.environment, cell.variants
+    cell = cell_environment(source, options.config, options.local_version)
+    env_vars = cell.environment
     setup_py = read_setup_py(source / "setup.py")
-    reads = setup_py.reads
     declared = buildenv.prepare(source, {**os.environ, **env_vars})
     if declared.installed:
-        print(
-            f"archguard wheel: {source}: installed for its build (its declared requirements "
-            f"the cell lacks, the cell's torch held): {', '.join(declared.installed)} in "
-            f"{declared.overlay}",
-            file=sys.stderr,
-            flush=True,
+        _say(
+            source,
+            "installed for its build (its declared requirements the cell lacks, the cell's "
+            f"torch held): {', '.join(declared.installed)} in {declared.overlay}",
         )
-    for note in declared.notes:
-        print(f"archguard wheel: {source}: {note}", file=sys.stderr, flush=True)
+    for note in [*declared.notes, *(cell.toolkit.notes if cell.toolkit else ())]:
+        _say(source, note)
     before = _wheels_in(out)
-    argv = [
-        sys.executable,
-        "-m",
-        "pip",
-        "wheel",
-        "--no-build-isolation",
-        "--no-deps",
-        "-v",
-        str(source),
-        "-w",
-        str(out),
-        *pip_args,
+    argv = [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-v"]
+    argv += [str(source), "-w", str(out), *options.pip_args]
+    shown = [
+        f"{k}={v.split(os.pathsep)[0]}:$PATH" if k == "PATH" else f"{k}={v}"
+        for k, v in env_vars.items()
     ]
-    print(
-        f"archguard wheel: {source}: "
-        + " ".join(f"{k}={v}" for k, v in env_vars.items())
-        + " "
-        + " ".join(argv[1:]),
-        file=sys.stderr,
-        flush=True,
-    )
+    _say(source, " ".join([*shown, *argv[1:]]))
     # no timeout (BUILD_TIMEOUT_S, see archguard.detect.tools); the build log goes to stderr,
     # stdout is the one line per wheel (or JSON)
     environment = {**os.environ, **env_vars, **declared.environment(os.environ)}
     tail: deque[str] = deque(maxlen=4000)  # the log's last lines, to say why it failed
     proc = run(argv, ConfigError, BUILD_TIMEOUT_S, environment, log=sys.stderr, tail=tail)
-    after = _wheels_in(out)
-    made = sorted(p for p, t in after.items() if before.get(p) != t)
-    built = Built(str(source), proc.returncode, env_vars, reads)
+    made = sorted(p for p, t in _wheels_in(out).items() if before.get(p) != t)
+    built = Built(str(source), proc.returncode, env_vars, setup_py.reads)
     built.build_env = declared.as_json()
+    built.toolkit = cell.toolkit.as_json() if cell.toolkit else {}
+    log = "\n".join(tail)
     if proc.returncode != 0:
-        why = cause(tail, reads, environment, str(source), setup_py.asks_gpu)
+        why = cause(tail, setup_py.reads, environment, str(source), setup_py.asks_gpu)
+        if _ARCH_REFUSED.search(log):
+            why += forced_note(source)
         built.problems.append(f"pip wheel failed (exit {proc.returncode}): {why}")
         return built
     release = declared_release(source)
     if release is not None:
         built.problems += [p for w in made if (p := not_the_release(w, release, source))]
     built.wheels = _verify(made)
+    _record(built, cell, declared.backend, source)
+    _judge(built, setup_py, log, source)
+    if not made:
+        built.problems.append("pip reported success but wrote no wheel")
+    if not built.problems:
+        _label(built, cell.local_version)
+    if options.repair and not built.problems:
+        _repair(built)
+    if cell.variants and not built.problems:
+        _variants(built, out)
+    return built
+
+
+def _record(built: Built, cell: Cell, backend: str, source: Path) -> None:
+    """Each CUDA wheel's record gets the front-end's part; a wheel whose backend wrote none
+    (no setuptools hook ran) gets the whole record, and is read back against it."""
+    part = frontend_part(built.build_env, built.toolkit)
+    for i, w in enumerate(built.wheels):
+        if not w.cuda_binaries:
+            continue
+        if write_frontend_record(
+            w.wheel, cell.resolution, w.checked, cell.environment, backend, part
+        ):
+            _say(
+                source,
+                f"{w.wheel.name}: its backend ({backend}) wrote no archguard record (the hook "
+                "runs only in setuptools builds): the front-end recorded the list it gave the "
+                "build, each CUDA binary expected to hold it",
+            )
+            built.wheels[i] = _verify([w.wheel])[0]
+
+
+def _judge(built: Built, setup_py: SetupPy, log: str, source: Path) -> None:
+    """A problem for each wheel with no CUDA code (with what its setup.py reads and the
+    conditions it did not meet, or CMake's words) or other arches than recorded."""
     for w in built.wheels:
         if not w.cuda_binaries:
-            switches = [r for r in reads if r not in env_vars]
+            switches = [r for r in setup_py.reads if r not in built.environment]
             conditions = setup_py.conditions
+            said = no_cuda_said(log)
             built.problems.append(
                 f"{w.wheel.name} holds no CUDA device code: the package built "
                 "without its CUDA extension (a CPU fallback, chosen when no GPU is visible?)"
@@ -217,20 +253,14 @@ def build_one(source: Path, out: Path, options: WheelOptions) -> Built:
                     if conditions
                     else ""
                 )
+                + (f". CMake said: {said!r}" if said else "")
             )
         elif not w.ok:
             built.problems.append(
-                f"{w.wheel.name} does not hold what was recorded: " + "; ".join(w.differences)
+                f"{w.wheel.name} does not hold what was recorded: "
+                + "; ".join(w.differences)
+                + forced_note(source)
             )
-    if not made:
-        built.problems.append("pip reported success but wrote no wheel")
-    if not built.problems:
-        _label(built, cell.local_version)
-    if options.repair and not built.problems:
-        _repair(built)
-    if variants and not built.problems:
-        _variants(built, out)
-    return built
 
 
 def _label(built: Built, template: str) -> None:

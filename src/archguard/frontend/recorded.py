@@ -1,0 +1,92 @@
+"""What ``archguard wheel`` writes into each wheel's record (``.dist-info/archguard.json``).
+
+A setuptools build records its own resolution through archguard's hook. A build the hook
+never sees (scikit-build-core, meson-python, any PEP 517 backend that runs CMake or nvcc
+itself) has no record, so its wheel could not be verified, labelled or repaired: the
+front-end resolved the list and put it in the build's environment (``CUDAARCHS``,
+``TORCH_CUDA_ARCH_LIST``), so it writes that resolution into the wheel, each CUDA binary
+expected to hold exactly the effective list, with what it binds to read from its ELF. Every
+record also gets the front-end's part: the build requirements installed for the build and
+the toolkit root it saw.
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path, PurePosixPath
+
+from archguard.binaries.record import (
+    BuildFacts,
+    abi_record,
+    is_record_name,
+    parse_record,
+    unseen_extension_record,
+    wheel_record,
+)
+from archguard.binaries.relabel import write_wheel_record
+from archguard.binaries.verify import Checked
+from archguard.core.resolve import Resolution
+
+
+def frontend_part(
+    build_env: Mapping[str, object], toolkit: Mapping[str, object]
+) -> dict[str, object]:
+    """The record's ``build.frontend``: what the front-end gave the build."""
+    return {"build_requirements": dict(build_env), "toolkit": dict(toolkit)}
+
+
+def backend_record(
+    res: Resolution, checked: Sequence[Checked], environment: Mapping[str, str], backend: str
+) -> dict[str, object]:
+    """The record of a wheel whose backend archguard's hook never saw: each CUDA binary the
+    read-back found is expected to hold the effective list, which reached it through the
+    environment; what it binds to is read from its ELF."""
+    facts = BuildFacts(
+        torch_arch_list=environment.get("TORCH_CUDA_ARCH_LIST"),
+        cudaarchs=environment.get("CUDAARCHS", ""),
+        inputs={"list": res.request.origin, "backend": backend},
+        activation="frontend",
+    )
+    for r in checked:
+        if r.found is None:
+            continue
+        member = r.label.split("!", 1)[-1]
+        name = PurePosixPath(member).name.split(".")[0]
+        ext = unseen_extension_record(res, name, member)
+        ext["backend"] = backend
+        if r.abi is not None:
+            ext["abi"] = abi_record(r.abi)
+        facts.add_extension(member, ext, res.targets)
+    return wheel_record(res, facts)
+
+
+def existing_record(wheel: Path) -> dict[str, object] | None:
+    """The record a wheel holds (None without one)."""
+    with zipfile.ZipFile(wheel) as zf:
+        names = [n for n in zf.namelist() if is_record_name(n)]
+        if not names:
+            return None
+        return parse_record(zf.read(names[0]).decode("utf-8"), f"{wheel.name}!{names[0]}")
+
+
+def write_frontend_record(  # noqa: PLR0913, PLR0917 (the record's inputs, each needed)
+    wheel: Path,
+    res: Resolution,
+    checked: Sequence[Checked],
+    environment: Mapping[str, str],
+    backend: str,
+    part: Mapping[str, object],
+) -> bool:
+    """Write the wheel's record: a backend's whole record where it has none, else the
+    front-end's part added to the hook's. True when the wheel had no record."""
+    record = existing_record(wheel)
+    fresh = record is None
+    if record is None:
+        record = backend_record(res, checked, environment, backend)
+    build = record.setdefault("build", {})
+    if isinstance(build, dict):
+        build["frontend"] = json.loads(json.dumps(dict(part)))
+    write_wheel_record(wheel, record)
+    return fresh

@@ -1,0 +1,93 @@
+"""The CUDA toolkit every build system of a build sees: one root, given the names CMake,
+scikit-build-core, setuptools and torch's own CMake files read.
+
+An nvcc-only toolkit (a container with just the compiler, or one assembled from NVIDIA's
+nvcc wheels) lacks the CUDA libraries torch's headers and many packages use (cuBLAS,
+cuSPARSE, cuSOLVER...); torch's NVIDIA wheels have them. archguard's setuptools hook adds
+them to its own compiles (``CPATH``, link names), but a CMake build looks for one toolkit
+root holding ``bin/nvcc``, ``include/`` and ``lib64/`` (``FindCUDA``, ``FindCUDAToolkit``,
+torch's ``Caffe2/public/cuda.cmake``). So the front-end assembles that root
+(:func:`archguard.detect.cudalibs.assemble_root`, kept under ``<cache>/cuda-root/``) and
+points every variable at it before the backend runs:
+
+- ``CUDA_HOME``, ``CUDA_PATH``: setuptools, torch's ``cpp_extension``, ``FindCUDA``;
+- ``CUDACXX``: CMake's CUDA compiler where a project enables CUDA itself;
+- ``CUDAToolkit_ROOT``: ``find_package(CUDAToolkit)``;
+- ``CMAKE_ARGS``: ``-DCMAKE_CUDA_COMPILER``, ``-DCUDAToolkit_ROOT`` and
+  ``-DCUDA_TOOLKIT_ROOT_DIR`` before the caller's own (scikit-build-core, scikit-build and
+  many ``setup.py`` files pass ``CMAKE_ARGS`` to CMake; the caller's later ``-D`` wins).
+  ``SKBUILD_CMAKE_ARGS`` is left to the caller: scikit-build-core reads both, and each
+  ``-D`` would be passed twice;
+- ``PATH``: the root's ``bin/`` first (``FindCUDA`` and ``setup.py`` files that run
+  ``nvcc`` by name).
+
+With a complete toolkit nothing is assembled and the same variables name the toolkit.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from archguard.core.resolve import Resolution
+from archguard.detect.cudalibs import assemble_root
+from archguard.frontend.sources import cache_root
+
+
+@dataclass(frozen=True)
+class BuildToolkit:
+    """The toolkit root of one build, and the variables that name it."""
+
+    root: str
+    variables: dict[str, str]
+    assembled: dict[str, object] = field(default_factory=dict)  # ToolkitRoot.record()
+    notes: tuple[str, ...] = ()
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "root": self.root,
+            "variables": self.variables,
+            "assembled": self.assembled or None,
+            "notes": list(self.notes),
+        }
+
+
+def build_toolkit(res: Resolution, environ: Mapping[str, str]) -> BuildToolkit | None:
+    """The toolkit root of a build that compiles with ``res``'s nvcc (None without one),
+    assembled with torch's NVIDIA wheels where the toolkit lacks what they have."""
+    nvcc = res.toolkit.nvcc
+    if not nvcc:
+        return None
+    home = str(Path(nvcc).parent.parent)
+    made = assemble_root(home, res.toolkit.version.major, cache_root() / "cuda-root")
+    root = str(made.root) if made else home
+    compiler = str(Path(root, "bin", "nvcc"))
+    notes: list[str] = []
+    if made:
+        notes.append(
+            f"toolkit: {home} lacks what torch's NVIDIA wheels have ({_some(made.headers)}; "
+            f"{_some(made.libraries)}): every build system gets one root, {root}, linking "
+            "the toolkit's files and then the wheels' (none of the toolkit's shadowed)"
+        )
+    variables = {"CUDA_HOME": root, "CUDA_PATH": root, "CUDAToolkit_ROOT": root}
+    defines = f"-DCUDAToolkit_ROOT={root} -DCUDA_TOOLKIT_ROOT_DIR={root}"
+    if environ.get("CUDACXX"):  # CMake's own variable for its CUDA compiler: the caller's
+        notes.append(
+            f"toolkit: your CUDACXX={environ['CUDACXX']!r} wins (CMake's CUDA compiler is "
+            "left to it)"
+        )
+    else:
+        variables["CUDACXX"] = compiler
+        defines = f"-DCMAKE_CUDA_COMPILER={compiler} {defines}"
+    before = environ.get("CMAKE_ARGS", "").strip()
+    variables["CMAKE_ARGS"] = f"{defines} {before}".strip()
+    variables["PATH"] = os.pathsep.join([str(Path(root, "bin")), environ.get("PATH", "")])
+    return BuildToolkit(root, variables, made.record() if made else {}, tuple(notes))
+
+
+def _some(names: tuple[str, ...], shown: int = 4) -> str:
+    """A few names of a long list, and how many more."""
+    more = len(names) - shown
+    return ", ".join(names[:shown]) + (f" and {more} more" if more > 0 else "")

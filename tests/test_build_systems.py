@@ -1,0 +1,211 @@
+"""`archguard wheel` on build systems its setuptools hook never sees (issue 41): a
+scikit-build-core CMake extension and a setup.py that drives CMake with
+``find_package(Torch)``, built with real nvcc 13.0 (a toolkit without cuBLAS), torch
+2.13.0+cu130's NVIDIA wheels, real CMake and scikit-build-core, read back with real
+cuobjdump. Kernels carry no torch headers: each build takes seconds."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from realtools import (
+    CUDA_HOME,
+    REPO,
+    build_env,
+    cli,
+    copy_tree,
+    needs_cuda_torch,
+    needs_cuobjdump,
+    needs_nvcc,
+    only_wheel,
+    pip_wheel,
+    wheel_record,
+    wheel_so_targets,
+)
+
+pytestmark = [
+    pytest.mark.slow,
+    needs_nvcc,
+    needs_cuda_torch,
+    needs_cuobjdump,
+    pytest.mark.skipif(not shutil.which("cmake"), reason="no cmake"),
+]
+
+PACKAGES = REPO / "tests" / "packages"
+
+
+def skbuild(tmp: Path, cmake_extra: str = "") -> Path:
+    pytest.importorskip("scikit_build_core")
+    root = copy_tree(PACKAGES / "skbuild", tmp / "skbuild")
+    if cmake_extra:
+        text = (root / "CMakeLists.txt").read_text()
+        (root / "CMakeLists.txt").write_text(
+            text.replace("add_library(", f"{cmake_extra}\nadd_library(", 1)
+        )
+    return root
+
+
+def wheel(root: Path, out: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return cli("wheel", str(root), "-w", str(out), *args, env=build_env(**env))
+
+
+def test_a_scikit_build_core_package_is_built_recorded_verified_labelled_and_repaired(
+    tmp_path: Path,
+) -> None:
+    """The front-end puts the list in the build's environment, writes the record the hook
+    would have written (the backend wrote none), and the wheel goes through the read-back,
+    the label and auditwheel like a setuptools one."""
+    root = skbuild(tmp_path)
+    out = tmp_path / "out"
+    proc = wheel(root, out, "--repair", ARCHGUARD_ARCH_LIST="8.0;9.0")
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
+    assert re.search(
+        r"^ok  skbuildcuda-1\.0\+cu130-.*manylinux.*\.whl  sm_80 sm_90 compute_90$",
+        proc.stdout,
+        re.M,
+    ), proc.stdout
+    assert "its backend (scikit_build_core.build) wrote no archguard record" in proc.stderr
+    built = only_wheel(out)
+    assert wheel_so_targets(built, tmp_path) == ["sm_80", "sm_90", "compute_90"]
+    record = wheel_record(built)
+    build = record["build"]
+    assert isinstance(build, dict)
+    assert build["activation"] == "frontend"
+    assert build["cudaarchs"] == "80-real;90"
+    (ext,) = build["extensions"]
+    assert ext["file"] == "skbuildcuda/libskbuildcuda_k.so" and ext["nvcc_line_seen"] is False
+    assert "libc.so.6" in ext["abi"]["needed"]  # read from its ELF (cudart linked statically)
+    assert build["frontend"]["build_requirements"]["backend"] == "scikit_build_core.build"
+    verify = cli("verify", str(built))
+    assert verify.returncode == 0 and "result: OK (1 CUDA binary checked" in verify.stdout
+
+
+def test_a_setup_py_driving_cmake_with_find_package_torch_builds_on_the_nvcc_only_toolkit(
+    tmp_path: Path,
+) -> None:
+    """torch's CMake files need one toolkit root; the project links cuBLAS, which this
+    toolkit lacks and torch's NVIDIA wheels have. Without archguard the build stops in
+    CMake; with it the front-end's assembled root serves FindCUDA, find_package(CUDAToolkit)
+    and the link, and the wheel holds exactly the list (from TORCH_CUDA_ARCH_LIST, which
+    torch's cuda.cmake reads)."""
+    root = copy_tree(PACKAGES / "cmaketorch", tmp_path / "cmaketorch")
+    lacks_cublas = not any(
+        (Path(CUDA_HOME) / d / "cublas_v2.h").is_file()
+        for d in ("include", "targets/x86_64-linux/include")
+    )
+    if lacks_cublas:  # the failure archguard's root removes, without archguard
+        other = copy_tree(PACKAGES / "cmaketorch", tmp_path / "plain" / "cmaketorch")
+        plain = pip_wheel(other, tmp_path / "plain", env=build_env(TORCH_CUDA_ARCH_LIST="8.0"))
+        assert plain.returncode != 0
+        # FindCUDA takes the nvcc on PATH; with a full toolkit there, the cuBLAS link
+        assert re.search(r"Could NOT find CUDA|CUDA::cublas", plain.stdout + plain.stderr)
+    out = tmp_path / "out"
+    proc = wheel(root, out, ARCHGUARD_ARCH_LIST="8.0;9.0")
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
+    built = only_wheel(out)
+    assert wheel_so_targets(built, tmp_path) == ["sm_80", "sm_90", "compute_90"]
+    build = wheel_record(built)["build"]
+    assert isinstance(build, dict)
+    assert build["activation"] == "environment"  # the hook ran, and saw the CMake step
+    toolkit = build["frontend"]["toolkit"]
+    if lacks_cublas:
+        assembled = toolkit["assembled"]
+        assert "libcublas.so" in assembled["libraries_from_wheels"]
+        assert "cublas_v2.h" in assembled["headers_from_wheels"]
+        assert Path(toolkit["root"], "lib64", "libcublas.so").resolve().is_file()
+        assert f"-DCMAKE_CUDA_COMPILER={toolkit['root']}/bin/nvcc" in proc.stderr
+        assert "every build system gets one root" in proc.stderr
+
+
+def test_cmake_files_that_force_their_arches_are_named_with_their_lines(tmp_path: Path) -> None:
+    """A set() in the CMakeLists wins over CUDAARCHS: the read-back finds other arches and
+    the failure names the line; a forced arch this toolkit cannot emit stops nvcc, named the
+    same way."""
+    forced = skbuild(tmp_path / "a", 'set(CMAKE_CUDA_ARCHITECTURES "86-real")')
+    proc = wheel(forced, tmp_path / "out-a", ARCHGUARD_ARCH_LIST="8.0")
+    assert proc.returncode == 1, proc.stdout + proc.stderr[-3000:]
+    assert "missing sm_80 compute_80, unexpected sm_86" in proc.stdout
+    assert 'CMakeLists.txt:3: set(CMAKE_CUDA_ARCHITECTURES "86-real")' in proc.stdout
+    assert list((tmp_path / "out-a" / "refused").glob("*.whl"))
+    dropped = skbuild(tmp_path / "b", "set(CMAKE_CUDA_ARCHITECTURES 50)")  # gone in CUDA 13
+    proc = wheel(dropped, tmp_path / "out-b", ARCHGUARD_ARCH_LIST="8.0")
+    assert proc.returncode == 1, proc.stdout + proc.stderr[-3000:]
+    last = proc.stdout.strip().splitlines()[-1]
+    assert "CMakeLists.txt:3: set(CMAKE_CUDA_ARCHITECTURES 50)" in last, proc.stdout
+    # a default guarded for builds that give none is left to CUDAARCHS, and not named
+    guarded = skbuild(
+        tmp_path / "c",
+        "if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)\n  set(CMAKE_CUDA_ARCHITECTURES 50)\nendif()",
+    )
+    proc = wheel(guarded, tmp_path / "out-c", ARCHGUARD_ARCH_LIST="8.0")
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+
+
+OPTIONAL_CUDA = """\
+cmake_minimum_required(VERSION 3.20)
+project(optcuda LANGUAGES C)
+# As many CMake projects do: CUDA where CMake finds a compiler, a CPU library otherwise.
+include(CheckLanguage)
+check_language(CUDA)
+if(CMAKE_CUDA_COMPILER)
+  enable_language(CUDA)
+  add_library(skbuildcuda_k SHARED kernel.cu)
+else()
+  file(WRITE ${CMAKE_BINARY_DIR}/cpu.c "int skbuildcuda_cpu(void) { return 0; }\\n")
+  add_library(skbuildcuda_k SHARED ${CMAKE_BINARY_DIR}/cpu.c)
+endif()
+install(TARGETS skbuildcuda_k LIBRARY DESTINATION skbuildcuda)
+"""
+
+
+def test_a_cmake_backend_that_finds_no_nvcc_is_the_no_cuda_code_failure_in_cmakes_words(
+    tmp_path: Path,
+) -> None:
+    """A stale CUDACXX (the caller's wins over archguard's) hides nvcc from CMake: the
+    project builds its CPU library, and the refusal quotes what CMake said."""
+    root = skbuild(tmp_path)
+    (root / "CMakeLists.txt").write_text(OPTIONAL_CUDA)
+    proc = wheel(root, tmp_path / "out", ARCHGUARD_ARCH_LIST="8.0", CUDACXX="/nonexistent/nvcc")
+    assert proc.returncode == 1, proc.stdout + proc.stderr[-3000:]
+    assert "your CUDACXX='/nonexistent/nvcc' wins" in proc.stderr
+    assert "holds no CUDA device code" in proc.stdout
+    assert "CMake said: 'Looking for a CUDA compiler - NOTFOUND'" in proc.stdout
+
+
+def test_an_nvcc_on_path_that_is_a_wrapper_script_names_the_toolkit_behind_it(
+    tmp_path: Path,
+) -> None:
+    """A wrapper script on PATH (``exec /usr/local/cuda-13.0/bin/nvcc "$@"``): the toolkit is
+    the one it runs, not the directory above the script."""
+    from archguard.detect.nvcc import find_nvcc
+
+    real = Path(CUDA_HOME, "bin", "nvcc").resolve()
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    wrapper = bindir / "nvcc"
+    wrapper.write_text(f'#!/bin/sh\nexec {real} "$@"\n')
+    wrapper.chmod(0o755)
+    found = find_nvcc({"PATH": str(bindir)}, which=lambda _: str(wrapper))
+    assert found.nvcc == str(real)
+    assert found.cuda_home == str(real.parent.parent)
+    assert found.how == f"PATH: {wrapper} runs {real}"
+    assert Path(found.cuda_home, "include", "cuda_runtime.h").is_file()
+    # what torch would take (the directory above the script) has no toolkit
+    env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH")}
+    env["PATH"] = f"{bindir}{os.pathsep}{env['PATH']}"
+    proc = subprocess.run(
+        [sys.executable, "-m", "archguard", "explain", "--format", "json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert str(real) in proc.stdout
