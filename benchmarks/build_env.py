@@ -8,7 +8,9 @@ installed into an overlay), timed side by side in one run for
   (an empty cache: pip resolves and installs) and cached (the overlay is reused: only the
   backend is asked again and the resolution checked),
 - the same sdist's build as a whole (``archguard wheel``, one arch), for scale,
-- a package whose requirements the environment already meets (only the backend is asked).
+- a package whose requirements the environment already meets (only the backend is asked),
+- the CUDA toolkit root every build system gets (the toolkit's files and torch's NVIDIA
+  wheels' linked into one root): first (assembled) and cached (found complete).
 
 Usage: python benchmarks/build_env.py [--runs 3]
 Needs the CUDA build of torch and nvcc (scripts/setup_env.sh); about 2 minutes on 2 cores.
@@ -67,6 +69,28 @@ print(time.perf_counter() - started, len(env.installed))
 """
 
 
+ROOT = """
+import sys, time
+from archguard.frontend.toolkit import build_toolkit
+from archguard.settings.inputs import Query, gather
+res = gather(Query(), dict(__import__("os").environ)).resolve()
+started = time.perf_counter()
+made = build_toolkit(res, dict(__import__("os").environ))
+print(time.perf_counter() - started, len((made.assembled or {}).get("libraries_from_wheels", [])))
+"""
+
+
+def root_time(cache: Path) -> tuple[float, int]:
+    env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
+    out = subprocess.run(
+        [sys.executable, "-c", ROOT], capture_output=True, text=True, env=env, check=False
+    )
+    if out.returncode != 0:
+        raise SystemExit(out.stderr[-3000:])
+    seconds, linked = out.stdout.split()
+    return float(seconds), int(linked)
+
+
 def prepare_time(tree: Path, cache: Path) -> tuple[float, int]:
     env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
     out = subprocess.run(
@@ -86,7 +110,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--runs", type=int, default=3)
     args = p.parse_args()
-    firsts, cached, plain = [], [], []
+    firsts, cached, plain, roots, kept = [], [], [], [], []
     with tempfile.TemporaryDirectory(prefix="archguard-bench-buildenv-") as tmp:
         root = Path(tmp)
         scm = package(root / "scmpkg-1.2.3", "scmpkg", scm=True)
@@ -96,6 +120,8 @@ def main() -> int:
             firsts.append(prepare_time(scm, cache)[0])
             cached.append(prepare_time(scm, cache)[0])
             plain.append(prepare_time(met, cache)[0])
+            roots.append(root_time(cache)[0])
+            kept.append(root_time(cache)[0])
         sdist = root / "scmpkg-1.2.3.tar.gz"
         with tarfile.open(sdist, "w:gz") as tf:
             tf.add(scm, arcname=scm.name)
@@ -117,12 +143,15 @@ def main() -> int:
         ("setuptools_scm needed, first (pip resolves, installs)", firsts),
         ("setuptools_scm needed, cached overlay", cached),
         ("nothing needed (no setup_requires: the backend not asked)", plain),
+        ("toolkit root, first (assembled)", roots),
+        ("toolkit root, cached (found complete)", kept),
     ):
         print(f"  {what:<55} {med(xs):6.2f} s  [{min(xs):.2f}-{max(xs):.2f}]")
     print(f"  {'the whole archguard wheel job (first, one arch)':<55} {whole:6.2f} s")
     print(
         f"ratios to the whole job: first {med(firsts) / whole:.3f}, cached "
-        f"{med(cached) / whole:.3f}, nothing needed {med(plain) / whole:.3f}"
+        f"{med(cached) / whole:.3f}, nothing needed {med(plain) / whole:.3f}; toolkit root "
+        f"first {med(roots) / whole:.4f}, cached {med(kept) / whole:.4f}"
     )
     return 0
 

@@ -6,6 +6,7 @@ cuobjdump. Kernels carry no torch headers: each build takes seconds."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -209,3 +210,37 @@ def test_an_nvcc_on_path_that_is_a_wrapper_script_names_the_toolkit_behind_it(
     )
     assert proc.returncode == 0, proc.stderr
     assert str(real) in proc.stdout
+
+
+def test_a_packages_own_arch_variable_gets_the_list_in_its_own_spelling(tmp_path: Path) -> None:
+    """Its setup.py passes CUDA_ARCHS (default 75;80) to CMake as -D, which wins over
+    CUDAARCHS: archguard learns the spelling from the default and sets it, said and
+    recorded; the wheel holds exactly the list."""
+    root = copy_tree(PACKAGES / "cmakearch", tmp_path / "cmakearch")
+    out = tmp_path / "out"
+    proc = cli(
+        "wheel",
+        str(root),
+        "-w",
+        str(out),
+        "--format",
+        "json",
+        env=build_env(ARCHGUARD_ARCH_LIST="8.0;9.0"),
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
+    assert (
+        "its setup.py reads CUDA_ARCHS, an arch variable (default '75;80'): set to the "
+        "effective list in that spelling, CUDA_ARCHS='80-real;90'"
+    ) in proc.stderr
+    (build,) = json.loads(proc.stdout)["builds"]
+    assert build["environment"]["CUDA_ARCHS"] == "80-real;90"
+    assert wheel_so_targets(only_wheel(out), tmp_path) == ["sm_80", "sm_90", "compute_90"]
+    # the caller's value wins, and is said to
+    mine = cli(
+        "wheel",
+        str(root),
+        "-w",
+        str(tmp_path / "mine"),
+        env=build_env(ARCHGUARD_ARCH_LIST="8.0;9.0", CUDA_ARCHS="80-real;90"),
+    )
+    assert "your CUDA_ARCHS wins" in mine.stderr and mine.returncode == 0

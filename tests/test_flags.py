@@ -92,3 +92,25 @@ def test_find_arch_flags(args: list[str], rest: list[str], names: list[str]) -> 
 def test_unclampable_flags(args: list[str], needle: str) -> None:
     with pytest.raises(NvccFlagError, match=needle):
         find_arch_flags(args)
+
+
+@pytest.mark.parametrize(
+    ("sample", "cmake", "spelled"),
+    [
+        ("8.0;8.6", False, "8.0;9.0;9.0a"),
+        ("7.5 8.0+PTX", False, "8.0 9.0+PTX 9.0a"),
+        ("80,86", False, "80,90,90a"),
+        ("75;80", True, "80-real;90;90a-real"),
+        ("80-real;90", False, "80-real;90;90a-real"),
+        ("sm_80", False, "sm_80;sm_90;sm_90a"),
+        ("sm_80,compute_80", False, "sm_80,sm_90,sm_90a,compute_90"),
+        ("native", False, None),
+        ("", False, None),
+    ],
+)
+def test_the_list_in_a_packages_own_spelling(sample: str, cmake: bool, spelled: str | None) -> None:
+    from archguard.core.arch import Arch, ArchEntry
+    from archguard.nvcc.flags import spelled_like
+
+    entries = [ArchEntry(Arch(8, 0)), ArchEntry(Arch(9, 0), True), ArchEntry(Arch(9, 0, "a"))]
+    assert spelled_like(sample, entries, cmake) == spelled

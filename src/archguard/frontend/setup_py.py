@@ -15,6 +15,17 @@ _READS = re.compile(
 )
 
 
+# a variable read with a literal default: os.environ.get("GPU_ARCH", "8.0;8.6")
+_DEFAULT = re.compile(
+    r"""(?:os\.environ\.get|os\.getenv|environ\.get|getenv)\(\s*["']([A-Za-z_][A-Za-z0-9_]*)["']"""
+    r"""\s*,\s*["']([^"'\n]*)["']"""
+)
+# a variable whose name says it holds CUDA arches (GPU_ARCH, CUDA_ARCH_LIST, NVCC_ARCHS, ...)
+_ARCH_NAME = re.compile(r"(?:^|_)(?:ARCH|ARCHS|ARCH_LIST|ARCHITECTURES?|SMS?)(?:_|$)")
+# what archguard sets itself (the list's own variables) or reads as its own settings
+_ARCHGUARDS = re.compile(r"^(?:TORCH_CUDA_ARCH_LIST|CUDAARCHS|ARCHGUARD_\w+)$")
+
+
 # a setup.py asking torch about the GPU (which fails, or says no, on a farm's builder)
 _ASKS_GPU = re.compile(r"\bcuda\.(?:is_available|device_count|get_device_(?:capability|name))\(")
 
@@ -29,6 +40,12 @@ class SetupPy:
     reads: list[str]
     asks_gpu: list[str]
     conditions: list[str] = field(default_factory=list)
+    defaults: dict[str, str] = field(default_factory=dict)  # variable -> its literal default
+    cmake_arches: bool = False  # it passes CMAKE_CUDA_ARCHITECTURES to CMake itself
+
+    def arch_variables(self) -> list[str]:
+        """The variables it reads whose names say they hold CUDA arches, not archguard's."""
+        return [n for n in self.reads if _ARCH_NAME.search(n.upper()) and not _ARCHGUARDS.match(n)]
 
 
 # a setup.py that adds its extension only for a command on its own command line
@@ -81,4 +98,11 @@ def read_setup_py(setup_py: Path) -> SetupPy:
         for number, line in enumerate(text.splitlines(), 1)
         if _ASKS_GPU.search(line)
     ]
-    return SetupPy(list(dict.fromkeys(names)), asks, _conditions(text, setup_py.name))
+    defaults = {m[1]: m[2] for m in _DEFAULT.finditer(text)}
+    return SetupPy(
+        list(dict.fromkeys(names)),
+        asks,
+        _conditions(text, setup_py.name),
+        defaults,
+        "CMAKE_CUDA_ARCHITECTURES" in text,
+    )

@@ -44,6 +44,7 @@ from archguard.frontend.result import WHEEL_SCHEMA, Built, WheelResult
 from archguard.frontend.setup_py import SetupPy, read_setup_py
 from archguard.frontend.sources import source_tree
 from archguard.frontend.toolkit import BuildToolkit, build_toolkit
+from archguard.nvcc.flags import spelled_like
 from archguard.reports.text import build_variables, render_error
 from archguard.settings.config import ENV_CONFIG, env_wheel_variant
 from archguard.settings.inputs import Query, gather
@@ -64,6 +65,35 @@ class Cell:
     local_version: str  # "auto", "off" or a template with {cuda} and {torch}
     resolution: Resolution
     toolkit: BuildToolkit | None = None  # the one toolkit root every build system sees
+    notes: tuple[str, ...] = ()  # what was set for the package's own variables, and why
+
+
+def own_arch_variables(
+    setup_py: SetupPy, res: Resolution, environ: dict[str, str], out: dict[str, str]
+) -> list[str]:
+    """The package's own arch variables (``GPU_ARCH``, read by its setup.py) set to the
+    effective list in the package's spelling, learnt from the default its setup.py gives;
+    added to ``out``; what was done, one note each. A variable set by the caller wins, and
+    one with no default to learn from is left (and named if the build fails)."""
+    notes: list[str] = []
+    for name in setup_py.arch_variables():
+        if environ.get(name):
+            notes.append(f"its setup.py reads {name}, an arch variable: your {name} wins")
+            continue
+        default = setup_py.defaults.get(name)
+        spelled = (
+            spelled_like(default, res.effective, setup_py.cmake_arches)
+            if default is not None
+            else None
+        )
+        if spelled is None:
+            continue
+        out[name] = spelled
+        notes.append(
+            f"its setup.py reads {name}, an arch variable (default {default!r}): set to the "
+            f"effective list in that spelling, {name}={spelled!r}"
+        )
+    return notes
 
 
 def cell_environment(source: Path, config: Path | None, local_version: str | None = None) -> Cell:
@@ -87,9 +117,10 @@ def cell_environment(source: Path, config: Path | None, local_version: str | Non
         out.update(toolkit.variables)
     if config is not None:
         out[ENV_CONFIG] = str(config)
+    notes = list(own_arch_variables(read_setup_py(source / "setup.py"), res, environ, out))
     label = local_version or (package.local_version if package else "auto")
     _check_template(label, "--local-version" if local_version else "local_version")
-    return Cell(out, wanted, label, res, toolkit)
+    return Cell(out, wanted, label, res, toolkit, tuple(notes))
 
 
 def _check_template(template: str, where: str) -> None:
@@ -168,7 +199,7 @@ def build_one(source: Path, out: Path, options: WheelOptions) -> Built:
             "installed for its build (its declared requirements the cell lacks, the cell's "
             f"torch held): {', '.join(declared.installed)} in {declared.overlay}",
         )
-    for note in [*declared.notes, *(cell.toolkit.notes if cell.toolkit else ())]:
+    for note in [*cell.notes, *declared.notes, *(cell.toolkit.notes if cell.toolkit else ())]:
         _say(source, note)
     before = _wheels_in(out)
     argv = [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-v"]

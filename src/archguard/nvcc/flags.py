@@ -95,6 +95,42 @@ def cmake_architectures(entries: Iterable[ArchEntry]) -> str:
     return ";".join(out)
 
 
+_SPELLINGS = {
+    "dotted": re.compile(r"^[0-9]{1,2}\.[0-9][af]?(?:\+PTX)?$", re.I),  # 8.0 9.0a 9.0+PTX
+    "cmake": re.compile(r"^[0-9]{2,3}[af]?(?:-real|-virtual)?$"),  # 80 90a 90-real
+    "sm": re.compile(r"^(?:sm|compute)_[0-9]{2,3}[af]?$"),  # sm_80 compute_90
+}
+
+
+def spelled_like(sample: str, entries: Sequence[ArchEntry], cmake: bool = False) -> str | None:
+    """``entries`` in the spelling of ``sample``, a package's own default for its arch
+    variable (``"8.0;8.6"``, ``"80,86"``, ``"sm_80 sm_86"``, ``"80-real;90"``): its
+    separator, its form, and PTX only where its form can say it; numbers that go to
+    ``CMAKE_CUDA_ARCHITECTURES`` (``cmake``) in CMake's own words (``80-real;90``: a bare
+    ``80`` there is a cubin and PTX). None when ``sample`` is none of these (archguard cannot
+    tell the package's spelling)."""
+    text = sample.strip()
+    sep = next((c for c in (";", ",", " ") if c in text), ";")
+    tokens = [t.strip() for t in text.split(sep) if t.strip()]
+    if not tokens:
+        return None
+    form = next((f for f, rx in _SPELLINGS.items() if all(rx.match(t) for t in tokens)), None)
+    if form is None:
+        return None
+    ordered = sorted(entries)
+    if form == "cmake":
+        if cmake or any("-" in t for t in tokens):
+            return cmake_architectures(ordered).replace(";", sep)
+        return sep.join(f"{e.arch.digits}{e.arch.suffix}" for e in ordered)
+    if form == "dotted":
+        ptx = any(t.upper().endswith("+PTX") for t in tokens)
+        return sep.join(str(e) if ptx else str(e.arch) for e in ordered)
+    ptx = any(t.startswith("compute_") for t in tokens)
+    out = [e.arch.sm for e in ordered]
+    out += [e.arch.compute for e in ordered if ptx and e.ptx]
+    return sep.join(out)
+
+
 # ---------------------------------------------------------------------------------------
 # Reading arch flags a package hard-codes.
 
