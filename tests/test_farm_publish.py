@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -18,10 +19,12 @@ import time
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 
+from archguard.core.cuda import CudaVersion
 from archguard.errors import ConfigError
 from archguard.farm.identity import tree_digest
-from archguard.farm.manifest import load_manifest
+from archguard.farm.manifest import Cell, load_manifest
 from archguard.farm.plan import Flags, plan
 from archguard.farm.publish import (
     collect_garbage,
@@ -33,7 +36,7 @@ from archguard.farm.publish import (
 )
 from archguard.farm.records import Outcome, kept_problem, pool_path, write_record
 from archguard.farm.verify import verify_site
-from realtools import REPO, run_main
+from realtools import REPO, needs_cuda_torch, run_main
 
 MANIFEST = """\
 [[cell]]
@@ -58,6 +61,11 @@ name = "beta"
 source = "src/beta"
 config = { arch_list = "8.0" }
 """
+
+
+def cells(*names: str) -> list[Cell]:
+    """Cells of CUDA 13.0, as a manifest gives them."""
+    return [Cell(n, "3.11", Requirement("torch"), CudaVersion(13, 0)) for n in names]
 
 
 def farm(root: Path) -> Path:
@@ -215,22 +223,22 @@ def test_the_indexes_come_from_every_record_and_a_removed_job_leaves(
     records = {
         r.job: r for r in (record(site, "a1", "c13", A, b"a"), record(site, "b1", "c13", B, b"b"))
     }
-    publish_indexes(site, ["c13"], records, ["a1", "b1"])
+    publish_indexes(site, cells("c13"), records, ["a1", "b1"])
     assert {n for n, _ in read_links(site / "c13" / "simple")} == {A, B}
     published = (site / "c13" / "simple").readlink()
     # a run that selected only a1 still publishes b1 (its record); an index that says what
     # the published one says is not published again
-    publish_indexes(site, ["c13"], records, ["a1", "b1"])
+    publish_indexes(site, cells("c13"), records, ["a1", "b1"])
     assert {n for n, _ in read_links(site / "c13" / "simple")} == {A, B}
     assert (site / "c13" / "simple").readlink() == published
     # b1 left the manifest: it leaves the index; its wheel stays one generation, then goes
-    publish_indexes(site, ["c13"], records, ["a1"])
+    publish_indexes(site, cells("c13"), records, ["a1"])
     assert {n for n, _ in read_links(site / "c13" / "simple")} == {A}
     collect_garbage(site, {(A, records["a1"].sha256[A])})
     assert records["b1"].pooled(site)[0].is_file()  # the previous index still names it
     C = "gamma-1.0+cu130-cp311-cp311-linux_x86_64.whl"
     records["c1"] = record(site, "c1", "c13", C, b"c")
-    publish_indexes(site, ["c13"], records, ["a1", "c1"])
+    publish_indexes(site, cells("c13"), records, ["a1", "c1"])
     collect_garbage(site, {(A, records["a1"].sha256[A]), (C, records["c1"].sha256[C])})
     assert not records["b1"].pooled(site)[0].exists()
     assert records["a1"].pooled(site)[0].is_file()
@@ -352,9 +360,10 @@ def test_farm_verify_reads_every_published_wheel(tmp_path: Path) -> None:
     # an earlier build of a1's package in c13 (its inputs changed since): a record of the
     # same wheel name, other bytes, not in the index; verify reads the one the index names
     record(site, "a9", "c13", A, b"a-before")  # its record read after a1's
-    publish_indexes(site, ["c13", "c14"], records, list(records))
+    publish_indexes(site, cells("c13", "c14"), records, list(records))
     ok = run_main("farm", "verify", str(site), "--format", "json")
-    assert ok.returncode == 0 and json.loads(ok.stdout)["wheels"] == 2
+    # each wheel in its cell's index and in the CUDA line's (cu130)
+    assert ok.returncode == 0 and json.loads(ok.stdout)["wheels"] == 4
     records["b1"].pooled(site)[0].write_bytes(b"truncat")
     bad = run_main("farm", "verify", str(site))
     assert bad.returncode == 1
@@ -485,3 +494,145 @@ def test_a_skipped_job_a_missing_wheel_and_a_failed_cell_publish_as_they_should(
     kept.pooled(site)[0].unlink()
     publish_site(site, manifest, skipped)
     assert read_links(site / "c13" / "simple") == set()
+
+
+def real_wheel(folder: Path, name: str, requires: list[str], python: str = ">=3.10") -> Path:
+    """A small, valid wheel (a module and its dist-info) with these requirements."""
+    import zipfile
+
+    from packaging.utils import parse_wheel_filename
+
+    project, version, _, _ = parse_wheel_filename(name)
+    info = f"{project.replace('-', '_')}-{version}.dist-info"
+    metadata = (
+        f"Metadata-Version: 2.1\nName: {project}\nVersion: {version}\n"
+        f"Requires-Python: {python}\n" + "".join(f"Requires-Dist: {r}\n" for r in requires)
+    )
+    files = {
+        f"{project}_mod.py": "X = 1\n",
+        f"{info}/METADATA": metadata,
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\n"
+        f"Tag: {'-'.join(name[:-4].split('-')[-3:])}\n",
+    }
+    record = "".join(f"{n},,\n" for n in files) + f"{info}/RECORD,,\n"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    with zipfile.ZipFile(path, "w") as zf:
+        for member, text in {**files, f"{info}/RECORD": record}.items():
+            zf.writestr(member, text)
+    return path
+
+
+def line_site(site: Path) -> dict[str, Outcome]:
+    """Two torch cells of CUDA 13.0: a package built per torch, and one built for torch's
+    stable ABI (abi3) beside a torch-specific build of the same version."""
+    tag = "cp311-cp311-linux_x86_64"
+    built = {
+        "e13": ("c13", f"ext-1.0+cu130torch2.13-{tag}.whl", ["torch>=2.13,<2.14"]),
+        "e14": ("c14", f"ext-1.0+cu130torch2.14-{tag}.whl", ["torch>=2.14,<2.15"]),
+        "s13": ("c13", "st-1.0+cu130-cp310-abi3-linux_x86_64.whl", ["torch>=2.10"]),
+        "t13": ("c13", f"st-1.0+cu130torch2.13-{tag}.whl", ["torch>=2.13,<2.14"]),
+    }
+    records = {}
+    for job, (cell, name, requires) in built.items():
+        pooled, sha = pool_wheel(site, real_wheel(site / ".farm" / "jobs" / job, name, requires))
+        outcome = Outcome(job, name.split("-")[0], cell, "built", [pooled], sha256={pooled: sha})
+        write_record(site, outcome)
+        records[job] = outcome
+    publish_indexes(site, cells("c13", "c14"), records, list(records))
+    return records
+
+
+def test_a_cuda_lines_index_lists_every_cell_with_metadata_beside_each_wheel(
+    tmp_path: Path,
+) -> None:
+    import zipfile
+
+    site = tmp_path / "site"
+    records = line_site(site)
+    line = site / "cu130" / "simple"
+    assert {n for n, _ in read_links(line)} == {
+        "ext-1.0+cu130torch2.13-cp311-cp311-linux_x86_64.whl",
+        "ext-1.0+cu130torch2.14-cp311-cp311-linux_x86_64.whl",
+        "st-1.0+cu130-cp310-abi3-linux_x86_64.whl",  # serves 2.13: its torch2.13 build left out
+    }
+    # each cell's own index is as before: the torch2.13 build of st is in c13's
+    assert "st-1.0+cu130torch2.13-cp311-cp311-linux_x86_64.whl" in {
+        n for n, _ in read_links(site / "c13" / "simple")
+    }
+    page = (line / "ext" / "index.html").read_text()
+    for outcome in (records["e13"], records["e14"]):
+        (name,) = outcome.wheels
+        wheel = outcome.pooled(site)[0]
+        meta = wheel.with_name(name + ".metadata")
+        with zipfile.ZipFile(wheel) as zf:
+            assert meta.read_bytes() == zf.read(
+                "ext-1.0+" + name.split("+")[1].split("-")[0] + ".dist-info/METADATA"
+            )
+        sha = hashlib.sha256(meta.read_bytes()).hexdigest()
+        assert f'data-dist-info-metadata="sha256={sha}" data-core-metadata="sha256={sha}"' in page
+    assert 'data-requires-python="&gt;=3.10"' in page
+    assert verify_site(site).ok
+    # garbage collection keeps a kept wheel's metadata beside it
+    collect_garbage(site, {(n, r.sha256[n]) for r in records.values() for n in r.wheels})
+    assert all(
+        r.pooled(site)[0].with_name(r.wheels[0] + ".metadata").is_file() for r in records.values()
+    )
+
+
+def test_a_cell_cannot_take_a_cuda_lines_name(tmp_path: Path) -> None:
+    manifest = farm(tmp_path)
+    manifest.write_text(manifest.read_text().replace('name = "c13"', 'name = "cu130"'))
+    with pytest.raises(ConfigError, match=r"name = 'cu130' is the name of a CUDA line's index"):
+        load_manifest(manifest)
+
+
+@needs_cuda_torch
+def test_pip_picks_the_installed_torchs_wheel_from_the_line_reading_only_metadata(
+    tmp_path: Path,
+) -> None:
+    """With the installed torch held (a constraint torch==<its distribution version>), pip
+    picks the wheel built against it from the CUDA line's index, installs nothing else, and
+    reads the chosen wheel's .metadata file, not the wheel."""
+    from importlib.metadata import version
+
+    site = tmp_path / "site"
+    line_site(site)
+    held = tmp_path / "torch.txt"
+    held.write_text(f"torch=={version('torch')}\n")
+    report = tmp_path / "report.json"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--isolated",
+            "--dry-run",
+            "-v",
+            "--report",
+            str(report),
+            "--index-url",
+            (site / "cu130" / "simple").as_uri(),
+            "-c",
+            str(held),
+            "ext",
+            "st",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    chosen = {
+        i["metadata"]["name"]: i["metadata"]["version"]
+        for i in json.loads(report.read_text())["install"]
+    }
+    minor = ".".join(version("torch").split(".")[:2])
+    assert chosen == {"ext": f"1.0+cu130torch{minor}", "st": "1.0+cu130"}, chosen
+    log = proc.stdout + proc.stderr
+    # pip read the other torch's wheel's metadata, rejected it, and downloaded no wheel
+    other = "2.14" if minor == "2.13" else "2.13"
+    assert f"ext-1.0%2Bcu130torch{other}-cp311-cp311-linux_x86_64.whl.metadata" in log, log
+    assert f"Obtaining dependency information for ext from file://{site}" in log
+    assert not re.search(r"Downloading \S+\.whl \(", log), log

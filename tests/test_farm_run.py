@@ -8,6 +8,7 @@ and says so; the page names every job."""
 from __future__ import annotations
 
 import html
+import json
 import os
 import re
 import shutil
@@ -121,6 +122,100 @@ def _the_pages_install_command_works_in_a_fresh_environment(page: str, tmp: Path
     assert imported.stdout.startswith("2.13."), imported.stdout
 
 
+def _the_cuda_lines_index_gives_each_torch_its_wheel(site: Path, tmp: Path) -> None:
+    """SITE/cu130/simple holds both cells' wheels: in each cell's environment, with the
+    installed torch held (the documented constraint), pip and uv pick the wheel built for
+    that torch, install nothing else (torch stays), and it imports; pip reads the .metadata
+    file beside each wheel it weighs."""
+    line = (site / "cu130" / "simple").as_uri()
+    uv = shutil.which("uv", path=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    assert uv is not None
+    for cell in ("torch2.13", "torch2.14"):
+        python = site / ".farm" / "envs" / cell / "bin" / "python"
+        held = subprocess.run(
+            [str(python), "-c", HELD],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert held.returncode == 0, held.stderr
+        constraint = tmp / f"{cell}-torch.txt"
+        constraint.write_text(held.stdout)
+        minor = cell.removeprefix("torch")
+        report = tmp / f"{cell}-report.json"
+        pip = subprocess.run(
+            [
+                str(python),
+                "-m",
+                "pip",
+                "install",
+                "--isolated",
+                "--dry-run",
+                "-v",
+                "--report",
+                str(report),
+                "--index-url",
+                line,
+                "-c",
+                str(constraint),
+                "dlpack-ext",
+                "stable-ext",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert pip.returncode == 0, pip.stderr[-3000:]
+        chosen = {
+            i["metadata"]["name"]: i["metadata"]["version"]
+            for i in json.loads(report.read_text())["install"]
+        }
+        assert chosen == {"dlpack-ext": f"1.0+cu130torch{minor}", "stable-ext": "1.0+cu130"}
+        assert "Obtaining dependency information for dlpack-ext from file://" in pip.stdout
+        assert ".whl.metadata" in pip.stdout
+        installed = subprocess.run(
+            [
+                uv,
+                "pip",
+                "install",
+                "--python",
+                str(python),
+                "--reinstall-package",
+                "dlpack-ext",
+                "--index-url",
+                line,
+                "-c",
+                str(constraint),
+                "dlpack-ext",
+                "stable-ext",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert installed.returncode == 0, installed.stderr[-3000:]
+        assert f"dlpack-ext==1.0+cu130torch{minor}" in installed.stderr, installed.stderr
+        assert not re.search(r"^ [+-] torch==", installed.stderr, re.M), installed.stderr
+        imported = subprocess.run(
+            [
+                str(python),
+                "-c",
+                "import torch, dlpack_ext._C, stable_ext._C; print(torch.__version__)",
+            ],
+            capture_output=True,
+            text=True,
+            env=build_env(),
+            check=False,
+        )
+        assert imported.returncode == 0, (cell, imported.stderr[-2000:])
+        assert imported.stdout.startswith(minor)
+
+
+# the installed torch's distribution version (torch.__version__ says 2.13.0+cu130, which
+# matches nothing on an index that has no torch): what users' constraint files hold
+HELD = "import importlib.metadata as m; print('torch==' + m.version('torch'))"
+
+
 def test_farm_run_builds_each_cell_into_its_own_index(tmp_path: Path) -> None:
     if shutil.which("uv") is None and not (Path(sys.executable).parent / "uv").is_file():
         pytest.fail("no uv: the test extra installs it")
@@ -189,9 +284,10 @@ def test_farm_run_builds_each_cell_into_its_own_index(tmp_path: Path) -> None:
     assert stable in page
     _page_renders_in_chromium(site / "index.html", tmp_path)
     _the_pages_install_command_works_in_a_fresh_environment(page, tmp_path)
+    _the_cuda_lines_index_gives_each_torch_its_wheel(site, tmp_path)
     again = cli("farm", "run", str(manifest), "-o", str(site), env=env)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "archguard farm run: 0 built, 4 already built (not built again)" in again.stdout
     assert "sha256 checked): not built again" in again.stderr
     verified = cli("farm", "verify", str(site), env=env)
-    assert verified.returncode == 0 and "4 published wheel(s) read: OK" in verified.stdout
+    assert verified.returncode == 0 and "7 published wheel(s) read: OK" in verified.stdout

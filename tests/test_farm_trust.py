@@ -51,7 +51,7 @@ pytestmark = [
     needs_cu130,
 ]
 PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
-CELLS = ("torch2.13", "torch2.14")
+CELLS = ("torch2.13", "torch2.14", "cu130")  # cu130: the CUDA line's index, both cells'
 MANIFEST = f"""\
 [[cell]]
 name = "torch2.13"
@@ -235,7 +235,8 @@ def test_a_farm_killed_at_six_moments_resumes_to_the_uninterrupted_site(
     assert not reader.problems, reader.problems[:10]
     assert reader.reads > 100
     verified = cli("farm", "verify", str(site), env=env_for_farm())
-    assert verified.returncode == 0 and "4 published wheel(s) read: OK" in verified.stdout
+    # each cell's index and the CUDA line's (cu130: both cells' wheels)
+    assert verified.returncode == 0 and "8 published wheel(s) read: OK" in verified.stdout
     # what is published installs: alpha from torch2.13's index into that cell, imported
     python = site / ".farm" / "envs" / "torch2.13" / "bin" / "python"
     index = (site / "torch2.13" / "simple").as_uri()

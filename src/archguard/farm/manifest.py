@@ -40,6 +40,8 @@ PACKAGE_KEYS = {
     "skip": "cells not to build, each { cell = NAME, reason = WHY }",
 }
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+# a CUDA line's index is SITE/cu130/simple: no cell may take that name
+LINE = re.compile(r"^cu\d{2,3}$")
 _CUDA_IN_URL = re.compile(r"/cu(\d\d)(\d)\b")
 
 
@@ -166,6 +168,14 @@ def _cell(table: dict[str, Any], index: int, path: Path, problems: Problems) -> 
         problems.add(f"name = {table.get('name')!r}: letters, digits, '.', '_' and '-'", where)
         return None
     where = f"{path} [[cell]] {name!r}"
+    if LINE.match(name):
+        problems.add(
+            f"name = {name!r} is the name of a CUDA line's index (SITE/{name}/simple/ lists "
+            f"every cell of that CUDA): name the cell for its torch too, e.g. "
+            f"'{name}-torch2.13'",
+            where,
+        )
+        return None
     python = _text(table, "python", where, problems)
     if python is None or not re.fullmatch(r"3\.\d+", python):
         problems.add(f"python = {table.get('python')!r} must be 3.X", where)

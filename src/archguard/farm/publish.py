@@ -11,7 +11,9 @@
   swapping the symlink ``SITE/<cell>/simple`` (``os.replace``): a reader sees the old index or
   the new, never none, never half. The previous index and every wheel it names stay one more
   generation, for readers that were still reading it.
-- The indexes are a function of every job's record, never of one run's selection."""
+- The indexes are a function of every job's record, never of one run's selection: each
+  cell's, and each CUDA line's (:mod:`archguard.farm.wheelmeta`), every link with its
+  wheel's metadata beside it (PEP 658)."""
 
 from __future__ import annotations
 
@@ -33,7 +35,9 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from archguard.detect.sources import file_sha256
 from archguard.errors import ConfigError
+from archguard.farm.manifest import Cell
 from archguard.farm.records import POOL, PUBLISHED, STATE, Outcome, pool_path, say
+from archguard.farm.wheelmeta import METADATA, WheelMeta, line_wheels, metadata_of
 
 LOCK = "lock"
 INDEX = "simple"
@@ -134,7 +138,26 @@ def published(records: Iterable[Outcome], cell: str) -> list[tuple[str, str]]:
     return sorted(out)
 
 
-def _pages(wheels: Sequence[tuple[str, str]]) -> dict[str, str]:
+def _link(name: str, sha: str, meta: WheelMeta | None) -> str:
+    """A wheel's link on its project page: the pooled file with its sha256; where its
+    metadata is beside it, PEP 658/714's attributes and its Requires-Python."""
+    attrs = ""
+    if meta is not None:
+        attrs = (
+            f' data-dist-info-metadata="sha256={meta.sha256}"'
+            f' data-core-metadata="sha256={meta.sha256}"'
+        )
+        if meta.requires_python:
+            attrs += f' data-requires-python="{html.escape(meta.requires_python)}"'
+    return (
+        f'<a href="../../../{POOL}/{sha}/{html.escape(name)}#sha256={sha}"{attrs}>'
+        f"{html.escape(name)}</a><br>\n"
+    )
+
+
+def _pages(
+    wheels: Sequence[tuple[str, str]], metas: Mapping[tuple[str, str], WheelMeta | None]
+) -> dict[str, str]:
     """A PEP 503 index's pages (``index.html``, ``<project>/index.html``) for ``wheels``."""
     projects: dict[str, list[tuple[str, str]]] = {}
     for name, sha in wheels:
@@ -144,11 +167,7 @@ def _pages(wheels: Sequence[tuple[str, str]]) -> dict[str, str]:
     links = "".join(f'<a href="{p}/">{p}</a><br>\n' for p in sorted(projects))
     pages = {"index.html": f"<!DOCTYPE html>\n<html><body>\n{links}</body></html>\n"}
     for project, files in projects.items():
-        rows = "".join(
-            f'<a href="../../../{POOL}/{sha}/{html.escape(name)}#sha256={sha}">'
-            f"{html.escape(name)}</a><br>\n"
-            for name, sha in sorted(files)
-        )
+        rows = "".join(_link(name, sha, metas.get((name, sha))) for name, sha in sorted(files))
         pages[f"{project}/index.html"] = f"<!DOCTYPE html>\n<html><body>\n{rows}</body></html>\n"
     return pages
 
@@ -173,7 +192,7 @@ def write_index(site: Path, cell: str, wheels: Sequence[tuple[str, str]]) -> boo
     that would say what the published one says is not published again. Whether it was."""
     root = site / cell
     root.mkdir(parents=True, exist_ok=True)
-    pages = _pages(wheels)
+    pages = _pages(wheels, {(n, sha): metadata_of(site, n, sha) for n, sha in wheels})
     if _published_pages(root / INDEX) == pages:
         return False
     token = f"{time.strftime('%Y%m%dT%H%M%S')}-{secrets.token_hex(4)}"
@@ -245,7 +264,8 @@ def collect_garbage(site: Path, keep: Iterable[tuple[str, str]] = ()) -> list[Pa
     pool = site / POOL
     for folder in pool.iterdir() if pool.is_dir() else []:
         for path in folder.iterdir():
-            if (path.name, folder.name) not in wanted or path.name.endswith(".partial"):
+            wheel = path.name.removesuffix(METADATA)  # its metadata goes with the wheel
+            if (wheel, folder.name) not in wanted or path.name.endswith(".partial"):
                 path.unlink(missing_ok=True)
                 removed.append(path)
         if folder.name not in shas:
@@ -255,14 +275,24 @@ def collect_garbage(site: Path, keep: Iterable[tuple[str, str]] = ()) -> list[Pa
 
 
 def publish_indexes(
-    site: Path, cells: Sequence[str], records: Mapping[str, Outcome], jobs: Iterable[str]
+    site: Path, cells: Sequence[Cell], records: Mapping[str, Outcome], jobs: Iterable[str]
 ) -> None:
-    """Each cell's index from the records of ``jobs`` (every job of the manifest: a job
-    that left the manifest leaves the index)."""
+    """Each cell's index, and each CUDA line's (``SITE/cu130/simple/``: every cell of that
+    CUDA), from the records of ``jobs`` (every job of the manifest: a job that left the
+    manifest leaves the index)."""
     current = [records[j] for j in jobs if j in records]
     current = [r for r in current if all(p.is_file() for p in r.pooled(site))]  # whole only
+    lines: dict[str, list[list[tuple[str, str]]]] = {}
     for cell in cells:
-        write_index(site, cell, published(current, cell))
+        wheels = published(current, cell.name)
+        write_index(site, cell.name, wheels)
+        lines.setdefault(cell.cuda.tag, []).append(wheels)
+    for tag, by_cell in lines.items():
+        metas = {w: metadata_of(site, *w) for wheels in by_cell for w in wheels}
+        wheels, notes = line_wheels(by_cell, metas)
+        if write_index(site, tag, wheels):
+            for note in notes:
+                say(f"index {tag}: {note}")
 
 
 def kept_wheels(records: Mapping[str, Outcome], jobs: Iterable[str]) -> set[tuple[str, str]]:

@@ -86,14 +86,16 @@ def pool_path(site: Path, name: str, sha256: str) -> Path:
     return site / POOL / (sha256 or "unknown") / name
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """``text`` at ``path``, written under a name of its own and renamed into place: a reader
-    sees the old file or the new, whole; two writers never share a temporary file."""
+def write_atomic(path: Path, text: str | bytes) -> None:
+    """``text`` (or bytes, written as they are) at ``path``, written under a name of its own
+    and renamed into place: a reader sees the old file or the new, whole; two writers never
+    share a temporary file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
+    data = text if isinstance(text, bytes) else text.encode("utf-8")
     try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
         Path(name).replace(path)
     except BaseException:
         Path(name).unlink(missing_ok=True)

@@ -353,7 +353,7 @@ def publish_site(
     """Each cell's index and the page, from the records of every job of the manifest
     (``outcomes``: this run's, by job id, for the page's words); the records read."""
     records = all_records(site)
-    publish_indexes(site, [c.name for c in manifest.cells], records, built_ids(jobs))
+    publish_indexes(site, manifest.cells, records, built_ids(jobs))
     shown = dict(outcomes or {})
     for job in jobs:
         if job.id not in shown:

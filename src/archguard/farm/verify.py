@@ -1,4 +1,5 @@
-"""``archguard farm verify SITE``: every wheel each cell's published index links, re-read
+"""``archguard farm verify SITE``: every wheel each published index links (each cell's, each
+CUDA line's), re-read
 against the index and the job records: the file is in the pool, its bytes have the sha256 the
 index advertises (and the pool's folder names), and a record of that cell publishes it with
 that sha256. Nothing is built or changed."""
@@ -11,6 +12,7 @@ from pathlib import Path
 
 from archguard.detect.sources import file_sha256
 from archguard.errors import ConfigError
+from archguard.farm.manifest import LINE
 from archguard.farm.publish import INDEX, read_links
 from archguard.farm.records import PUBLISHED, STATE, all_records, pool_path
 
@@ -27,25 +29,32 @@ class SiteCheck:
         return not self.problems
 
 
+def _published_by_cell(site: Path) -> tuple[dict[str, dict[str, set[str]]], dict[str, set[str]]]:
+    """cell -> wheel -> every sha256 a record publishes it with (an earlier build of a job
+    whose inputs changed has a record too: the index names one of them); and the same for
+    every cell at once, which a CUDA line's index (SITE/cu130/simple) lists from."""
+    by_cell: dict[str, dict[str, set[str]]] = {}
+    everywhere: dict[str, set[str]] = {}
+    for record in all_records(site).values():
+        if record.status in PUBLISHED:
+            for w in record.wheels:
+                sha = record.sha256.get(w, "")
+                by_cell.setdefault(record.cell, {}).setdefault(w, set()).add(sha)
+                everywhere.setdefault(w, set()).add(sha)
+    return by_cell, everywhere
+
+
 def verify_site(site: Path) -> SiteCheck:
     if not (site / STATE).is_dir():
         raise ConfigError(
             f"archguard farm verify: {site} holds no farm site (no {STATE}/ folder); give the "
             "SITE that farm run wrote (its -o)."
         )
-    records = all_records(site)
-    # cell -> wheel -> every sha256 a record publishes it with (an earlier build of a job
-    # whose inputs changed has a record too: the index names one of them)
-    by_cell: dict[str, dict[str, set[str]]] = {}
-    for record in records.values():
-        if record.status in PUBLISHED:
-            for w in record.wheels:
-                by_cell.setdefault(record.cell, {}).setdefault(w, set()).add(
-                    record.sha256.get(w, "")
-                )
+    by_cell, everywhere = _published_by_cell(site)
     out = SiteCheck()
     for index in sorted(site.glob(f"*/{INDEX}")):
         cell = index.parent.name
+        line = LINE.match(cell) is not None
         if not (index / "index.html").is_file():
             out.problems.append(f"{cell}: its index {index} has no index.html")
             continue
@@ -62,9 +71,10 @@ def verify_site(site: Path) -> SiteCheck:
                     f"{where}: its bytes have sha256 {found}, not the {sha} the index and the "
                     "pool's folder name"
                 )
-            recorded = by_cell.get(cell, {}).get(name)
+            recorded = (everywhere if line else by_cell.get(cell, {})).get(name)
             if recorded is None:
-                out.problems.append(f"{where}: no job record of cell {cell} publishes it")
+                whose = f"of a cell of CUDA line {cell}" if line else f"of cell {cell}"
+                out.problems.append(f"{where}: no job record {whose} publishes it")
             elif sha not in recorded:
                 out.problems.append(
                     f"{where}: its records say sha256 {', '.join(sorted(recorded))}, the index "

@@ -1,0 +1,137 @@
+"""What an index says about each wheel besides its link (PEP 658 / PEP 714), and which
+wheels a CUDA line's index lists.
+
+- Each pooled wheel's core metadata is kept beside it, byte for byte as the wheel holds it
+  (``SITE/wheels/<sha256>/<name>.metadata``), and its link says so
+  (``data-dist-info-metadata`` and ``data-core-metadata``: ``sha256=<hex>`` of that file) and
+  carries ``data-requires-python`` where the wheel says it: a resolver chooses among
+  hundred-megabyte CUDA wheels reading a few kilobytes, and downloads only the one it picks.
+- A CUDA line's index (``SITE/cu130/simple/``) holds every cell's wheels of that CUDA: each
+  ``+cu130torchX.Y`` wheel pinned to its torch minor, so an installer that holds the
+  installed torch (a constraint ``torch==2.13.0``) picks the wheel built against it. Where a
+  stable-ABI wheel of the same version (labelled ``+cu130``, its pin ``torch>=FLOOR``) serves
+  a torch, the torch-specific wheels it serves are left out of the line's index: it is the
+  one wheel for them (its label alone would sort below theirs, PEP 440 comparing local
+  segments as text). Two cells that built the same file name differently: the first cell's
+  is listed, the other named.
+"""
+
+from __future__ import annotations
+
+import email.parser
+import email.policy
+import hashlib
+import re
+import zipfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name, parse_wheel_filename
+from packaging.version import InvalidVersion
+
+from archguard.farm.records import pool_path, write_atomic
+
+METADATA = ".metadata"  # PEP 658: the metadata file's name is the wheel's plus this
+_TORCH_LABEL = re.compile(r"^(?P<cuda>cu\d+)torch(?P<torch>\d+\.\d+)$")
+
+
+@dataclass(frozen=True)
+class WheelMeta:
+    """A pooled wheel's core metadata as an index uses it."""
+
+    sha256: str  # of the .metadata file
+    requires_python: str | None
+    requires: tuple[str, ...] = field(default_factory=tuple)
+
+
+def metadata_file(site: Path, name: str, sha: str) -> Path:
+    return pool_path(site, name, sha).with_name(name + METADATA)
+
+
+def metadata_of(site: Path, name: str, sha: str) -> WheelMeta | None:
+    """The wheel's METADATA, written beside it in the pool once (byte for byte), and what an
+    index says of it; None when the wheel is not readable."""
+    path = metadata_file(site, name, sha)
+    if not path.is_file():
+        wheel = pool_path(site, name, sha)
+        try:
+            with zipfile.ZipFile(wheel) as zf:
+                member = next(
+                    n
+                    for n in zf.namelist()
+                    if n.endswith(".dist-info/METADATA") and n.count("/") == 1
+                )
+                data = zf.read(member)
+        except (OSError, zipfile.BadZipFile, StopIteration):
+            return None
+        write_atomic(path, data)
+    data = path.read_bytes()
+    message = email.parser.BytesParser(policy=email.policy.compat32).parsebytes(data)
+    python = message.get("Requires-Python")
+    return WheelMeta(
+        hashlib.sha256(data).hexdigest(),
+        str(python).strip() if python else None,
+        tuple(str(r) for r in message.get_all("Requires-Dist") or ()),
+    )
+
+
+def _torch_specifier(meta: WheelMeta | None) -> Requirement | None:
+    for text in meta.requires if meta else ():
+        try:
+            req = Requirement(text)
+        except InvalidRequirement:
+            continue
+        if canonicalize_name(req.name) == "torch" and req.marker is None:
+            return req
+    return None
+
+
+def _serves(stable: Requirement | None, torch: str) -> bool:
+    """Whether a stable-ABI wheel with this torch requirement (None: it links no torch)
+    serves torch ``X.Y``."""
+    return stable is None or stable.specifier.contains(f"{torch}.0", prereleases=True)
+
+
+def line_wheels(
+    by_cell: Sequence[Sequence[tuple[str, str]]], metas: dict[tuple[str, str], WheelMeta | None]
+) -> tuple[list[tuple[str, str]], list[str]]:
+    """The wheels of one CUDA line's index, from its cells' (in manifest order), and what
+    was left out, said: a second build of one file name, a torch-specific wheel a stable-ABI
+    wheel of the same version serves."""
+    chosen: dict[str, str] = {}
+    notes: list[str] = []
+    for wheels in by_cell:
+        for name, sha in wheels:
+            if chosen.get(name, sha) != sha:
+                notes.append(f"{name}: two cells built it differently; the first cell's listed")
+                continue
+            chosen[name] = sha
+    # (project, public version) -> each stable-ABI wheel's torch requirement
+    stable: dict[tuple[str, str], list[Requirement | None]] = {}
+    torch_of: dict[str, tuple[str, str, str]] = {}  # name -> (project, public, torch X.Y)
+    for name, sha in chosen.items():
+        try:
+            project, version, _, _ = parse_wheel_filename(name)
+        except (ValueError, InvalidVersion):
+            continue
+        local = version.local or ""
+        label = _TORCH_LABEL.match(local)
+        if label:
+            torch_of[name] = (project, version.public, label["torch"])
+        elif local.startswith("cu"):
+            requirement = _torch_specifier(metas.get((name, sha)))
+            stable.setdefault((project, version.public), []).append(requirement)
+    out = []
+    for name, sha in sorted(chosen.items()):
+        if name in torch_of:
+            owner, public, torch = torch_of[name]
+            if any(_serves(s, torch) for s in stable.get((owner, public), [])):
+                notes.append(
+                    f"{name}: left out of the line's index: the stable-ABI wheel of "
+                    f"{owner} {public} serves torch {torch}"
+                )
+                continue
+        out.append((name, sha))
+    return out, notes
