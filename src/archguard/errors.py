@@ -144,6 +144,12 @@ class IndexUnreachable(ArchguardError):
     code = "index-unreachable"
 
 
+class SiteUnreadable(ArchguardError):
+    """``archguard which`` could not read a farm's site (no site.json, unreachable, not one)."""
+
+    code = "site-unreadable"
+
+
 class PipTooOld(ArchguardError):
     """``watch`` asks ``pip index versions --json``, which the interpreter's pip lacks."""
 

@@ -50,5 +50,6 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "wheel": binaries.cmd_wheel,
     "watch": binaries.cmd_watch,
     "doctor": binaries.cmd_doctor,
+    "which": binaries.cmd_which,
     "variant": binaries.cmd_variant,
 }

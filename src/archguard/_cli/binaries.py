@@ -9,7 +9,7 @@ from pathlib import Path
 
 from archguard._cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, write
 from archguard.core.toolkit import known_arches
-from archguard.errors import ArchguardError
+from archguard.errors import ArchguardError, ConfigError
 from archguard.settings.inputs import Query
 
 
@@ -255,3 +255,62 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     if not gpus:
         return EXIT_USAGE
     return EXIT_FAIL if doctor.failed(findings) or any(c.fails for c in imports) else EXIT_OK
+
+
+def cmd_which(args: argparse.Namespace) -> int:
+    import json
+
+    from packaging.version import InvalidVersion
+
+    from archguard.core.arch import parse_arch
+    from archguard.core.coverage import Device, known_devices
+    from archguard.core.cuda import CudaVersion
+    from archguard.detect.gpus import detect_gpus
+    from archguard.user import which
+
+    python = None
+    if args.python is not None:
+        major, _, minor = args.python.partition(".")
+        if not (major.isdigit() and minor.isdigit()):
+            raise ConfigError(f"--python {args.python!r}: write the Python as X.Y, e.g. 3.12.")
+        python = (int(major), int(minor))
+    version, tags = which.python_tags(python)
+    try:
+        torch, torch_cuda, note = which.installed_torch(args.torch)
+    except InvalidVersion:
+        raise ConfigError(
+            f"--torch {args.torch!r} is not a version: write it as pip shows it, e.g. 2.14.1+cu130."
+        ) from None
+    notes = [note] if note else []
+    names = {d.cc: d.name for d in known_devices()}
+    gpus = [
+        Device(a.cc, names.get(a.cc, "given"))
+        for a in (parse_arch(t, "--device", known=known_arches()) for t in args.device)
+    ]
+    driver = None
+    if args.driver_cuda is not None:
+        cuda = CudaVersion.parse(args.driver_cuda, "--driver-cuda")
+        driver = (cuda.major, cuda.minor)
+    if not gpus:
+        found = detect_gpus(use_torch=not args.no_torch)
+        gpus = [Device(g.cc, g.name) for g in found.gpus]
+        driver = driver or found.driver_cuda
+        notes += list(found.notes)
+        if not gpus:
+            notes.append(
+                "no GPU found: whether a wheel runs natively is not judged (name one with "
+                "--device CC)"
+            )
+    here = which.Here(torch, torch_cuda, version, tags, tuple(gpus), driver, tuple(notes))
+    site, base = which.read_site(args.site)
+    answers = which.which(site, base, here, args.name)
+    if args.format == "json":
+        data = {
+            "schema": which.WHICH_SCHEMA,
+            "machine": here.as_json(),
+            "packages": [a.as_json() for a in answers],
+        }
+        write(json.dumps(data, indent=2) + "\n")
+    else:
+        write(which.render_text(answers, here))
+    return EXIT_OK if all(a.chosen is not None for a in answers) else EXIT_FAIL

@@ -55,7 +55,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("the list", ("explain", "list", "env", "matrix")),
     ("a build's checks", ("lint", "verify", "abi")),
     ("a farm", ("wheel", "farm")),
-    ("a user's machine", ("doctor", "variant")),
+    ("a user's machine", ("doctor", "which", "variant")),
     ("the policy and the torch table", ("check-policy", "derive", "probe-torch", "watch")),
 )
 
@@ -198,6 +198,32 @@ def _binary_commands(sub: Subparsers) -> None:
         help="do not import torch to find the GPUs (nvidia-smi only)",
     )
     _cuobjdump(p)
+    _format(p)
+
+    p = sub.add_parser(
+        "which",
+        help="the install command that gives a farm site's wheel that imports here and runs "
+        "natively on every GPU, or why each wheel does not fit",
+    )
+    p.add_argument("site", metavar="SITE", help="a farm's site: its directory or its URL")
+    p.add_argument("name", nargs="?", metavar="NAME", help="a package (default: every one)")
+    p.add_argument(
+        "--torch", metavar="VERSION", help="a torch, e.g. 2.14.1+cu130 (default: the installed)"
+    )
+    p.add_argument("--python", metavar="X.Y", help="a Python (default: this one)")
+    p.add_argument(
+        "--device",
+        action="append",
+        default=[],
+        metavar="CC",
+        help="a GPU's compute capability, e.g. 8.9 (repeatable; default: the machine's)",
+    )
+    p.add_argument("--driver-cuda", metavar="X.Y", help="the driver's CUDA (default: nvidia-smi's)")
+    p.add_argument(
+        "--no-torch",
+        action="store_true",
+        help="do not import torch to find the GPUs (nvidia-smi only)",
+    )
     _format(p)
 
 

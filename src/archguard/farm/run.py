@@ -45,6 +45,7 @@ from archguard.farm.records import (
     write_atomic,
     write_record,
 )
+from archguard.farm.sitejson import site_data, write_site_json
 from archguard.frontend.sources import cache_root
 
 __all__ = ["Outcome", "RunOptions", "publish_site", "run_farm", "write_page"]
@@ -354,6 +355,7 @@ def publish_site(
     (``outcomes``: this run's, by job id, for the page's words); the records read."""
     records = all_records(site)
     publish_indexes(site, manifest.cells, records, built_ids(jobs))
+    write_site_json(site, site_data(site, manifest, records, built_ids(jobs)))
     shown = dict(outcomes or {})
     for job in jobs:
         if job.id not in shown:

@@ -1,0 +1,71 @@
+"""``SITE/site.json`` (:mod:`archguard.core.site`) from the manifest and every job's record,
+written with the indexes and the page: what ``archguard which`` and the page's finder read."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from archguard.core.site import Site, SiteCell, SiteWheel
+from archguard.farm.manifest import Manifest
+from archguard.farm.publish import INDEX
+from archguard.farm.records import POOL, PUBLISHED, STATE, Outcome, write_atomic
+
+SITE_JSON = "site.json"
+
+
+def _facts(records: Iterable[Outcome]) -> dict[str, dict[str, object]]:
+    """Each wheel's facts (archguard wheel's JSON) by name, from whichever record built it."""
+    out: dict[str, dict[str, object]] = {}
+    for record in records:
+        for d in record.details:
+            out.setdefault(Path(str(d.get("wheel", ""))).name, d)
+    return out
+
+
+def site_data(
+    site: Path, manifest: Manifest, records: Mapping[str, Outcome], jobs: Iterable[str]
+) -> Site:
+    current = [records[j] for j in jobs if j in records]
+    current = [
+        r for r in current if r.status in PUBLISHED and all(p.is_file() for p in r.pooled(site))
+    ]
+    facts = _facts(current)
+    cells = {c.name: c for c in manifest.cells}
+    wheels = []
+    for record in sorted(current, key=lambda r: (r.cell, r.package)):
+        cell = cells.get(record.cell)
+        if cell is None:
+            continue
+        for name in record.wheels:
+            fact = facts.get(name, {})
+            held = fact.get("targets")
+            sha = record.sha256.get(name, "")
+            wheels.append(
+                SiteWheel(
+                    name,
+                    sha,
+                    record.package,
+                    record.cell,
+                    cell.cuda.text,
+                    tuple(str(t) for t in held) if isinstance(held, list) else (),
+                    str(fact["pin"]) if fact.get("pin") else None,
+                    f"{STATE}/jobs/{record.job}.json",
+                    f"{POOL}/{sha}/{name}",
+                )
+            )
+    return Site(
+        tuple(
+            SiteCell(c.name, c.cuda.text, str(c.torch), c.python, f"{c.name}/{INDEX}/", c.index_url)
+            for c in manifest.cells
+        ),
+        {c.cuda.tag: f"{c.cuda.tag}/{INDEX}/" for c in manifest.cells},
+        tuple(wheels),
+        os.environ.get("GITHUB_REPOSITORY") or None,
+    )
+
+
+def write_site_json(site: Path, data: Site) -> None:
+    write_atomic(site / SITE_JSON, json.dumps(data.as_json(), indent=2) + "\n")

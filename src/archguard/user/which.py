@@ -1,0 +1,331 @@
+"""``archguard which SITE [NAME]``: on a user's machine, the one install command that gives a
+wheel of a farm's site that imports here and has a native image for every GPU, or, for each
+wheel, why it does not fit and the nearest that does.
+
+What it reads: the installed torch (its distribution's version and, from its
+``torch/version.py`` read as text, its CUDA; torch is not imported), this Python and the wheel
+tags it installs, the GPUs and the driver's CUDA (as ``doctor`` finds them), and the site's
+``site.json`` (:mod:`archguard.core.site`), from a directory or an http(s) URL. A machine that
+is not this one (a GPU, a torch, a Python, a driver) is given with options, as data.
+
+Why a wheel does not fit, in the order it is judged:
+
+- its torch pin does not hold the installed torch (no wheel for this torch);
+- it was compiled with another CUDA major than the installed torch's (another runtime);
+- its tags are not this Python's or this platform's;
+- the driver runs an older CUDA major than the one that compiled it;
+- a GPU has no native image in it (PTX only: compiled at first load, each driver update; or
+  nothing: "no kernel image is available for execution on the device").
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.tags import Tag, compatible_tags, cpython_tags, sys_tags
+from packaging.utils import canonicalize_name, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
+
+from archguard.core.arch import parse_targets
+from archguard.core.coverage import Device, Tier, device_coverage
+from archguard.core.cuda import CudaVersion
+from archguard.core.site import Site, SiteWheel, parse_site
+from archguard.core.toolkit import known_arches
+from archguard.detect.torchlibs import parse_version_py
+from archguard.errors import ArchguardError, SiteUnreadable
+
+WHICH_SCHEMA = "archguard.which/1"
+SITE_JSON = "site.json"
+FETCH_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class Here:
+    """The machine a wheel must fit."""
+
+    torch: str | None  # the installed torch distribution's version: "2.13.0+cu130"
+    torch_cuda: CudaVersion | None  # the CUDA it was built with (None: a CPU build)
+    python: tuple[int, int]
+    tags: frozenset[Tag]  # the wheel tags this Python installs
+    gpus: tuple[Device, ...]
+    driver_cuda: tuple[int, int] | None
+    notes: tuple[str, ...] = ()
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "torch": self.torch,
+            "torch_cuda": self.torch_cuda.text if self.torch_cuda else None,
+            "python": f"{self.python[0]}.{self.python[1]}",
+            "gpus": [d.cc_text for d in self.gpus],
+            "driver_cuda": f"{self.driver_cuda[0]}.{self.driver_cuda[1]}"
+            if self.driver_cuda
+            else None,
+            "notes": list(self.notes),
+        }
+
+
+def python_tags(python: tuple[int, int] | None) -> tuple[tuple[int, int], frozenset[Tag]]:
+    """This Python's version and the wheel tags it installs; for another X.Y, CPython's."""
+    if python is None:
+        return (sys.version_info.major, sys.version_info.minor), frozenset(sys_tags())
+    return python, frozenset([*cpython_tags(python), *compatible_tags(python)])
+
+
+def installed_torch(text: str | None = None) -> tuple[str | None, CudaVersion | None, str | None]:
+    """The installed torch: its distribution's version, its CUDA, and a note where there is
+    none or it cannot be read. ``text`` (``2.14.1+cu130``): a torch given, not read."""
+    if text is not None:
+        local = Version(text).local or ""
+        cuda = (
+            CudaVersion(int(local[2:-1]), int(local[-1]))
+            if local.startswith("cu") and local[2:].isdigit()
+            else None
+        )
+        return text, cuda, None
+    try:
+        dist = metadata.distribution("torch")
+    except metadata.PackageNotFoundError:
+        return None, None, "no torch is installed: every wheel on the site needs one"
+    where = Path(str(dist.locate_file("torch/version.py")))
+    try:
+        _, cuda = parse_version_py(where.read_text(encoding="utf-8"), str(where))
+    except (OSError, ArchguardError) as exc:
+        return dist.version, None, f"torch's CUDA not read ({exc})"
+    return dist.version, cuda, None
+
+
+def read_site(where: str) -> tuple[Site, str]:
+    """The site's ``site.json`` (a directory, or an http(s) or file URL) and the base its
+    relative paths resolve against (a URL ending in ``/``)."""
+    if urllib.parse.urlparse(where).scheme in ("http", "https", "file"):
+        base = where if where.endswith("/") else where + "/"
+        url = urllib.parse.urljoin(base, SITE_JSON)
+        try:
+            with urllib.request.urlopen(url, timeout=FETCH_TIMEOUT_S) as response:
+                text = response.read().decode("utf-8")
+        except (urllib.error.URLError, OSError, UnicodeDecodeError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise SiteUnreadable(
+                f"archguard which: {url} could not be read ({reason}): give the URL of a "
+                "farm's site (the folder holding site.json), or its directory."
+            ) from None
+    else:
+        path = Path(where) / SITE_JSON
+        if not path.is_file():
+            raise SiteUnreadable(
+                f"archguard which: {where} holds no {SITE_JSON}: give a farm's site (the "
+                "directory farm run wrote, -o), or its URL."
+            )
+        text = path.read_text(encoding="utf-8")
+        url = str(path)
+        base = Path(where).resolve().as_uri() + "/"
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise SiteUnreadable(f"archguard which: {url} is not JSON ({exc}).") from None
+    return parse_site(data, url, SiteUnreadable), base
+
+
+@dataclass
+class Judged:
+    """One wheel against this machine."""
+
+    wheel: SiteWheel
+    reasons: list[str] = field(default_factory=list)
+    jit: list[str] = field(default_factory=list)  # GPUs it serves by PTX only
+    version: str = ""
+
+    @property
+    def fits(self) -> bool:
+        return not self.reasons
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "wheel": self.wheel.name,
+            "cell": self.wheel.cell,
+            "fits": self.fits,
+            "reasons": self.reasons,
+            "sha256": self.wheel.sha256,
+            "record": self.wheel.record,
+        }
+
+
+def _pin(text: str | None) -> Requirement | None:
+    try:
+        return Requirement(text) if text else None
+    except InvalidRequirement:
+        return None
+
+
+def judge(wheel: SiteWheel, here: Here) -> Judged:
+    """Every reason ``wheel`` does not fit ``here`` (none: it imports and runs natively)."""
+    out = Judged(wheel)
+    try:
+        _, version, _, tags = parse_wheel_filename(wheel.name)
+        out.version = str(version)
+    except (ValueError, InvalidVersion):
+        out.reasons.append("its file name is not a wheel's")
+        return out
+    pin = _pin(wheel.pin)
+    if here.torch is None:
+        out.reasons.append("no torch is installed")
+    elif pin is not None and not pin.specifier.contains(
+        Version(here.torch).public, prereleases=True
+    ):
+        out.reasons.append(f"no wheel for this torch: it requires {pin}, you have {here.torch}")
+    cuda = CudaVersion.parse(wheel.cuda, wheel.name)
+    if here.torch_cuda is None and here.torch is not None:
+        out.reasons.append(f"your torch is a CPU build; it was compiled with CUDA {cuda.text}")
+    elif here.torch_cuda is not None and here.torch_cuda.major != cuda.major:
+        out.reasons.append(
+            f"compiled with CUDA {cuda.text}; your torch is built for CUDA "
+            f"{here.torch_cuda.text} (another CUDA major: another runtime)"
+        )
+    if not tags & here.tags:
+        shown = ", ".join(sorted(str(t) for t in tags))
+        out.reasons.append(
+            f"its tags ({shown}) are not this Python's ({here.python[0]}.{here.python[1]}) "
+            "or this platform's"
+        )
+    if here.driver_cuda is not None and here.driver_cuda[0] < cuda.major:
+        out.reasons.append(
+            f"the driver runs CUDA up to {here.driver_cuda[0]}.{here.driver_cuda[1]}, older "
+            f"than the CUDA {cuda.text} that compiled it: update the driver"
+        )
+    held = parse_targets(list(wheel.targets), wheel.name, known=known_arches())
+    for gpu in here.gpus:
+        tier = device_coverage(held, gpu).tier
+        if tier is Tier.DEAD:
+            out.reasons.append(
+                f"its images do not serve the GPU {gpu} (it holds {' '.join(wheel.targets)})"
+            )
+        elif tier is Tier.JIT:
+            out.reasons.append(
+                f"only PTX serves the GPU {gpu} (compiled at first load, again after each "
+                f"driver update; it holds {' '.join(wheel.targets)})"
+            )
+    return out
+
+
+def line_of(site: Site, wheel: SiteWheel) -> str:
+    """The index to install ``wheel`` from: its CUDA line's, else its cell's."""
+    tag = CudaVersion.parse(wheel.cuda, wheel.name).tag
+    if tag in site.lines:
+        return site.lines[tag]
+    return next((c.index for c in site.cells if c.name == wheel.cell), "")
+
+
+def command(site: Site, base: str, wheel: SiteWheel, version: str) -> list[str]:
+    """The install command for exactly ``wheel``: its version pinned (local label and all),
+    from its CUDA line's index; the installed torch satisfies its pin, so nothing else
+    changes."""
+    index = urllib.parse.urljoin(base, line_of(site, wheel))
+    return ["pip", "install", f"--extra-index-url={index}", f"{wheel.package}=={version}"]
+
+
+def _stable(wheel: SiteWheel) -> bool:
+    """A wheel with no upper bound on torch (stable ABI, or no torch link): it serves every
+    later torch of its CUDA, so it is preferred where both fit."""
+    return wheel.pin is None or "<" not in wheel.pin
+
+
+def _nearest(judged: list[Judged]) -> Judged | None:
+    """The wheel that fails on the fewest counts, preferring a torch change only."""
+    failing = [j for j in judged if not j.fits]
+    return min(failing, key=lambda j: (len(j.reasons), j.wheel.name)) if failing else None
+
+
+@dataclass
+class Answer:
+    package: str
+    chosen: Judged | None
+    command: list[str]
+    judged: list[Judged]
+    nearest: Judged | None
+    attest: list[str] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "package": self.package,
+            "fits": self.chosen is not None,
+            "wheel": self.chosen.wheel.name if self.chosen else None,
+            "command": shlex.join(self.command) if self.command else None,
+            "attestation": shlex.join(self.attest) if self.attest else None,
+            "wheels": [j.as_json() for j in self.judged],
+            "nearest": self.nearest.as_json() if self.nearest else None,
+        }
+
+
+def which(site: Site, base: str, here: Here, name: str | None = None) -> list[Answer]:
+    """For each package of the site (or ``name``): the wheel that fits and its command."""
+    packages = sorted({w.package for w in site.wheels})
+    if name is not None:
+        wanted = canonicalize_name(name)
+        packages = [p for p in packages if canonicalize_name(p) == wanted]
+        if not packages:
+            known = ", ".join(sorted({w.package for w in site.wheels})) or "none"
+            raise SiteUnreadable(
+                f"archguard which: the site publishes no {name!r} (it publishes: {known})."
+            )
+    answers = []
+    for package in packages:
+        seen: dict[str, SiteWheel] = {}
+        for w in site.wheels:
+            if w.package == package:
+                seen.setdefault(w.name, w)
+        judged = [judge(w, here) for w in seen.values()]
+        fitting = [j for j in judged if j.fits]
+        # the newest version; a stable-ABI wheel (fewest pins) before a torch-specific one
+        chosen = max(
+            fitting,
+            key=lambda j: (Version(Version(j.version).public), _stable(j.wheel), j.wheel.name),
+            default=None,
+        )
+        argv = command(site, base, chosen.wheel, chosen.version) if chosen else []
+        attest = (
+            ["gh", "attestation", "verify", chosen.wheel.name, "--repo", site.repository]
+            if chosen and site.repository
+            else []
+        )
+        answers.append(
+            Answer(package, chosen, argv, judged, None if chosen else _nearest(judged), attest)
+        )
+    return answers
+
+
+def render_text(answers: list[Answer], here: Here) -> str:
+    gpus = ", ".join(str(g) for g in here.gpus) or "none found"
+    lines = [
+        f"this machine: torch {here.torch or 'none'}"
+        + (f" (CUDA {here.torch_cuda.text})" if here.torch_cuda else "")
+        + f", Python {here.python[0]}.{here.python[1]}, GPUs: {gpus}"
+        + (f", driver CUDA {here.driver_cuda[0]}.{here.driver_cuda[1]}" if here.driver_cuda else "")
+    ]
+    lines += [f"note: {n}" for n in here.notes]
+    for a in answers:
+        lines.append("")
+        if a.chosen is not None:
+            lines.append(f"{a.package}: {a.chosen.wheel.name}")
+            lines.append(f"  {shlex.join(a.command)}")
+            if a.attest:
+                lines.append(f"  provenance: {shlex.join(a.attest)}")
+        else:
+            lines.append(f"{a.package}: no wheel fits this machine")
+        for j in a.judged:
+            if not j.fits:
+                lines.append(f"  not {j.wheel.name} ({j.wheel.cell}): " + "; ".join(j.reasons))
+        if a.nearest is not None:
+            lines.append(
+                f"  nearest: {a.nearest.wheel.name} ({a.nearest.wheel.cell}), which fits but for: "
+                + "; ".join(a.nearest.reasons)
+            )
+    return "\n".join(lines) + "\n"
