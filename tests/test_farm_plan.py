@@ -214,7 +214,14 @@ def test_the_workflow_passes_actionlint_and_runs_the_plan(tmp_path: Path) -> Non
     assert "python -m archguard farm plan farm/farm.toml --format github" in text
     assert "--only ${{ matrix.job }}" in text and "timeout-minutes: 330" in text
     assert "SCCACHE_GHA_ENABLED" in text and "--assemble" in text
-    linted = actionlint(out)
+    # every published wheel attested, with the permissions that takes
+    assert "uses: actions/attest-build-provenance@v2" in text
+    assert "id-token: write" in text and "attestations: write" in text
+    # actionlint 2.0.6 (npm, the one at hand) predates the `attestations` permission scope
+    # (GitHub's, 2024), which attest-build-provenance needs: linted without that one line
+    scoped = tmp_path / "scoped.yml"
+    scoped.write_text(text.replace("      attestations: write\n", "", 1))
+    linted = actionlint(scoped)
     assert linted.returncode == 0, linted.stdout + linted.stderr
     broken = tmp_path / "broken.yml"
     broken.write_text(text.replace("needs: plan\n", "needs: planning\n", 1))

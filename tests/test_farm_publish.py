@@ -636,3 +636,84 @@ def test_pip_picks_the_installed_torchs_wheel_from_the_line_reading_only_metadat
     assert f"ext-1.0%2Bcu130torch{other}-cp311-cp311-linux_x86_64.whl.metadata" in log, log
     assert f"Obtaining dependency information for ext from file://{site}" in log
     assert not re.search(r"Downloading \S+\.whl \(", log), log
+
+
+def test_variants_are_published_beside_their_wheel_and_uv_installs_the_one_that_serves(
+    tmp_path: Path,
+) -> None:
+    """A wheel and its PEP 825 variant copy (sm_80 cubins, CUDA 13.0) in the line's index
+    with their variants.json: the real uv, its NVIDIA provider forced to a device, installs
+    the variant on 8.6 (served by sm_80) and the plain wheel (the fallback) on 9.0; pip
+    installs the plain wheel."""
+    pytest.importorskip("variantlib")
+    from archguard.user.variant import Plan, write
+
+    uv = shutil.which("uv", path=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    assert uv is not None, "the test extra installs uv"
+    site = tmp_path / "site"
+    name = "vext-1.0+cu130-cp311-cp311-linux_x86_64.whl"
+    plain = real_wheel(tmp_path / "built", name, [])
+    copy = write(
+        Plan(plain, [("cuda_version_lower_bound", "13.0"), ("sm_arch", "80_real")]),
+        tmp_path / "built" / "variants",
+    )
+    wheels = [pool_wheel(site, plain), pool_wheel(site, copy)]
+    outcome = Outcome("v1", "vext", "c13", "built", [n for n, _ in wheels], sha256=dict(wheels))
+    write_record(site, outcome)
+    publish_indexes(site, cells("c13"), {"v1": outcome}, ["v1"])
+    line = site / "cu130" / "simple"
+    links = {n for n, _ in read_links(line)}
+    assert links == {name, copy.name, "vext-1.0+cu130-variants.json"}
+    assert verify_site(site).ok
+    index = line.as_uri()
+
+    def installed(sm: str | None, installer: str) -> bool:
+        """Whether the variant (its dist-info holds variant.json) was installed."""
+        env_dir = tmp_path / f"env-{installer}-{sm}"
+        made = subprocess.run(
+            [uv, "venv", "-q", "--python", sys.executable, str(env_dir)], check=False
+        )
+        assert made.returncode == 0
+        python = env_dir / "bin" / "python"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("NV_VARIANT_PROVIDER")}
+        if sm is not None:
+            env |= {
+                "NV_VARIANT_PROVIDER_FORCE_CUDA_DRIVER_VERSION": "13.0",
+                "NV_VARIANT_PROVIDER_FORCE_SM_ARCH": sm,
+            }
+        target = env_dir / "lib" / "python" / "site-packages"  # pip: this Python's, --target
+        if installer == "uv":
+            argv = [
+                uv,
+                "pip",
+                "install",
+                "--python",
+                str(python),
+                "--preview-features",
+                "wheel-variants",
+                "--index-url",
+                index,
+                "vext",
+            ]
+        else:
+            argv = [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "--isolated",
+                "-q",
+                "--target",
+                str(target),
+                "--index-url",
+                index,
+                "vext",
+            ]
+        proc = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        (info,) = env_dir.glob("lib/python*/site-packages/vext-1.0+cu130.dist-info")
+        return (info / "variant.json").is_file()
+
+    assert installed("8.6", "uv")  # sm_80 serves 8.6
+    assert not installed("9.0", "uv")  # nothing serves 9.0: the plain wheel
+    assert not installed(None, "pip")

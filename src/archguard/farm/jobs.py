@@ -36,6 +36,7 @@ class JobRun:
     site: Path
     policy: str | None
     repair: bool
+    variants: bool = False  # each verified wheel also as a wheel variant (its copy pooled)
 
 
 def config_file(package: Package, where: Path) -> Path | None:
@@ -85,6 +86,19 @@ def _source(job: Job, python: Path, env: Mapping[str, str]) -> tuple[Path, str]:
     return tree, (tree.parent.name if is_release(package.source) else "")
 
 
+def _pool_verified(outcome: Outcome, site: Path, variants: bool) -> None:
+    """Each verified wheel of the job (and, with ``variants``, its wheel-variant copy)
+    moved into the pool, named in the outcome with its sha256."""
+    for w in outcome.details:
+        for key in ("wheel", "variant") if variants else ("wheel",):
+            built = Path(str(w.get(key) or ""))
+            if w.get("ok") and built.is_file():
+                name, sha = pool_wheel(site, built)
+                outcome.wheels.append(name)
+                outcome.sha256[name] = sha
+                w[key] = name
+
+
 def run_job(job: Job, python: Path, options: JobRun, extra_env: dict[str, str]) -> Outcome:
     """One job: its source, then archguard wheel in its cell; its verified wheels pooled."""
     cell, package, site = job.cell, job.package, options.site
@@ -112,6 +126,8 @@ def run_job(job: Job, python: Path, options: JobRun, extra_env: dict[str, str]) 
     if options.repair:
         argv.append("--repair")
     env = {**os.environ, "SOURCE_DATE_EPOCH": SOURCE_DATE_EPOCH, **extra_env}
+    if options.variants:
+        env["ARCHGUARD_WHEEL_VARIANT"] = "1"
     if options.policy:
         env["ARCHGUARD_POLICY"] = str(Path(options.policy).resolve())
     with log.open("w") as out:
@@ -130,13 +146,7 @@ def run_job(job: Job, python: Path, options: JobRun, extra_env: dict[str, str]) 
         problems = builds[0].get("problems") or [report.get("error", {}).get("message", "")]
         outcome.why = "; ".join(str(p) for p in problems if p) or "see the log"
         return outcome
-    for w in outcome.details:
-        built = Path(str(w.get("wheel", "")))
-        if w.get("ok") and built.is_file():
-            name, sha = pool_wheel(site, built)
-            outcome.wheels.append(name)
-            outcome.sha256[name] = sha
-            w["wheel"] = name
+    _pool_verified(outcome, site, options.variants)
     outcome.status = "built" if outcome.wheels else "failed"
     if not outcome.wheels:
         outcome.why = "archguard wheel reported success but left no verified wheel"

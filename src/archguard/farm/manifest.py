@@ -39,6 +39,10 @@ PACKAGE_KEYS = {
     "env": 'the package\'s own switches for its build, e.g. { FORCE_CUDA = "1" }',
     "skip": "cells not to build, each { cell = NAME, reason = WHY }",
 }
+FARM_KEYS = {
+    "variants": "true: publish each verified wheel also as a PEP 825 wheel variant (uv "
+    "--preview-features wheel-variants), with its NAME-VERSION-variants.json",
+}
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 # a CUDA line's index is SITE/cu130/simple: no cell may take that name
 LINE = re.compile(r"^cu\d{2,3}$")
@@ -88,6 +92,7 @@ class Manifest:
     path: Path
     cells: tuple[Cell, ...]
     packages: tuple[Package, ...]
+    variants: bool = False  # [farm] variants: each wheel also published as a wheel variant
 
 
 def load_manifest(path: Path) -> Manifest:
@@ -96,7 +101,8 @@ def load_manifest(path: Path) -> Manifest:
         raise ConfigError(f"farm manifest {path}: no such file.")
     data = read_toml(path)
     problems = Problems()
-    _unknown(data, {"cell": "", "package": ""}, str(path), problems)
+    _unknown(data, {"cell": "", "package": "", "farm": ""}, str(path), problems)
+    variants = _farm_table(data.get("farm", {}), path, problems)
     cells = [
         _cell(t, i, path, problems) for i, t in enumerate(_tables(data, "cell", path, problems))
     ]
@@ -116,8 +122,25 @@ def load_manifest(path: Path) -> Manifest:
         )
     )
     return Manifest(
-        path, tuple(c for c in cells if c is not None), tuple(p for p in packages if p is not None)
+        path,
+        tuple(c for c in cells if c is not None),
+        tuple(p for p in packages if p is not None),
+        variants,
     )
+
+
+def _farm_table(table: object, path: Path, problems: Problems) -> bool:
+    """The manifest's ``[farm]`` table: whether wheels are also published as variants."""
+    where = f"{path} [farm]"
+    if not isinstance(table, dict):
+        problems.add(f"[farm] = {table!r} must be a table", str(path))
+        return False
+    _unknown(table, FARM_KEYS, where, problems)
+    value = table.get("variants", False)
+    if not isinstance(value, bool):
+        problems.add(f"variants = {value!r} must be true or false", where)
+        return False
+    return value
 
 
 def _tables(data: dict[str, Any], key: str, path: Path, problems: Problems) -> list[dict[str, Any]]:

@@ -136,6 +136,7 @@ def plan(
         "policy": policy.digest,
         "archguard": {"version": __version__, "code": code_digest()},
         "flags": (flags or Flags()).as_json(),
+        "variants": manifest.variants,  # a variant copy of each wheel is published too
     }
     resolved: dict[tuple[str, str], tuple[str | None, str]] = {}
     jobs: list[Job] = []

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import html
 import json
 import os
@@ -36,8 +37,16 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 from archguard.detect.sources import file_sha256
 from archguard.errors import ConfigError
 from archguard.farm.manifest import Cell
-from archguard.farm.records import POOL, PUBLISHED, STATE, Outcome, pool_path, say
-from archguard.farm.wheelmeta import METADATA, WheelMeta, line_wheels, metadata_of
+from archguard.farm.records import POOL, PUBLISHED, STATE, Outcome, pool_path, say, write_atomic
+from archguard.farm.wheelmeta import (
+    METADATA,
+    VARIANTS,
+    WheelMeta,
+    line_wheels,
+    metadata_of,
+    split_variant,
+    variants_json,
+)
 
 LOCK = "lock"
 INDEX = "simple"
@@ -129,6 +138,16 @@ def pool_wheel(site: Path, built: Path) -> tuple[str, str]:
     return built.name, sha
 
 
+def pool_bytes(site: Path, name: str, data: bytes) -> tuple[str, str]:
+    """A file made for an index (a ``variants.json``) pooled like a wheel, by its content:
+    ``SITE/wheels/<sha256>/<name>``, written once."""
+    sha = hashlib.sha256(data).hexdigest()
+    target = pool_path(site, name, sha)
+    if not target.is_file():
+        write_atomic(target, data)
+    return name, sha
+
+
 def published(records: Iterable[Outcome], cell: str) -> list[tuple[str, str]]:
     """(name, sha256) of each wheel the records publish in ``cell``."""
     out = set()
@@ -161,9 +180,11 @@ def _pages(
     """A PEP 503 index's pages (``index.html``, ``<project>/index.html``) for ``wheels``."""
     projects: dict[str, list[tuple[str, str]]] = {}
     for name, sha in wheels:
-        projects.setdefault(canonicalize_name(parse_wheel_filename(name)[0]), []).append(
-            (name, sha)
-        )
+        if name.endswith(VARIANTS):
+            project = name.removesuffix(VARIANTS).rsplit("-", 1)[0]
+        else:
+            project = parse_wheel_filename(split_variant(name)[0])[0]
+        projects.setdefault(canonicalize_name(project), []).append((name, sha))
     links = "".join(f'<a href="{p}/">{p}</a><br>\n' for p in sorted(projects))
     pages = {"index.html": f"<!DOCTYPE html>\n<html><body>\n{links}</body></html>\n"}
     for project, files in projects.items():
@@ -192,7 +213,9 @@ def write_index(site: Path, cell: str, wheels: Sequence[tuple[str, str]]) -> boo
     that would say what the published one says is not published again. Whether it was."""
     root = site / cell
     root.mkdir(parents=True, exist_ok=True)
-    pages = _pages(wheels, {(n, sha): metadata_of(site, n, sha) for n, sha in wheels})
+    wheels = [*wheels, *(pool_bytes(site, n, data) for n, data in variants_json(site, wheels))]
+    metas = {(n, sha): metadata_of(site, n, sha) for n, sha in wheels if n.endswith(".whl")}
+    pages = _pages(wheels, metas)
     if _published_pages(root / INDEX) == pages:
         return False
     token = f"{time.strftime('%Y%m%dT%H%M%S')}-{secrets.token_hex(4)}"

@@ -143,7 +143,7 @@ class _Run:
         self.broken: dict[str, str] = {}  # cell -> why its environment could not be made
         self.guard = threading.Lock()
         self.stop = threading.Event()  # set on Ctrl-C: no job starts after it
-        self.job_run = JobRun(self.site, options.policy, options.repair)
+        self.job_run = JobRun(self.site, options.policy, options.repair, manifest.variants)
 
     def python(self, cell: Cell) -> tuple[Path, dict[str, Any]]:
         """The cell's Python and what its environment holds; a cell whose environment could

@@ -12,6 +12,7 @@ from archguard.core.site import Site, SiteCell, SiteWheel
 from archguard.farm.manifest import Manifest
 from archguard.farm.publish import INDEX
 from archguard.farm.records import POOL, PUBLISHED, STATE, Outcome, write_atomic
+from archguard.farm.wheelmeta import split_variant
 
 SITE_JSON = "site.json"
 
@@ -40,6 +41,8 @@ def site_data(
         if cell is None:
             continue
         for name in record.wheels:
+            if split_variant(name)[1] is not None:  # a variant copy: its plain wheel says it
+                continue
             fact = facts.get(name, {})
             held = fact.get("targets")
             sha = record.sha256.get(name, "")

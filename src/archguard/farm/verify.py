@@ -15,6 +15,7 @@ from archguard.errors import ConfigError
 from archguard.farm.manifest import LINE
 from archguard.farm.publish import INDEX, read_links
 from archguard.farm.records import PUBLISHED, STATE, all_records, pool_path
+from archguard.farm.wheelmeta import VARIANTS
 
 VERIFY_SCHEMA = "archguard.farm-verify/1"
 
@@ -71,6 +72,8 @@ def verify_site(site: Path) -> SiteCheck:
                     f"{where}: its bytes have sha256 {found}, not the {sha} the index and the "
                     "pool's folder name"
                 )
+            if name.endswith(VARIANTS):  # made for the index from its variant wheels
+                continue
             recorded = (everywhere if line else by_cell.get(cell, {})).get(name)
             if recorded is None:
                 whose = f"of a cell of CUDA line {cell}" if line else f"of cell {cell}"

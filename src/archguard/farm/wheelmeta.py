@@ -14,6 +14,10 @@ wheels a CUDA line's index lists.
   one wheel for them (its label alone would sort below theirs, PEP 440 comparing local
   segments as text). Two cells that built the same file name differently: the first cell's
   is listed, the other named.
+- A wheel's PEP 825 variant copy (``[farm] variants``) is listed beside it, with the
+  ``NAME-VERSION-variants.json`` of its version (from each variant's own ``variant.json``),
+  pooled by its content like a wheel; the plain wheel is the fallback where no variant
+  serves the machine. pip skips the variant files (their names are not a wheel's to it).
 """
 
 from __future__ import annotations
@@ -21,11 +25,13 @@ from __future__ import annotations
 import email.parser
 import email.policy
 import hashlib
+import json
 import re
 import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name, parse_wheel_filename
@@ -34,6 +40,7 @@ from packaging.version import InvalidVersion
 from archguard.farm.records import pool_path, write_atomic
 
 METADATA = ".metadata"  # PEP 658: the metadata file's name is the wheel's plus this
+VARIANTS = "-variants.json"  # PEP 825: NAME-VERSION-variants.json beside the variant wheels
 _TORCH_LABEL = re.compile(r"^(?P<cuda>cu\d+)torch(?P<torch>\d+\.\d+)$")
 
 
@@ -44,6 +51,56 @@ class WheelMeta:
     sha256: str  # of the .metadata file
     requires_python: str | None
     requires: tuple[str, ...] = field(default_factory=tuple)
+
+
+def split_variant(name: str) -> tuple[str, str | None]:
+    """A wheel's name without its PEP 825 variant label, and the label (None: a plain
+    wheel): ``x-1.0-cp311-cp311-linux_x86_64-a1b2c3d4.whl`` -> (``x-1.0-cp311-cp311-
+    linux_x86_64.whl``, ``a1b2c3d4``)."""
+    try:
+        parse_wheel_filename(name)
+        return name, None
+    except (ValueError, InvalidVersion):
+        pass
+    stem, _, label = name.removesuffix(".whl").rpartition("-")
+    try:
+        parse_wheel_filename(f"{stem}.whl")
+    except (ValueError, InvalidVersion):
+        return name, None
+    return f"{stem}.whl", label
+
+
+def variants_json(site: Path, wheels: Sequence[tuple[str, str]]) -> list[tuple[str, bytes]]:
+    """For each (name, version) with variant wheels among ``wheels``: its
+    ``NAME-VERSION-variants.json``, every variant's properties from its own
+    ``.dist-info/variant.json`` (the providers and priorities the wheels declare)."""
+    groups: dict[str, dict[str, Any]] = {}
+    for name, sha in wheels:
+        plain, label = split_variant(name)
+        if label is None:
+            continue
+        dist, version = plain.split("-")[:2]
+        try:
+            with zipfile.ZipFile(pool_path(site, name, sha)) as zf:
+                member = next(n for n in zf.namelist() if n.endswith(".dist-info/variant.json"))
+                data = json.loads(zf.read(member))
+        except (OSError, zipfile.BadZipFile, StopIteration, ValueError):
+            continue
+        merged = groups.setdefault(
+            f"{dist}-{version}{VARIANTS}",
+            {
+                "$schema": data.get("$schema"),
+                "default-priorities": data.get("default-priorities", {}),
+                "providers": {},
+                "variants": {},
+            },
+        )
+        merged["providers"].update(data.get("providers") or {})
+        merged["variants"].update(data.get("variants") or {})
+    return [
+        (n, (json.dumps(d, indent=2, sort_keys=True) + "\n").encode())
+        for n, d in sorted(groups.items())
+    ]
 
 
 def metadata_file(site: Path, name: str, sha: str) -> Path:
@@ -113,14 +170,14 @@ def line_wheels(
     torch_of: dict[str, tuple[str, str, str]] = {}  # name -> (project, public, torch X.Y)
     for name, sha in chosen.items():
         try:
-            project, version, _, _ = parse_wheel_filename(name)
+            project, version, _, _ = parse_wheel_filename(split_variant(name)[0])
         except (ValueError, InvalidVersion):
             continue
         local = version.local or ""
         label = _TORCH_LABEL.match(local)
         if label:
             torch_of[name] = (project, version.public, label["torch"])
-        elif local.startswith("cu"):
+        elif local.startswith("cu") and split_variant(name)[1] is None:
             requirement = _torch_specifier(metas.get((name, sha)))
             stable.setdefault((project, version.public), []).append(requirement)
     out = []

@@ -3,7 +3,9 @@ farm outgrows one machine. A plan job writes the matrix (``farm plan --format gi
 build job per shard of at most 256 jobs (GitHub's limit) runs ``archguard farm run ... --only
 JOB`` for each of its jobs, with a timeout under the 6-hour cap so that the cache is saved
 before GitHub cancels the job, sccache through GitHub's cache backend, and the job's SITE as
-an artifact; a last job assembles the indexes and the page from every job's record."""
+an artifact; a last job assembles the indexes and the page from every job's record and
+attests every published wheel (GitHub's build-provenance attestation: ``gh attestation verify
+WHEEL --repo OWNER/REPO``, which ``archguard which`` prints, checks it)."""
 
 from __future__ import annotations
 
@@ -105,6 +107,10 @@ def _assemble_job(manifest: str, shards: int, policy: str) -> list[str]:
         f"    needs: [{', '.join(f'build-{i}' for i in range(shards))}]",
         "    if: always()",
         "    runs-on: ubuntu-latest",
+        "    permissions:",  # the build-provenance attestation of every published wheel
+        "      contents: read",
+        "      id-token: write",
+        "      attestations: write",
         "    steps:",
         *_setup('"3.11"', ARCHGUARD),
         "      - uses: actions/download-artifact@v4",
@@ -113,6 +119,9 @@ def _assemble_job(manifest: str, shards: int, policy: str) -> list[str]:
         "          path: site",
         "          merge-multiple: true",
         f"      - run: python -m archguard farm run {manifest}{policy} -o site --assemble",
+        "      - uses: actions/attest-build-provenance@v2",
+        "        with:",
+        '          subject-path: "site/wheels/*/*.whl"',
         "      - uses: actions/upload-artifact@v4",
         "        with:",
         "          name: farm-site",
