@@ -209,6 +209,25 @@ def _the_cuda_lines_index_gives_each_torch_its_wheel(site: Path, tmp: Path) -> N
         )
         assert imported.returncode == 0, (cell, imported.stderr[-2000:])
         assert imported.stdout.startswith(minor)
+        # `archguard which` from the site's site.json, for that torch: the line's index and
+        # exactly the wheel pip chose
+        torch = held.stdout.strip().removeprefix("torch==") + "+cu130"
+        asked = cli(
+            "which",
+            str(site),
+            "dlpack-ext",
+            "--torch",
+            torch,
+            "--device",
+            "8.0",
+            "--format",
+            "json",
+        )
+        assert asked.returncode == 0, asked.stdout + asked.stderr
+        (answer,) = json.loads(asked.stdout)["packages"]
+        assert answer["command"] == (
+            f"pip install --extra-index-url={line}/ dlpack-ext==1.0+cu130torch{minor}"
+        )
 
 
 # the installed torch's distribution version (torch.__version__ says 2.13.0+cu130, which

@@ -181,3 +181,49 @@ def test_a_site_over_http_and_the_clear_errors(site: Path, served: str, tmp_path
     assert (
         unknown.returncode == 2 and "publishes no 'nope' (it publishes: ext, st)" in unknown.stderr
     )
+
+
+def test_the_pages_finder_says_what_which_says_in_chromium(site: Path, tmp_path: Path) -> None:
+    """The page's finder, run by Chromium (no server: the site's data is in the page), with
+    a torch, a Python and a GPU chosen by the query string: the command `which` prints for
+    that machine, and the reasons where nothing fits."""
+    import shutil
+    import subprocess
+
+    from archguard.farm.finder import finder_html
+
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("no Chromium (tests/test_farm_run.py names it)")
+    page = site / "index.html"
+    page.write_text(f"<!DOCTYPE html><html><body>{finder_html(SITE)}</body></html>")
+
+    def finder(query: str) -> str:
+        dom = subprocess.run(
+            [
+                chromium,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--dump-dom",
+                page.as_uri() + query,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        out = dom.stdout.split('<pre id="finder-out">', 1)[1].split("</pre>", 1)[0]
+        return out
+
+    out = finder("?torch=2.14.1&cuda=13.0&python=3.11&gpu=8.0")
+    _, data = ask(site, "--torch", "2.14.1+cu130", "--device", "8.0", *MACHINE)
+    for answer in data["packages"]:
+        assert f"{answer['package']}: {answer['command']}" in out, out
+    # 9.0: st holds only sm_80 (PTX-less): which and the finder both find nothing for it
+    out = finder("?torch=2.14.1&cuda=13.0&python=3.11&gpu=9.0")
+    code, data = ask(site, "st", "--torch", "2.14.1+cu130", "--device", "9.0", *MACHINE)
+    assert code == 1 and data["packages"][0]["command"] is None
+    assert "st: no wheel fits" in out and "no native image for 9.0 (it holds sm_80)" in out
+    out = finder("?torch=2.13.0&cuda=13.0&python=3.11&gpu=7.5")
+    assert "ext: no wheel fits" in out and "no native image for 7.5" in out, out

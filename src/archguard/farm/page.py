@@ -12,7 +12,9 @@ from pathlib import Path
 from archguard.core.arch import Targets, parse_targets
 from archguard.core.coverage import Tier, coverage, known_devices
 from archguard.core.cuda import CudaVersion
+from archguard.core.site import Site
 from archguard.core.toolkit import known_arches
+from archguard.farm.finder import finder_html
 from archguard.farm.manifest import Cell, Manifest
 from archguard.farm.records import POOL, Outcome, write_atomic
 
@@ -72,6 +74,7 @@ def write_page(
     manifest: Manifest,
     outcomes: Sequence[Outcome],
     running: tuple[int, int] | None = None,
+    data: Site | None = None,
 ) -> None:
     """SITE/index.html: every package x cell, built or why not, with each wheel's facts
     (verified, coverage tiers, ABI, sha256, record) and its log; while a run goes
@@ -112,7 +115,7 @@ def write_page(
         ".sha{font-size:75%;color:#555}</style>"
         f"</head><body><h1>archguard farm: {html.escape(str(manifest.path.name))}</h1>{progress}"
         f"<table><tr><th>package</th>{head}</tr>{''.join(rows)}</table>"
-        f"{_install_commands(site, manifest)}</body></html>\n"
+        f"{_install_commands(site, manifest)}{finder_html(data) if data else ''}</body></html>\n"
     )
     write_atomic(site / "index.html", page)
 

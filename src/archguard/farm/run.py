@@ -355,7 +355,8 @@ def publish_site(
     (``outcomes``: this run's, by job id, for the page's words); the records read."""
     records = all_records(site)
     publish_indexes(site, manifest.cells, records, built_ids(jobs))
-    write_site_json(site, site_data(site, manifest, records, built_ids(jobs)))
+    data = site_data(site, manifest, records, built_ids(jobs))
+    write_site_json(site, data)
     shown = dict(outcomes or {})
     for job in jobs:
         if job.id not in shown:
@@ -368,7 +369,7 @@ def publish_site(
                 if earlier.status in PUBLISHED:
                     earlier.status = "kept"
                 shown[job.id] = earlier
-    write_page(site, manifest, list(shown.values()), running)
+    write_page(site, manifest, list(shown.values()), running, data)
     return records
 
 

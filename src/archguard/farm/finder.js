@@ -1,0 +1,64 @@
+// The farm page's finder (archguard.farm.finder): judges site.json's wheels in the browser.
+const SITE = JSON.parse(document.getElementById('site-data').textContent);
+const $ = (id) => document.getElementById(id);
+function fill(id, values) {
+  const want = new URLSearchParams(location.search).get(id);
+  $(id).innerHTML = values.map((v) => `<option${v === want ? ' selected' : ''}>${v}</option>`).join('');
+}
+const cmp = (a, b) => { const x = a.split('.').map(Number), y = b.split('.').map(Number);
+  for (let i = 0; i < Math.max(x.length, y.length); i++) { const d = (x[i] || 0) - (y[i] || 0); if (d) return d; }
+  return 0; };
+function pinHolds(pin, torch) {
+  if (!pin) return true;
+  return pin.replace(/^torch/, '').split(',').every((c) => {
+    const m = c.trim().match(/^(>=|<=|==|<|>|!=|~=)?\s*([0-9.]+)/); if (!m) return true;
+    const d = cmp(torch, m[2]);
+    return {'>=': d >= 0, '<=': d <= 0, '==': d === 0, '<': d < 0, '>': d > 0, '!=': d !== 0}[m[1] || '=='] ?? true;
+  });
+}
+function pythonHolds(name, python) {
+  const parts = name.replace(/\.whl$/, '').split('-'); const py = parts[parts.length - 3], abi = parts[parts.length - 2];
+  const mine = 'cp' + python.replace('.', '');
+  if (abi === 'abi3') return cmp(python, py.slice(2, 3) + '.' + py.slice(3)) >= 0;
+  return py.split('.').includes(mine);
+}
+function native(targets, gpu) {
+  const [maj, min] = gpu.split('.').map(Number);
+  return targets.some((t) => { const m = t.match(/^sm_(\d+?)(\d)([af]?)$/); if (!m) return false;
+    const tm = Number(m[1]), tn = Number(m[2]);
+    return m[3] === 'a' ? (tm === maj && tn === min) : (tm === maj && tn <= min); });
+}
+function why(w, c) {
+  const out = [];
+  if (!pinHolds(w.pin, c.torch)) out.push(`no wheel for torch ${c.torch}: it requires ${w.pin}`);
+  if (w.cuda.split('.')[0] !== c.cuda.split('.')[0]) out.push(`compiled with CUDA ${w.cuda}, not ${c.cuda}`);
+  if (!pythonHolds(w.name, c.python)) out.push(`not for Python ${c.python}`);
+  if (!native(w.targets, c.gpu)) out.push(`no native image for ${c.gpu} (it holds ${w.targets.join(' ')})`);
+  return out;
+}
+function show() {
+  const c = {torch: $('torch').value, cuda: $('cuda').value, python: $('python').value, gpu: $('gpu').value};
+  const lines = [];
+  for (const pkg of [...new Set(SITE.wheels.map((w) => w.package))].sort()) {
+    const judged = SITE.wheels.filter((w) => w.package === pkg)
+      .map((w) => [w, why(w, c)]);
+    const fit = judged.filter(([, r]) => !r.length).map(([w]) => w)
+      .sort((a, b) => (b.pin && b.pin.includes('<') ? 0 : 1) - (a.pin && a.pin.includes('<') ? 0 : 1));
+    if (fit.length) {
+      const w = fit[0], tag = 'cu' + w.cuda.replace('.', '');
+      const index = new URL(SITE.lines[tag] || '', location.href).href;
+      const version = w.name.split('-')[1];
+      lines.push(`${pkg}: pip install --extra-index-url=${index} ${pkg}==${version}`);
+    } else {
+      lines.push(`${pkg}: no wheel fits`);
+      for (const [w, r] of judged) lines.push(`  not ${w.name}: ${r.join('; ')}`);
+    }
+  }
+  $('finder-out').textContent = lines.join('\n');
+}
+fill('torch', [...new Set(SITE.cells.map((c) => c.torch.replace(/^torch\s*==\s*/, '')))]);
+fill('cuda', [...new Set(SITE.cells.map((c) => c.cuda))]);
+fill('python', [...new Set(SITE.cells.map((c) => c.python))]);
+fill('gpu', GPUS);
+for (const id of ['torch', 'cuda', 'python', 'gpu']) $(id).addEventListener('change', show);
+show();
