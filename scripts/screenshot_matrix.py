@@ -46,6 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--width", type=int, default=1500)
     parser.add_argument("--height", type=int, default=1100)
     parser.add_argument("--page", type=Path, help="an HTML file to render, not the matrix")
+    parser.add_argument("--query", default="", help="a query string for the page: ?gpu=8.6")
     given = sys.argv[1:] if argv is None else argv
     cut = given.index("--") if "--" in given else len(given)
     args = parser.parse_args(given[:cut])
@@ -74,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
                 "--hide-scrollbars",
                 f"--window-size={args.width},{args.height}",
                 f"--screenshot={out}",
-                page.as_uri(),
+                page.as_uri() + args.query,
             ],
             capture_output=True,
             text=True,
