@@ -227,6 +227,7 @@ ALL_ERRORS: tuple[type[ArchguardError], ...] = (
     EmptyExtension,
     CompileFailed,
     IndexUnreachable,
+    SiteUnreadable,
     PipTooOld,
     VariantsUnavailable,
     CompilerCacheMissing,
