@@ -142,6 +142,14 @@ def _the_cuda_lines_index_gives_each_torch_its_wheel(site: Path, tmp: Path) -> N
         constraint = tmp / f"{cell}-torch.txt"
         constraint.write_text(held.stdout)
         minor = cell.removeprefix("torch")
+        # the cell's environment holds both from its own index (above): as a user's has not
+        removed = subprocess.run(
+            [str(python), "-m", "pip", "uninstall", "-q", "-y", "dlpack-ext", "stable-ext"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert removed.returncode == 0, removed.stderr
         report = tmp / f"{cell}-report.json"
         pip = subprocess.run(
             [
