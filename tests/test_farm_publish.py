@@ -717,3 +717,38 @@ def test_variants_are_published_beside_their_wheel_and_uv_installs_the_one_that_
     assert installed("8.6", "uv")  # sm_80 serves 8.6
     assert not installed("9.0", "uv")  # nothing serves 9.0: the plain wheel
     assert not installed(None, "pip")
+
+
+def test_the_variants_switch_is_an_input_and_pools_each_verified_wheels_copy(
+    tmp_path: Path,
+) -> None:
+    """[farm] variants = true changes every job's id (what a job publishes changes); a job
+    pools its verified wheel and, with the switch, the variant copy archguard wheel wrote."""
+    from archguard.farm.jobs import _pool_verified
+
+    manifest = farm(tmp_path / "m")
+    before = ids(manifest)
+    manifest.write_text("[farm]\nvariants = true\n\n" + manifest.read_text())
+    assert load_manifest(manifest).variants is True
+    assert changed(before, ids(manifest)) == {f"{p}/{c}" for p, c in before}  # every job
+    site = tmp_path / "site"
+    built = tmp_path / "built"
+    plain = real_wheel(built, "pv-1.0+cu130-cp311-cp311-linux_x86_64.whl", [])
+    copy = real_wheel(built / "variants", "pv-1.0+cu130-cp311-cp311-linux_x86_64.whl", [])
+    copy = copy.rename(copy.with_name("pv-1.0+cu130-cp311-cp311-linux_x86_64-a1b2c3d4.whl"))
+    for variants, expected in ((False, [plain.name]), (True, [plain.name, copy.name])):
+        outcome = Outcome("j", "pv", "c13", "built")
+        outcome.details = [{"wheel": str(plain), "ok": True, "variant": str(copy)}]
+        shutil.copy(plain, tmp_path / "keep.whl")  # pooling moves it
+        shutil.copy(copy, tmp_path / "keep-variant.whl")
+        _pool_verified(outcome, site, variants)
+        assert outcome.wheels == expected
+        assert all(p.is_file() for p in outcome.pooled(site))
+        shutil.copy(tmp_path / "keep.whl", plain)
+        shutil.copy(tmp_path / "keep-variant.whl", copy)
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[farm]\nvariants = "yes"\nvariant = true\n')
+    with pytest.raises(ConfigError) as err:
+        load_manifest(bad)
+    assert "variants = 'yes' must be true or false" in str(err.value)
+    assert "variant" in str(err.value)  # the unknown key, named
