@@ -105,12 +105,10 @@ def cmake_error(log: str) -> str | None:
         return None
     last = found[-1]
     message: list[str] = []
-    for line in log[last.end() :].splitlines()[1:12]:
+    for line in log[last.end() :].splitlines()[1:16]:
         text = line.strip()
-        if not text and message:
+        if text.startswith(("Call Stack", "-- ", "CMake Error")) or len(message) == 3:
             break
-        if text.startswith(("Call Stack", "-- ", "CMake Error")):
-            break
-        if text:
+        if text and text not in message:
             message.append(text)
     return f"{last['at']}: {' '.join(message)}" if message else last["at"]

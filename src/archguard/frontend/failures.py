@@ -33,6 +33,18 @@ _TORCH_STD = re.compile(
 )
 _STD_FLAG = re.compile(r"""(?:^|[\s'"])--?std[= ](?:c|gnu)\+\+(?P<std>\w+)""")
 _NVCC = re.compile(r"bin/nvcc\b")  # an nvcc command line (archguard's own lines say "nvcc")
+# a host compiler's error in a C/C++ file (gcc, clang: FILE:LINE:COL: error: ...), and nvcc's
+# own in a .cu file (FILE(LINE): error: ...), which may depend on the arch
+_HOST_ERROR = re.compile(
+    r"^\s*(?P<file>\S+\.(?:cpp|cc|cxx|c|h|hpp|hh)):(?P<line>\d+):\d+: (?:fatal )?error: "
+    r"(?P<msg>.+)$",
+    re.M,
+)
+_NO_HEADER = re.compile(r"^(?P<header>[\w./+-]+): No such file or directory$")
+_CUDA_HEADER = re.compile(
+    r"^(?:cuda|cublas|cusparse|cusolver|cufft|curand|nvrtc|nvToolsExt|thrust|cub)"
+)
+_NVCC_ERROR = re.compile(r"\.cuh?\(\d+\): error", re.M)
 # the setup.py itself raised while pip ran it (setuptools execs it as "<string>")
 _SETUP_RAISED = re.compile(r'File "(?:<string>|[^"]*setup\.py)", line \d+, in <module>')
 _ON_OFF = re.compile(r"^(?:FORCE_\w+|WITH_CUDA|USE_CUDA|BUILD_CUDA\w*)$")  # set to 1
@@ -229,32 +241,70 @@ def cause(
             "the package built its CPU fallback (no CUDA compile ran: chosen because no GPU is "
             "visible?) and that failed to compile" + _where_to_set(own, environment)
         )
-    return _last_word(text, own_words, own, environment)
+    return _last_word(text, own_words, own, environment, source)
+
+
+def _source_error(text: str, source: str) -> str | None:
+    """A host compiler's first error in the package's C/C++ source (no nvcc target is in
+    that compile: no arch list changes it), quoted with its file and line; a header it does
+    not find, named with where it should come from."""
+    host = _HOST_ERROR.search(text)
+    if not host or _NVCC_ERROR.search(text):
+        return None
+    where = host["file"].removeprefix(source.rstrip("/") + "/") if source else host["file"]
+    missing = _NO_HEADER.match(host["msg"].strip())
+    if missing:
+        header = missing["header"]
+        return f"its compile does not find {header}, at {where}:{host['line']}" + (
+            " (a CUDA header: the toolkit's include directory is not on that compile "
+            "line; archguard wheel names one toolkit root that has it in CUDA_HOME, "
+            "a plain build needs CUDA_HOME to name such a toolkit)"
+            if _CUDA_HEADER.match(header)
+            else " (a header its build requirements or its sdist should provide)"
+        )
+    return (
+        f"the package's own source does not compile, at {where}:{host['line']}: "
+        f"{host['msg'].strip()!r} (the host compiler's first error: no nvcc target is in "
+        "that compile, so no arch list changes it; the package's source, or the compiler "
+        "and torch headers it was written for, must change)"
+    )
 
 
 def _last_word(
-    text: str, own_words: Raised | None, own: Sequence[str], environment: dict[str, str]
+    text: str,
+    own_words: Raised | None,
+    own: Sequence[str],
+    environment: dict[str, str],
+    source: str = "",
 ) -> str:
-    """Where no known cause fits: archguard's own error line in the build, else the
-    package's exception, else setuptools' own ``error:``, else the log."""
+    """Where no known cause fits: a host compiler's error in the package's source, else
+    archguard's own error line in the build, else CMake's error (where the package's
+    exception only says its CMake run failed), else the package's exception, else
+    setuptools' own ``error:``, else the log."""
+    compiled = _source_error(text, source)
+    if compiled:
+        return compiled
     said = _archguard_said(text)
     if said:
         return said
+    stopped = cmake_error(text)
+    if stopped and (own_words is None or _RAN_CMAKE.search(own_words.what)):
+        ran = f" (its setup.py ran CMake, at {own_words.at})" if own_words else ""
+        return f"CMake stopped the build, at {stopped}{ran}"
     if own_words is not None:
         named = named_variables(own_words.what)
         inside = f" (raised in {own_words.inner})" if own_words.inner else ""
         return f"the package's setup.py failed, at {own_words.at}{inside}: {own_words.what!r}" + (
             _named(named, environment) if named else _where_to_set(own, environment)
         )
-    stopped = cmake_error(text)
-    if stopped:
-        return f"CMake stopped the build, at {stopped}"
     refused = _setuptools_said(text)
     if refused:
         return f"setuptools refused the package's build: {refused!r}"
     return "pip wheel failed; the log is above"
 
 
+# the package's exception is only its wrapper around a CMake run that failed
+_RAN_CMAKE = re.compile(r"CalledProcessError.*\bcmake\b", re.I)
 _ARCHGUARD_ERROR = re.compile(r"^\s*archguard: error: (?P<said>.+)$", re.M)
 _DISTUTILS_ERROR = re.compile(r"^\s*error: (?!subprocess-exited-with-error)(?P<said>.+)$", re.M)
 
