@@ -544,6 +544,85 @@ MUTATIONS = [
             "tests/test_farm_plan.py::test_a_package_that_compiles_below_torchs_cxx_standard_is_named",
         ),
     ),
+    Mutation(
+        "line-index-from-one-cell",
+        "src/archguard/farm/publish.py",
+        "        lines.setdefault(cell.cuda.tag, []).append(wheels)",
+        "        lines[cell.cuda.tag] = [wheels]",
+        (
+            "tests/test_farm_publish.py::test_a_cuda_lines_index_lists_every_cell_with_metadata_beside_each_wheel",
+        ),
+    ),
+    Mutation(
+        "stable-abi-wheel-not-preferred-on-the-line",
+        "src/archguard/farm/wheelmeta.py",
+        "            if any(_serves(s, torch) for s in stable.get((owner, public), [])):",
+        "            if False:",
+        (
+            "tests/test_farm_publish.py::test_a_cuda_lines_index_lists_every_cell_with_metadata_beside_each_wheel",
+        ),
+    ),
+    Mutation(
+        "no-metadata-beside-the-wheel",
+        "src/archguard/farm/publish.py",
+        "    if meta is not None:",
+        "    if False:",
+        (
+            "tests/test_farm_publish.py::test_a_cuda_lines_index_lists_every_cell_with_metadata_beside_each_wheel",
+            "tests/test_farm_publish.py::test_pip_picks_the_installed_torchs_wheel_from_the_line_reading_only_metadata",
+        ),
+    ),
+    Mutation(
+        "variants-json-not-published",
+        "src/archguard/farm/publish.py",
+        "    wheels = [*wheels, *(pool_bytes(site, n, data) for n, data in variants_json(site, wheels))]",
+        "    wheels = list(wheels)",
+        (
+            "tests/test_farm_publish.py::test_variants_are_published_beside_their_wheel_and_uv_installs_the_one_that_serves",
+        ),
+    ),
+    Mutation(
+        "which-ignores-the-gpu",
+        "src/archguard/user/which.py",
+        "        tier = device_coverage(held, gpu).tier",
+        "        tier = Tier.NATIVE",
+        ("tests/test_which.py::test_each_reason_a_wheel_does_not_fit_is_named",),
+    ),
+    Mutation(
+        "which-ignores-the-torch-pin",
+        "src/archguard/user/which.py",
+        '        out.reasons.append(f"no wheel for this torch: it requires {pin}, you have {here.torch}")',
+        "        pass",
+        ("tests/test_which.py::test_the_command_for_each_torch_pins_the_wheel_built_for_it",),
+    ),
+    Mutation(
+        "cmake-forced-line-not-named",
+        "src/archguard/frontend/cmake.py",
+        "            if _SET_LIST.match(line) or _PROPERTY.search(line) or _FLAGS.search(line):",
+        "            if _FLAGS.search(line):",
+        ("tests/test_cmake_files.py::test_each_line_that_forces_arches_is_named_and_a_guarded_default_is_not",),
+    ),
+    Mutation(
+        "toolkit-root-shadows-the-toolkit",
+        "src/archguard/detect/cudalibs.py",
+        "        if name not in own_include",
+        "        if True",
+        ("tests/test_cudalibs.py::test_an_assembled_root_links_the_toolkit_then_what_the_wheels_add",),
+    ),
+    Mutation(
+        "wrapper-nvcc-taken-as-the-toolkit",
+        "src/archguard/detect/nvcc.py",
+        "        real = _behind_wrapper(found)",
+        "        real = None",
+        ("tests/test_build_systems.py::test_an_nvcc_on_path_that_is_a_wrapper_script_names_the_toolkit_behind_it",),
+    ),
+    Mutation(
+        "arch-variable-spelled-without-cmake-words",
+        "src/archguard/nvcc/flags.py",
+        '        if cmake or any("-" in t for t in tokens):',
+        '        if any("-" in t for t in tokens):',
+        ("tests/test_flags.py::test_the_list_in_a_packages_own_spelling",),
+    ),
 ]
 
 
