@@ -49,17 +49,30 @@ def backend_record(
         inputs={"list": res.request.origin, "backend": backend},
         activation="frontend",
     )
+    for member, ext in unseen_binaries(res, checked, backend, set()):
+        facts.add_extension(member, ext, res.targets)
+    return wheel_record(res, facts)
+
+
+def unseen_binaries(
+    res: Resolution, checked: Sequence[Checked], backend: str, known: set[str]
+) -> list[tuple[str, dict[str, object]]]:
+    """An extension entry for each CUDA binary the read-back found that no recorded
+    extension (``known``: their files) is: expected to hold the effective list, which reached
+    its build through the environment; what it binds to read from its ELF."""
+    out = []
     for r in checked:
         if r.found is None:
             continue
         member = r.label.split("!", 1)[-1]
-        name = PurePosixPath(member).name.split(".")[0]
-        ext = unseen_extension_record(res, name, member)
+        if any(member == f or member.endswith("/" + f) for f in known):
+            continue
+        ext = unseen_extension_record(res, PurePosixPath(member).name.split(".")[0], member)
         ext["backend"] = backend
         if r.abi is not None:
             ext["abi"] = abi_record(r.abi)
-        facts.add_extension(member, ext, res.targets)
-    return wheel_record(res, facts)
+        out.append((member, ext))
+    return out
 
 
 def existing_record(wheel: Path) -> dict[str, object] | None:
@@ -80,13 +93,20 @@ def write_frontend_record(  # noqa: PLR0913, PLR0917 (the record's inputs, each 
     part: Mapping[str, object],
 ) -> bool:
     """Write the wheel's record: a backend's whole record where it has none, else the
-    front-end's part added to the hook's. True when the wheel had no record."""
+    hook's with the front-end's part and an entry for each CUDA binary the hook never saw
+    (one a CMake step of the package built and installed itself). True when the wheel's
+    expectations changed (it is read back again)."""
     record = existing_record(wheel)
-    fresh = record is None
+    changed = record is None
     if record is None:
         record = backend_record(res, checked, environment, backend)
     build = record.setdefault("build", {})
     if isinstance(build, dict):
+        extensions = build.setdefault("extensions", [])
+        known = {str(e.get("file")) for e in extensions if isinstance(e, dict)}
+        unseen = unseen_binaries(res, checked, backend, known)
+        extensions += [ext for _, ext in unseen]
+        changed = changed or bool(unseen)
         build["frontend"] = json.loads(json.dumps(dict(part)))
     write_wheel_record(wheel, record)
-    return fresh
+    return changed

@@ -254,9 +254,9 @@ def _record(built: Built, cell: Cell, backend: str, source: Path) -> None:
         ):
             _say(
                 source,
-                f"{w.wheel.name}: its backend ({backend}) wrote no archguard record (the hook "
-                "runs only in setuptools builds): the front-end recorded the list it gave the "
-                "build, each CUDA binary expected to hold it",
+                f"{w.wheel.name}: a CUDA binary its build made that archguard's hook never saw "
+                f"(its backend, {backend}, or a CMake step of its own): the front-end recorded "
+                "the list it gave the build, each such binary expected to hold it",
             )
             built.wheels[i] = _verify([w.wheel])[0]
 
