@@ -532,6 +532,8 @@ def line_site(site: Path) -> dict[str, Outcome]:
         "e14": ("c14", f"ext-1.0+cu130torch2.14-{tag}.whl", ["torch>=2.14,<2.15"]),
         "s13": ("c13", "st-1.0+cu130-cp310-abi3-linux_x86_64.whl", ["torch>=2.10"]),
         "t13": ("c13", f"st-1.0+cu130torch2.13-{tag}.whl", ["torch>=2.13,<2.14"]),
+        # for a Python below the abi3 wheel's floor: the stable wheel does not serve it
+        "u13": ("c13", "st-1.0+cu130torch2.13-cp39-cp39-linux_x86_64.whl", ["torch>=2.13,<2.14"]),
     }
     records = {}
     for job, (cell, name, requires) in built.items():
@@ -555,6 +557,7 @@ def test_a_cuda_lines_index_lists_every_cell_with_metadata_beside_each_wheel(
         "ext-1.0+cu130torch2.13-cp311-cp311-linux_x86_64.whl",
         "ext-1.0+cu130torch2.14-cp311-cp311-linux_x86_64.whl",
         "st-1.0+cu130-cp310-abi3-linux_x86_64.whl",  # serves 2.13: its torch2.13 build left out
+        "st-1.0+cu130torch2.13-cp39-cp39-linux_x86_64.whl",  # but not on Python 3.9
     }
     # each cell's own index is as before: the torch2.13 build of st is in c13's
     assert "st-1.0+cu130torch2.13-cp311-cp311-linux_x86_64.whl" in {

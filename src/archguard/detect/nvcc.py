@@ -55,7 +55,11 @@ def find_nvcc(
     found = which("nvcc")
     if found:
         real = _behind_wrapper(found)
-        if real is not None and real != found:
+        if (
+            real is not None
+            and real != found
+            and _has_headers(os.path.dirname(os.path.dirname(real)))
+        ):
             how = f"PATH: {found} runs {real}"
             return NvccLocation(os.path.dirname(os.path.dirname(real)), real, how)
         return NvccLocation(os.path.dirname(os.path.dirname(found)), found, "PATH")
@@ -67,6 +71,20 @@ def find_nvcc(
         f"{DEFAULT_CUDA_HOME}/bin/nvcc does not exist. Install a CUDA toolkit matching torch's "
         "CUDA (or `pip install nvidia-cuda-nvcc` and its companions) and set CUDA_HOME; for "
         "questions about a toolkit you do not have, use `archguard explain --cuda X.Y`."
+    )
+
+
+def _has_headers(home: str) -> bool:
+    """A toolkit root that holds the CUDA runtime's headers (Debian's nvcc runs from
+    ``/usr/lib/nvidia-cuda-toolkit``, its headers in ``/usr/include``: there the directory
+    above the wrapper stays the toolkit, as torch takes it)."""
+    return any(
+        os.path.isfile(os.path.join(home, d, "cuda_runtime.h"))
+        for d in (
+            "include",
+            os.path.join("targets", "x86_64-linux", "include"),
+            os.path.join("targets", "sbsa-linux", "include"),
+        )
     )
 
 

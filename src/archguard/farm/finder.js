@@ -11,16 +11,26 @@ const cmp = (a, b) => { const x = a.split('.').map(Number), y = b.split('.').map
 function pinHolds(pin, torch) {
   if (!pin) return true;
   return pin.replace(/^torch/, '').split(',').every((c) => {
-    const m = c.trim().match(/^(>=|<=|==|<|>|!=|~=)?\s*([0-9.]+)/); if (!m) return true;
-    const d = cmp(torch, m[2]);
-    return {'>=': d >= 0, '<=': d <= 0, '==': d === 0, '<': d < 0, '>': d > 0, '!=': d !== 0}[m[1] || '=='] ?? true;
+    const m = c.trim().match(/^(>=|<=|===|==|<|>|!=|~=)?\s*([0-9]+(?:\.[0-9]+)*)(\.\*)?/); if (!m) return true;
+    const op = m[1] || '==', v = m[2];
+    if (m[3]) {  // ==2.13.* / !=2.13.*: a prefix match
+      const head = torch.split('.').slice(0, v.split('.').length).join('.');
+      return op === '!=' ? cmp(head, v) !== 0 : cmp(head, v) === 0;
+    }
+    const d = cmp(torch, v);
+    if (op === '~=') {  // ~=2.13.0: >=2.13.0 and ==2.13.*
+      const head = v.split('.').slice(0, -1).join('.');
+      return d >= 0 && cmp(torch.split('.').slice(0, head.split('.').length).join('.'), head) === 0;
+    }
+    return {'>=': d >= 0, '<=': d <= 0, '==': d === 0, '===': d === 0, '<': d < 0, '>': d > 0,
+            '!=': d !== 0}[op];
   });
 }
 function pythonHolds(name, python) {
   const parts = name.replace(/\.whl$/, '').split('-'); const py = parts[parts.length - 3], abi = parts[parts.length - 2];
   const mine = 'cp' + python.replace('.', '');
-  if (abi === 'abi3') return cmp(python, py.slice(2, 3) + '.' + py.slice(3)) >= 0;
-  return py.split('.').includes(mine);
+  if (abi === 'abi3') return /^cp\d+$/.test(py) && cmp(python, py.slice(2, 3) + '.' + py.slice(3)) >= 0;
+  return py.split('.').includes(mine) && !abi.endsWith('t');  // cp313t: a free-threaded build
 }
 function native(targets, gpu) {
   const [maj, min] = gpu.split('.').map(Number);
@@ -42,8 +52,11 @@ function show() {
   for (const pkg of [...new Set(SITE.wheels.map((w) => w.package))].sort()) {
     const judged = SITE.wheels.filter((w) => w.package === pkg)
       .map((w) => [w, why(w, c)]);
+    const stable = (w) => (!w.pin || !w.pin.includes('<') ? 1 : 0);
+    const public_ = (w) => w.name.split('-')[1].split('+')[0];
+    // as `archguard which`: the newest version, then a stable-ABI wheel
     const fit = judged.filter(([, r]) => !r.length).map(([w]) => w)
-      .sort((a, b) => (b.pin && b.pin.includes('<') ? 0 : 1) - (a.pin && a.pin.includes('<') ? 0 : 1));
+      .sort((a, b) => cmp(public_(b), public_(a)) || stable(b) - stable(a));
     if (fit.length) {
       const w = fit[0], tag = 'cu' + w.cuda.replace('.', '');
       const index = new URL(SITE.lines[tag] || '', location.href).href;
@@ -56,7 +69,9 @@ function show() {
   }
   $('finder-out').textContent = lines.join('\n');
 }
-fill('torch', [...new Set(SITE.cells.map((c) => c.torch.replace(/^torch\s*==\s*/, '')))]);
+// each cell's torch as a version: ==X.Y.Z, else the lowest bound of its range
+const torchOf = (req) => ((req.match(/(?:===|==|>=|~=)\s*([0-9][0-9.]*)/) || [])[1] || req);
+fill('torch', [...new Set(SITE.cells.map((c) => torchOf(c.torch)))]);
 fill('cuda', [...new Set(SITE.cells.map((c) => c.cuda))]);
 fill('python', [...new Set(SITE.cells.map((c) => c.python))]);
 fill('gpu', GPUS);

@@ -40,10 +40,11 @@ def site_data(
         cell = cells.get(record.cell)
         if cell is None:
             continue
+        own = _facts([record])  # its own build's facts first: another cell's may differ
         for name in record.wheels:
             if split_variant(name)[1] is not None:  # a variant copy: its plain wheel says it
                 continue
-            fact = facts.get(name, {})
+            fact = own.get(name) or facts.get(name, {})
             held = fact.get("targets")
             sha = record.sha256.get(name, "")
             wheels.append(

@@ -10,8 +10,9 @@ wheels a CUDA line's index lists.
   ``+cu130torchX.Y`` wheel pinned to its torch minor, so an installer that holds the
   installed torch (a constraint ``torch==2.13.0``) picks the wheel built against it. Where a
   stable-ABI wheel of the same version (labelled ``+cu130``, its pin ``torch>=FLOOR``) serves
-  a torch, the torch-specific wheels it serves are left out of the line's index: it is the
-  one wheel for them (its label alone would sort below theirs, PEP 440 comparing local
+  a torch where they install (the same platform; abi3 from a CPython at or below theirs),
+  the torch-specific wheels it serves are left out of the line's index: it is the one wheel
+  for them (its label alone would sort below theirs, PEP 440 comparing local
   segments as text). Two cells that built the same file name differently: the first cell's
   is listed, the other named.
 - A wheel's PEP 825 variant copy (``[farm] variants``) is listed beside it, with the
@@ -34,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.tags import Tag
 from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion
 
@@ -151,6 +153,29 @@ def _serves(stable: Requirement | None, torch: str) -> bool:
     return stable is None or stable.specifier.contains(f"{torch}.0", prereleases=True)
 
 
+def _covers(stable: frozenset[Tag], tags: frozenset[Tag]) -> bool:
+    """Whether a stable-ABI wheel's tags install wherever these tags do: the same platform,
+    and the same tag or ``abi3`` from a CPython at or below this one."""
+
+    def version(interpreter: str) -> tuple[int, ...]:
+        digits = interpreter.removeprefix("cp")
+        return (int(digits[0]), int(digits[1:] or 0)) if digits.isdigit() else (99,)
+
+    return all(
+        any(
+            s == t
+            or (
+                s.platform == t.platform
+                and s.abi == "abi3"
+                and t.interpreter.startswith("cp")
+                and version(s.interpreter) <= version(t.interpreter)
+            )
+            for s in stable
+        )
+        for t in tags
+    )
+
+
 def line_wheels(
     by_cell: Sequence[Sequence[tuple[str, str]]], metas: dict[tuple[str, str], WheelMeta | None]
 ) -> tuple[list[tuple[str, str]], list[str]]:
@@ -165,26 +190,28 @@ def line_wheels(
                 notes.append(f"{name}: two cells built it differently; the first cell's listed")
                 continue
             chosen[name] = sha
-    # (project, public version) -> each stable-ABI wheel's torch requirement
-    stable: dict[tuple[str, str], list[Requirement | None]] = {}
-    torch_of: dict[str, tuple[str, str, str]] = {}  # name -> (project, public, torch X.Y)
+    # (project, public version) -> each stable-ABI wheel's torch requirement and tags
+    stable: dict[tuple[str, str], list[tuple[Requirement | None, frozenset[Tag]]]] = {}
+    # name -> (project, public, torch X.Y, tags)
+    torch_of: dict[str, tuple[str, str, str, frozenset[Tag]]] = {}
     for name, sha in chosen.items():
         try:
-            project, version, _, _ = parse_wheel_filename(split_variant(name)[0])
+            project, version, _, tags = parse_wheel_filename(split_variant(name)[0])
         except (ValueError, InvalidVersion):
             continue
         local = version.local or ""
         label = _TORCH_LABEL.match(local)
         if label:
-            torch_of[name] = (project, version.public, label["torch"])
+            torch_of[name] = (project, version.public, label["torch"], tags)
         elif local.startswith("cu") and split_variant(name)[1] is None:
             requirement = _torch_specifier(metas.get((name, sha)))
-            stable.setdefault((project, version.public), []).append(requirement)
+            stable.setdefault((project, version.public), []).append((requirement, tags))
     out = []
     for name, sha in sorted(chosen.items()):
         if name in torch_of:
-            owner, public, torch = torch_of[name]
-            if any(_serves(s, torch) for s in stable.get((owner, public), [])):
+            owner, public, torch, tags = torch_of[name]
+            serving = stable.get((owner, public), [])
+            if any(_serves(s, torch) and _covers(t, tags) for s, t in serving):
                 notes.append(
                     f"{name}: left out of the line's index: the stable-ABI wheel of "
                     f"{owner} {public} serves torch {torch}"

@@ -24,6 +24,10 @@ _FLAGS = re.compile(
 )
 _IF = re.compile(r"^\s*if\s*\((?P<cond>.*)", re.I)
 _ENDIF = re.compile(r"^\s*endif\s*\(", re.I)
+_ELSE = re.compile(r"^\s*(?:else|elseif)\s*\(", re.I)
+_MESSAGE = re.compile(r"^\s*message\s*\(", re.I)  # says the arches, does not choose them
+# a property set to the list the build was given: follows it, forces nothing
+_FOLLOWS = re.compile(r"CUDA_ARCHITECTURES\s+\"?\$\{CMAKE_CUDA_ARCHITECTURES\}\"?\s*\)?\s*$")
 _DEFAULT_GUARD = re.compile(r"\bNOT\s+(?:DEFINED\s+)?CMAKE_CUDA_ARCHITECTURES\b", re.I)
 _SKIP_DIRS = {".git", "build", "_skbuild", "third_party", "3rdparty", "external", "extern"}
 _MAX_FILES = 200
@@ -71,7 +75,10 @@ def forced_arches(tree: Path) -> list[str]:
                 if guards:
                     guards.pop()
                 continue
-            if any(guards):
+            if _ELSE.match(line) and guards:  # the other branch of a default's guard forces
+                guards[-1] = False
+                continue
+            if any(guards) or _MESSAGE.match(line) or _FOLLOWS.search(line):
                 continue
             if _SET_LIST.match(line) or _PROPERTY.search(line) or _FLAGS.search(line):
                 where = path.relative_to(tree).as_posix()

@@ -248,10 +248,13 @@ def _source_error(text: str, source: str) -> str | None:
     """A host compiler's first error in the package's C/C++ source (no nvcc target is in
     that compile: no arch list changes it), quoted with its file and line; a header it does
     not find, named with where it should come from."""
-    host = _HOST_ERROR.search(text)
+    tree = source.rstrip("/") + "/"
+    host = next(
+        (m for m in _HOST_ERROR.finditer(text) if source and m["file"].startswith(tree)), None
+    )  # in the package's own files only: not the toolkit's headers, not nvcc's tmpxft files
     if not host or _NVCC_ERROR.search(text):
         return None
-    where = host["file"].removeprefix(source.rstrip("/") + "/") if source else host["file"]
+    where = host["file"].removeprefix(tree)
     missing = _NO_HEADER.match(host["msg"].strip())
     if missing:
         header = missing["header"]

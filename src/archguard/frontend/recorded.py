@@ -55,19 +55,25 @@ def backend_record(
 
 
 def unseen_binaries(
-    res: Resolution, checked: Sequence[Checked], backend: str, known: set[str]
+    res: Resolution,
+    checked: Sequence[Checked],
+    backend: str,
+    known: set[str],
+    names: frozenset[str] = frozenset(),
 ) -> list[tuple[str, dict[str, object]]]:
     """An extension entry for each CUDA binary the read-back found that no recorded
-    extension (``known``: their files) is: expected to hold the effective list, which reached
+    extension is (``known``: their files; ``names``: their names' last part, for one the
+    hook recorded by name only): expected to hold the effective list, which reached
     its build through the environment; what it binds to read from its ELF."""
     out = []
     for r in checked:
         if r.found is None:
             continue
         member = r.label.split("!", 1)[-1]
-        if any(member == f or member.endswith("/" + f) for f in known):
+        stem = PurePosixPath(member).name.split(".")[0]
+        if any(member == f or member.endswith("/" + f) for f in known if f) or stem in names:
             continue
-        ext = unseen_extension_record(res, PurePosixPath(member).name.split(".")[0], member)
+        ext = unseen_extension_record(res, stem, member)
         ext["backend"] = backend
         if r.abi is not None:
             ext["abi"] = abi_record(r.abi)
@@ -103,8 +109,11 @@ def write_frontend_record(  # noqa: PLR0913, PLR0917 (the record's inputs, each 
     build = record.setdefault("build", {})
     if isinstance(build, dict):
         extensions = build.setdefault("extensions", [])
-        known = {str(e.get("file")) for e in extensions if isinstance(e, dict)}
-        unseen = unseen_binaries(res, checked, backend, known)
+        known = {str(e.get("file") or "") for e in extensions if isinstance(e, dict)}
+        names = frozenset(
+            str(e.get("name", "")).rsplit(".", 1)[-1] for e in extensions if isinstance(e, dict)
+        )
+        unseen = unseen_binaries(res, checked, backend, known, names)
         extensions += [ext for _, ext in unseen]
         changed = changed or bool(unseen)
         build["frontend"] = json.loads(json.dumps(dict(part)))

@@ -44,11 +44,16 @@ class BuildToolkit:
     variables: dict[str, str]
     assembled: dict[str, object] = field(default_factory=dict)  # ToolkitRoot.record()
     notes: tuple[str, ...] = ()
+    cmake_args: tuple[str, ...] = ()  # the -D archguard put before the caller's CMAKE_ARGS
 
     def as_json(self) -> dict[str, object]:
+        """What the record keeps: the root, what was linked into it, and the variables that
+        name it (never the caller's PATH or CMAKE_ARGS, which are the machine's)."""
+        named = {k: v for k, v in self.variables.items() if k not in ("PATH", "CMAKE_ARGS")}
         return {
             "root": self.root,
-            "variables": self.variables,
+            "variables": named,
+            "cmake_args": list(self.cmake_args),
             "assembled": self.assembled or None,
             "notes": list(self.notes),
         }
@@ -82,9 +87,18 @@ def build_toolkit(res: Resolution, environ: Mapping[str, str]) -> BuildToolkit |
         variables["CUDACXX"] = compiler
         defines = f"-DCMAKE_CUDA_COMPILER={compiler} {defines}"
     before = environ.get("CMAKE_ARGS", "").strip()
-    variables["CMAKE_ARGS"] = f"{defines} {before}".strip()
-    variables["PATH"] = os.pathsep.join([str(Path(root, "bin")), environ.get("PATH", "")])
-    return BuildToolkit(root, variables, made.record() if made else {}, tuple(notes))
+    given: tuple[str, ...] = ()
+    if any(c.isspace() for c in root):  # setup.py files split CMAKE_ARGS on spaces
+        notes.append(
+            f"toolkit: {root} holds a space, so CMAKE_ARGS gets no -D for it (most setup.py "
+            "files split CMAKE_ARGS on spaces); CUDACXX and CUDAToolkit_ROOT name it"
+        )
+    else:
+        given = tuple(defines.split())
+        variables["CMAKE_ARGS"] = f"{defines} {before}".strip()
+    search = environ.get("PATH") or os.defpath  # an empty entry would be the working dir
+    variables["PATH"] = os.pathsep.join([str(Path(root, "bin")), search])
+    return BuildToolkit(root, variables, made.record() if made else {}, tuple(notes), given)
 
 
 def _some(names: tuple[str, ...], shown: int = 4) -> str:

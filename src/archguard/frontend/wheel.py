@@ -44,7 +44,7 @@ from archguard.frontend.result import WHEEL_SCHEMA, Built, WheelResult
 from archguard.frontend.setup_py import SetupPy, read_setup_py
 from archguard.frontend.sources import source_tree
 from archguard.frontend.toolkit import BuildToolkit, build_toolkit
-from archguard.nvcc.flags import spelled_like
+from archguard.nvcc.flags import dropped_ptx, spelled_like
 from archguard.reports.text import build_variables, render_error
 from archguard.settings.config import ENV_CONFIG, env_wheel_variant
 from archguard.settings.inputs import Query, gather
@@ -92,6 +92,12 @@ def own_arch_variables(
         notes.append(
             f"its setup.py reads {name}, an arch variable (default {default!r}): set to the "
             f"effective list in that spelling, {name}={spelled!r}"
+            + (
+                " (its spelling cannot say PTX: the PTX of the list is left out there; the "
+                "read-back says what the build made of it)"
+                if dropped_ptx(default or "", spelled, res.effective)
+                else ""
+            )
         )
     return notes
 

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from archguard.core.arch import Arch, ArchEntry, Targets, format_list, split_target
+from archguard.core.toolkit import known_arches
 from archguard.errors import NotRepresentable, NvccFlagError
 
 # torch.utils.cpp_extension._get_cuda_arch_flags (torch 2.13.0): supported_arches. An entry
@@ -102,6 +103,20 @@ _SPELLINGS = {
 }
 
 
+def _known(token: str) -> bool:
+    """A token of a package's arch default that names a known CUDA arch."""
+    digits = re.sub(r"^(?:sm|compute)_|(?:\+PTX|-real|-virtual)$", "", token, flags=re.I)
+    digits = digits.replace(".", "").rstrip("af")
+    return any(a.digits == digits for a in known_arches())
+
+
+def dropped_ptx(sample: str, spelled: str, entries: Sequence[ArchEntry]) -> bool:
+    """Whether ``spelled`` (in ``sample``'s spelling) leaves out PTX the list holds."""
+    has_ptx = any(e.ptx for e in entries)
+    says = "+PTX" in spelled.upper() or "compute_" in spelled or "-real" in spelled
+    return has_ptx and not says
+
+
 def spelled_like(sample: str, entries: Sequence[ArchEntry], cmake: bool = False) -> str | None:
     """``entries`` in the spelling of ``sample``, a package's own default for its arch
     variable (``"8.0;8.6"``, ``"80,86"``, ``"sm_80 sm_86"``, ``"80-real;90"``): its
@@ -115,7 +130,7 @@ def spelled_like(sample: str, entries: Sequence[ArchEntry], cmake: bool = False)
     if not tokens:
         return None
     form = next((f for f, rx in _SPELLINGS.items() if all(rx.match(t) for t in tokens)), None)
-    if form is None:
+    if form is None or not all(_known(t) for t in tokens):  # "64" for ARCH: not a GPU's
         return None
     ordered = sorted(entries)
     if form == "cmake":

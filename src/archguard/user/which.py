@@ -44,6 +44,7 @@ from archguard.detect.torchlibs import parse_version_py
 from archguard.errors import ArchguardError, SiteUnreadable
 
 WHICH_SCHEMA = "archguard.which/1"
+CPU = "the installed torch is a CPU build: no wheel of a CUDA farm runs with it"
 SITE_JSON = "site.json"
 FETCH_TIMEOUT_S = 30.0
 
@@ -53,12 +54,13 @@ class Here:
     """The machine a wheel must fit."""
 
     torch: str | None  # the installed torch distribution's version: "2.13.0+cu130"
-    torch_cuda: CudaVersion | None  # the CUDA it was built with (None: a CPU build)
+    torch_cuda: CudaVersion | None  # the CUDA it was built with (None: a CPU build or unknown)
     python: tuple[int, int]
     tags: frozenset[Tag]  # the wheel tags this Python installs
     gpus: tuple[Device, ...]
     driver_cuda: tuple[int, int] | None
     notes: tuple[str, ...] = ()
+    cpu: bool = False  # the torch is a CPU build (its version.py says so, or +cpu)
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -69,6 +71,7 @@ class Here:
             "driver_cuda": f"{self.driver_cuda[0]}.{self.driver_cuda[1]}"
             if self.driver_cuda
             else None,
+            "cpu": self.cpu,
             "notes": list(self.notes),
         }
 
@@ -85,12 +88,11 @@ def installed_torch(text: str | None = None) -> tuple[str | None, CudaVersion | 
     none or it cannot be read. ``text`` (``2.14.1+cu130``): a torch given, not read."""
     if text is not None:
         local = Version(text).local or ""
-        cuda = (
-            CudaVersion(int(local[2:-1]), int(local[-1]))
-            if local.startswith("cu") and local[2:].isdigit()
-            else None
-        )
-        return text, cuda, None
+        if local.startswith("cu") and local[2:].isdigit():
+            return text, CudaVersion(int(local[2:-1]), int(local[-1])), None
+        if local == "cpu":
+            return text, None, CPU
+        return text, None, f"--torch {text} names no CUDA (+cu130): its CUDA is not judged"
     try:
         dist = metadata.distribution("torch")
     except metadata.PackageNotFoundError:
@@ -99,8 +101,8 @@ def installed_torch(text: str | None = None) -> tuple[str | None, CudaVersion | 
     try:
         _, cuda = parse_version_py(where.read_text(encoding="utf-8"), str(where))
     except (OSError, ArchguardError) as exc:
-        return dist.version, None, f"torch's CUDA not read ({exc})"
-    return dist.version, cuda, None
+        return dist.version, None, f"torch's CUDA not read ({exc}): it is not judged"
+    return dist.version, cuda, None if cuda is not None else CPU
 
 
 def read_site(where: str) -> tuple[Site, str]:
@@ -183,7 +185,7 @@ def judge(wheel: SiteWheel, here: Here) -> Judged:
     ):
         out.reasons.append(f"no wheel for this torch: it requires {pin}, you have {here.torch}")
     cuda = CudaVersion.parse(wheel.cuda, wheel.name)
-    if here.torch_cuda is None and here.torch is not None:
+    if here.cpu:
         out.reasons.append(f"your torch is a CPU build; it was compiled with CUDA {cuda.text}")
     elif here.torch_cuda is not None and here.torch_cuda.major != cuda.major:
         out.reasons.append(
