@@ -334,3 +334,22 @@ def run_in(
 def copy_tree(src: Path, dst: Path) -> Path:
     shutil.copytree(src, dst, ignore=shutil.ignore_patterns("build", "*.egg-info", "dist"))
     return dst
+
+
+def pip_would_install(
+    python: str | Path, index: str, constraint: Path, *names: str
+) -> tuple[subprocess.CompletedProcess[str], dict[str, str]]:
+    """``pip install --dry-run -v --report`` of ``names`` from ``index`` alone, under the
+    ``constraint`` file, run by ``python``: pip's output and what it would install (name ->
+    version)."""
+    report = constraint.with_suffix(".report.json")
+    argv = [str(python), "-m", "pip", "install", "--isolated", "--dry-run", "-v"]
+    argv += ["--report", str(report), "--index-url", index, "-c", str(constraint), *names]
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        return proc, {}
+    chosen = {
+        i["metadata"]["name"]: i["metadata"]["version"]
+        for i in json.loads(report.read_text())["install"]
+    }
+    return proc, chosen

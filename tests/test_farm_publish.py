@@ -36,7 +36,7 @@ from archguard.farm.publish import (
 )
 from archguard.farm.records import Outcome, kept_problem, pool_path, write_record
 from archguard.farm.verify import verify_site
-from realtools import REPO, needs_cuda_torch, run_main
+from realtools import REPO, needs_cuda_torch, pip_would_install, run_main
 
 MANIFEST = """\
 [[cell]]
@@ -603,34 +603,10 @@ def test_pip_picks_the_installed_torchs_wheel_from_the_line_reading_only_metadat
     line_site(site)
     held = tmp_path / "torch.txt"
     held.write_text(f"torch=={version('torch')}\n")
-    report = tmp_path / "report.json"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "--isolated",
-            "--dry-run",
-            "-v",
-            "--report",
-            str(report),
-            "--index-url",
-            (site / "cu130" / "simple").as_uri(),
-            "-c",
-            str(held),
-            "ext",
-            "st",
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
+    proc, chosen = pip_would_install(
+        sys.executable, (site / "cu130" / "simple").as_uri(), held, "ext", "st"
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    chosen = {
-        i["metadata"]["name"]: i["metadata"]["version"]
-        for i in json.loads(report.read_text())["install"]
-    }
     minor = ".".join(version("torch").split(".")[:2])
     assert chosen == {"ext": f"1.0+cu130torch{minor}", "st": "1.0+cu130"}, chosen
     log = proc.stdout + proc.stderr

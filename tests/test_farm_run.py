@@ -26,6 +26,7 @@ from realtools import (
     needs_cuda_torch,
     needs_cuobjdump,
     needs_nvcc,
+    pip_would_install,
 )
 
 pytestmark = [
@@ -150,34 +151,8 @@ def _the_cuda_lines_index_gives_each_torch_its_wheel(site: Path, tmp: Path) -> N
             check=False,
         )
         assert removed.returncode == 0, removed.stderr
-        report = tmp / f"{cell}-report.json"
-        pip = subprocess.run(
-            [
-                str(python),
-                "-m",
-                "pip",
-                "install",
-                "--isolated",
-                "--dry-run",
-                "-v",
-                "--report",
-                str(report),
-                "--index-url",
-                line,
-                "-c",
-                str(constraint),
-                "dlpack-ext",
-                "stable-ext",
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        pip, chosen = pip_would_install(python, line, constraint, "dlpack-ext", "stable-ext")
         assert pip.returncode == 0, pip.stderr[-3000:]
-        chosen = {
-            i["metadata"]["name"]: i["metadata"]["version"]
-            for i in json.loads(report.read_text())["install"]
-        }
         assert chosen == {"dlpack-ext": f"1.0+cu130torch{minor}", "stable-ext": "1.0+cu130"}
         assert "Obtaining dependency information for dlpack-ext from file://" in pip.stdout
         assert ".whl.metadata" in pip.stdout

@@ -6,11 +6,15 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from archguard._cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, write
 from archguard.core.toolkit import known_arches
 from archguard.errors import ArchguardError, ConfigError
 from archguard.settings.inputs import Query
+
+if TYPE_CHECKING:
+    from archguard.core.coverage import Device
 
 
 def cmd_probe_torch(args: argparse.Namespace) -> int:
@@ -208,29 +212,32 @@ def cmd_variant(args: argparse.Namespace) -> int:
     return status
 
 
+def _gpus(
+    args: argparse.Namespace, none: str
+) -> tuple[list[tuple[Device, str]], tuple[int, int] | None, list[str]]:
+    """The GPUs a command on a user's machine judges for (``--device``, else torch's or
+    nvidia-smi's), each with where it came from; the driver's CUDA where found; notes
+    (``none``: what is said when there is no GPU)."""
+    from archguard.core.arch import parse_arch
+    from archguard.core.coverage import Device, known_devices
+    from archguard.detect.gpus import detect_gpus
+
+    names = {d.cc: d.name for d in known_devices()}
+    given = [parse_arch(t, "--device", known=known_arches()) for t in args.device]
+    if given:
+        return [(Device(a.cc, names.get(a.cc, "given")), "--device") for a in given], None, []
+    found = detect_gpus(use_torch=not args.no_torch)
+    notes = list(found.notes) + ([] if found.gpus else [none])
+    return [(Device(g.cc, g.name), g.origin) for g in found.gpus], found.driver_cuda, notes
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     import json
 
-    from archguard.core.arch import parse_arch
-    from archguard.core.coverage import Device, known_devices
     from archguard.detect.cuobjdump import find_cuobjdump
-    from archguard.detect.gpus import detect_gpus
     from archguard.user import doctor
 
-    names = {d.cc: d.name for d in known_devices()}
-    notes: list[str] = []
-    gpus: list[tuple[Device, str]] = []
-    driver = None
-    for text in args.device:
-        arch = parse_arch(text, "--device", known=known_arches())
-        gpus.append((Device(arch.cc, names.get(arch.cc, "given")), "--device"))
-    if not gpus:
-        found = detect_gpus(use_torch=not args.no_torch)
-        gpus = [(Device(g.cc, g.name), g.origin) for g in found.gpus]
-        driver = found.driver_cuda
-        notes += list(found.notes)
-        if not gpus:
-            notes.append("no GPU found: name one with --device CC (e.g. --device 8.9)")
+    gpus, driver, notes = _gpus(args, "no GPU found: name one with --device CC (e.g. --device 8.9)")
     try:
         cuobjdump: str | None = find_cuobjdump(args.cuobjdump, needed_by="archguard doctor")
     except ArchguardError as exc:
@@ -262,10 +269,7 @@ def cmd_which(args: argparse.Namespace) -> int:
 
     from packaging.version import InvalidVersion
 
-    from archguard.core.arch import parse_arch
-    from archguard.core.coverage import Device, known_devices
     from archguard.core.cuda import CudaVersion
-    from archguard.detect.gpus import detect_gpus
     from archguard.user import which
 
     python = None
@@ -282,27 +286,16 @@ def cmd_which(args: argparse.Namespace) -> int:
             f"--torch {args.torch!r} is not a version: write it as pip shows it, e.g. 2.14.1+cu130."
         ) from None
     notes = [note] if note else []
-    names = {d.cc: d.name for d in known_devices()}
-    gpus = [
-        Device(a.cc, names.get(a.cc, "given"))
-        for a in (parse_arch(t, "--device", known=known_arches()) for t in args.device)
-    ]
-    driver = None
+    found, driver, more = _gpus(
+        args,
+        "no GPU found: whether a wheel runs natively is not judged (name one with --device CC)",
+    )
     if args.driver_cuda is not None:
         cuda = CudaVersion.parse(args.driver_cuda, "--driver-cuda")
         driver = (cuda.major, cuda.minor)
-    if not gpus:
-        found = detect_gpus(use_torch=not args.no_torch)
-        gpus = [Device(g.cc, g.name) for g in found.gpus]
-        driver = driver or found.driver_cuda
-        notes += list(found.notes)
-        if not gpus:
-            notes.append(
-                "no GPU found: whether a wheel runs natively is not judged (name one with "
-                "--device CC)"
-            )
+    gpus = tuple(g for g, _ in found)
     here = which.Here(
-        torch, torch_cuda, version, tags, tuple(gpus), driver, tuple(notes), note == which.CPU
+        torch, torch_cuda, version, tags, gpus, driver, (*notes, *more), note == which.CPU
     )
     site, base = which.read_site(args.site)
     answers = which.which(site, base, here, args.name)

@@ -178,24 +178,13 @@ def _binary_commands(sub: Subparsers) -> None:
         help="on this machine: for each GPU and installed package with CUDA binaries, the "
         "image it loads (native, JIT-only, nothing) and the stubs in it",
     )
-    p.add_argument(
-        "--device",
-        action="append",
-        default=[],
-        metavar="CC",
-        help="a GPU's compute capability, e.g. 8.9 (repeatable; default: the machine's)",
-    )
+    _gpu_options(p)
     p.add_argument(
         "--path",
         action="append",
         default=[],
         metavar="DIR",
         help="read the distributions installed in DIR (default: this interpreter's)",
-    )
-    p.add_argument(
-        "--no-torch",
-        action="store_true",
-        help="do not import torch to find the GPUs (nvidia-smi only)",
     )
     _cuobjdump(p)
     _format(p)
@@ -211,6 +200,14 @@ def _binary_commands(sub: Subparsers) -> None:
         "--torch", metavar="VERSION", help="a torch, e.g. 2.14.1+cu130 (default: the installed)"
     )
     p.add_argument("--python", metavar="X.Y", help="a Python (default: this one)")
+    _gpu_options(p)
+    p.add_argument("--driver-cuda", metavar="X.Y", help="the driver's CUDA (default: nvidia-smi's)")
+    _format(p)
+
+
+def _gpu_options(p: argparse.ArgumentParser) -> None:
+    """How a command on a user's machine finds its GPUs: given, or asked of torch and
+    nvidia-smi (``doctor``, ``which``)."""
     p.add_argument(
         "--device",
         action="append",
@@ -218,13 +215,11 @@ def _binary_commands(sub: Subparsers) -> None:
         metavar="CC",
         help="a GPU's compute capability, e.g. 8.9 (repeatable; default: the machine's)",
     )
-    p.add_argument("--driver-cuda", metavar="X.Y", help="the driver's CUDA (default: nvidia-smi's)")
     p.add_argument(
         "--no-torch",
         action="store_true",
         help="do not import torch to find the GPUs (nvidia-smi only)",
     )
-    _format(p)
 
 
 def _farm_commands(sub: Subparsers) -> None:

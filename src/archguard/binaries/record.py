@@ -369,7 +369,10 @@ def parse_record(text: str, where: str) -> dict[str, object]:
 
 def read_record(text: str, where: str) -> RecordedTargets:
     """What a record promises (:class:`BinaryReadError` if it is not a record)."""
-    data = parse_record(text, where)
+    return _recorded(parse_record(text, where), where)
+
+
+def _recorded(data: dict[str, object], where: str) -> RecordedTargets:
     try:
         targets = targets_from_record(data["targets"], where)
         extensions: dict[str, tuple[str, Targets]] = {}
@@ -402,9 +405,9 @@ def read_record(text: str, where: str) -> RecordedTargets:
     return RecordedTargets(targets, label, extensions, stubs, version, hazards, abi, built_with)
 
 
-def read_wheel_record(wheel: zipfile.ZipFile, where: str) -> RecordedTargets | None:
-    """The record inside an open wheel (None when it has none; :class:`BinaryReadError` if
-    it is unreadable)."""
+def wheel_record_data(wheel: zipfile.ZipFile, where: str) -> tuple[dict[str, object], str] | None:
+    """The record inside an open wheel as its data, and where it is (``WHEEL!member``); None
+    when it has none; :class:`BinaryReadError` if it is unreadable."""
     names = [n for n in wheel.namelist() if is_record_name(n)]
     if not names:
         return None
@@ -412,4 +415,11 @@ def read_wheel_record(wheel: zipfile.ZipFile, where: str) -> RecordedTargets | N
         text = wheel.read(names[0]).decode("utf-8")
     except (OSError, zipfile.BadZipFile, UnicodeDecodeError) as exc:
         raise BinaryReadError(f"{where}!{names[0]} could not be read ({exc}).") from None
-    return read_record(text, f"{where}!{names[0]}")
+    return parse_record(text, f"{where}!{names[0]}"), f"{where}!{names[0]}"
+
+
+def read_wheel_record(wheel: zipfile.ZipFile, where: str) -> RecordedTargets | None:
+    """The record inside an open wheel (None when it has none; :class:`BinaryReadError` if
+    it is unreadable)."""
+    found = wheel_record_data(wheel, where)
+    return None if found is None else _recorded(*found)

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 SITE_SCHEMA = "archguard.site/1"
+SITE_JSON = "site.json"  # its name at the site's root
 
 
 @dataclass(frozen=True)

@@ -207,15 +207,28 @@ def _published_pages(link: Path) -> dict[str, str] | None:
         return None
 
 
-def write_index(site: Path, cell: str, wheels: Sequence[tuple[str, str]]) -> bool:
+Metas = dict[tuple[str, str], WheelMeta | None]
+
+
+def _metas(site: Path, wheels: Iterable[tuple[str, str]], known: Metas) -> Metas:
+    """Each wheel's metadata, read once per publishing pass (``known``: what it has read)."""
+    for w in wheels:
+        if w not in known and w[0].endswith(".whl"):
+            known[w] = metadata_of(site, *w)
+    return known
+
+
+def write_index(
+    site: Path, cell: str, wheels: Sequence[tuple[str, str]], metas: Metas | None = None
+) -> bool:
     """SITE/<cell>/simple/: a PEP 503 index of ``wheels`` ((name, sha256) in the pool),
     written whole in a directory of its own, then published by one symlink swap; an index
-    that would say what the published one says is not published again. Whether it was."""
+    that would say what the published one says is not published again. Whether it was.
+    ``metas``: the wheels' metadata already read in this pass (extended here)."""
     root = site / cell
     root.mkdir(parents=True, exist_ok=True)
     wheels = [*wheels, *(pool_bytes(site, n, data) for n, data in variants_json(site, wheels))]
-    metas = {(n, sha): metadata_of(site, n, sha) for n, sha in wheels if n.endswith(".whl")}
-    pages = _pages(wheels, metas)
+    pages = _pages(wheels, _metas(site, wheels, {} if metas is None else metas))
     if _published_pages(root / INDEX) == pages:
         return False
     token = f"{time.strftime('%Y%m%dT%H%M%S')}-{secrets.token_hex(4)}"
@@ -306,14 +319,14 @@ def publish_indexes(
     current = [records[j] for j in jobs if j in records]
     current = [r for r in current if all(p.is_file() for p in r.pooled(site))]  # whole only
     lines: dict[str, list[list[tuple[str, str]]]] = {}
+    metas: Metas = {}
     for cell in cells:
         wheels = published(current, cell.name)
-        write_index(site, cell.name, wheels)
+        write_index(site, cell.name, wheels, metas)
         lines.setdefault(cell.cuda.tag, []).append(wheels)
     for tag, by_cell in lines.items():
-        metas = {w: metadata_of(site, *w) for wheels in by_cell for w in wheels}
         wheels, notes = line_wheels(by_cell, metas)
-        if write_index(site, tag, wheels):
+        if write_index(site, tag, wheels, metas):
             for note in notes:
                 say(f"index {tag}: {note}")
 

@@ -8,13 +8,11 @@ import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from archguard.core.site import Site, SiteCell, SiteWheel
+from archguard.core.site import SITE_JSON, Site, SiteCell, SiteWheel
 from archguard.farm.manifest import Manifest
 from archguard.farm.publish import INDEX
 from archguard.farm.records import POOL, PUBLISHED, STATE, Outcome, write_atomic
 from archguard.farm.wheelmeta import split_variant
-
-SITE_JSON = "site.json"
 
 
 def _facts(records: Iterable[Outcome]) -> dict[str, dict[str, object]]:

@@ -20,10 +20,9 @@ from pathlib import Path, PurePosixPath
 from archguard.binaries.record import (
     BuildFacts,
     abi_record,
-    is_record_name,
-    parse_record,
     unseen_extension_record,
     wheel_record,
+    wheel_record_data,
 )
 from archguard.binaries.relabel import write_wheel_record
 from archguard.binaries.verify import Checked
@@ -81,15 +80,6 @@ def unseen_binaries(
     return out
 
 
-def existing_record(wheel: Path) -> dict[str, object] | None:
-    """The record a wheel holds (None without one)."""
-    with zipfile.ZipFile(wheel) as zf:
-        names = [n for n in zf.namelist() if is_record_name(n)]
-        if not names:
-            return None
-        return parse_record(zf.read(names[0]).decode("utf-8"), f"{wheel.name}!{names[0]}")
-
-
 def write_frontend_record(  # noqa: PLR0913, PLR0917 (the record's inputs, each needed)
     wheel: Path,
     res: Resolution,
@@ -102,7 +92,9 @@ def write_frontend_record(  # noqa: PLR0913, PLR0917 (the record's inputs, each 
     hook's with the front-end's part and an entry for each CUDA binary the hook never saw
     (one a CMake step of the package built and installed itself). True when the wheel's
     expectations changed (it is read back again)."""
-    record = existing_record(wheel)
+    with zipfile.ZipFile(wheel) as zf:
+        found = wheel_record_data(zf, wheel.name)
+    record = found[0] if found else None
     changed = record is None
     if record is None:
         record = backend_record(res, checked, environment, backend)

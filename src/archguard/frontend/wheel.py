@@ -102,10 +102,13 @@ def own_arch_variables(
     return notes
 
 
-def cell_environment(source: Path, config: Path | None, local_version: str | None = None) -> Cell:
-    """What the build of ``source`` gets in its environment before ``setup.py`` runs, and
-    whether its wheels get a wheel-variant copy (``ARCHGUARD_WHEEL_VARIANT``, else the
-    package's or ARCHGUARD_CONFIG's ``wheel_variant``)."""
+def cell_environment(
+    source: Path, setup_py: SetupPy, config: Path | None, local_version: str | None = None
+) -> Cell:
+    """What the build of ``source`` (whose ``setup.py`` reads ``setup_py``) gets in its
+    environment before ``setup.py`` runs, and whether its wheels get a wheel-variant copy
+    (``ARCHGUARD_WHEEL_VARIANT``, else the package's or ARCHGUARD_CONFIG's
+    ``wheel_variant``)."""
     environ = dict(os.environ)
     config = config.resolve() if config is not None else None  # pip builds elsewhere
     if config is not None:
@@ -123,7 +126,7 @@ def cell_environment(source: Path, config: Path | None, local_version: str | Non
         out.update(toolkit.variables)
     if config is not None:
         out[ENV_CONFIG] = str(config)
-    notes = list(own_arch_variables(read_setup_py(source / "setup.py"), res, environ, out))
+    notes = list(own_arch_variables(setup_py, res, environ, out))
     label = local_version or (package.local_version if package else "auto")
     _check_template(label, "--local-version" if local_version else "local_version")
     return Cell(out, wanted, label, res, toolkit, tuple(notes))
@@ -195,9 +198,9 @@ def _say(source: Path, text: str) -> None:
 
 
 def build_one(source: Path, out: Path, options: WheelOptions) -> Built:
-    cell = cell_environment(source, options.config, options.local_version)
-    env_vars = cell.environment
     setup_py = read_setup_py(source / "setup.py")
+    cell = cell_environment(source, setup_py, options.config, options.local_version)
+    env_vars = cell.environment
     declared = buildenv.prepare(source, {**os.environ, **env_vars})
     if declared.installed:
         _say(

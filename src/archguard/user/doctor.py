@@ -24,6 +24,7 @@ from archguard.binaries.record import RECORD_NAME, LintHazard, RecordedTargets, 
 from archguard.core.abi import BinaryAbi
 from archguard.core.arch import Targets
 from archguard.core.coverage import Device, Tier, device_coverage
+from archguard.core.cuda import CudaVersion
 from archguard.core.kinds import REAL
 from archguard.core.torchbuild import bundled_torch
 from archguard.detect.cuobjdump import read_binary
@@ -187,18 +188,41 @@ def _torch_distribution(paths: Sequence[str]) -> metadata.Distribution | None:
     return next(iter(found), None)
 
 
-def installed_torch(paths: Sequence[str]) -> tuple[str, Targets | None] | None:
-    """The installed torch's version and, from the bundled table, its targets. Its
-    torch/version.py is read as text by the one parser of it
-    (:func:`archguard.detect.torchlibs.parse_version_py`): torch is not imported."""
+@dataclass(frozen=True)
+class InstalledTorch:
+    """The installed torch as its files say it: its distribution's version (``2.13.0``,
+    what an index and a constraint name), its ``torch.__version__`` and its CUDA (None: a
+    CPU build), or why its torch/version.py was not read."""
+
+    distribution: str
+    version: str | None = None
+    cuda: CudaVersion | None = None
+    unread: str | None = None
+
+
+def read_installed_torch(paths: Sequence[str] = ()) -> InstalledTorch | None:
+    """The installed torch (None: none). Its torch/version.py is read as text by the one
+    parser of it (:func:`archguard.detect.torchlibs.parse_version_py`): torch is not
+    imported."""
     dist = _torch_distribution(paths)
     if dist is None:
         return None
     where = Path(str(dist.locate_file("torch/version.py")))
     try:
         version, cuda = parse_version_py(where.read_text(encoding="utf-8"), str(where))
-    except (OSError, ArchguardError):
-        return f"{dist.version} (no torch/version.py)", None
+    except (OSError, ArchguardError) as exc:
+        return InstalledTorch(dist.version, unread=str(exc))
+    return InstalledTorch(dist.version, version, cuda)
+
+
+def installed_torch(paths: Sequence[str]) -> tuple[str, Targets | None] | None:
+    """The installed torch's version and, from the bundled table, its targets."""
+    found = read_installed_torch(paths)
+    if found is None:
+        return None
+    version, cuda = found.version, found.cuda
+    if version is None:
+        return f"{found.distribution} (no torch/version.py)", None
     if cuda is None:
         return f"{version} (no CUDA)", None
     label = f"{version} (CUDA {cuda.text})"

@@ -27,7 +27,6 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -38,14 +37,13 @@ from packaging.version import InvalidVersion, Version
 from archguard.core.arch import parse_targets
 from archguard.core.coverage import Device, Tier, device_coverage
 from archguard.core.cuda import CudaVersion
-from archguard.core.site import Site, SiteWheel, parse_site
+from archguard.core.site import SITE_JSON, Site, SiteWheel, parse_site
 from archguard.core.toolkit import known_arches
-from archguard.detect.torchlibs import parse_version_py
-from archguard.errors import ArchguardError, SiteUnreadable
+from archguard.errors import SiteUnreadable
+from archguard.user.doctor import read_installed_torch
 
 WHICH_SCHEMA = "archguard.which/1"
 CPU = "the installed torch is a CPU build: no wheel of a CUDA farm runs with it"
-SITE_JSON = "site.json"
 FETCH_TIMEOUT_S = 30.0
 
 
@@ -93,16 +91,12 @@ def installed_torch(text: str | None = None) -> tuple[str | None, CudaVersion | 
         if local == "cpu":
             return text, None, CPU
         return text, None, f"--torch {text} names no CUDA (+cu130): its CUDA is not judged"
-    try:
-        dist = metadata.distribution("torch")
-    except metadata.PackageNotFoundError:
+    found = read_installed_torch()
+    if found is None:
         return None, None, "no torch is installed: every wheel on the site needs one"
-    where = Path(str(dist.locate_file("torch/version.py")))
-    try:
-        _, cuda = parse_version_py(where.read_text(encoding="utf-8"), str(where))
-    except (OSError, ArchguardError) as exc:
-        return dist.version, None, f"torch's CUDA not read ({exc}): it is not judged"
-    return dist.version, cuda, None if cuda is not None else CPU
+    if found.unread is not None:
+        return found.distribution, None, f"torch's CUDA not read ({found.unread}): not judged"
+    return found.distribution, found.cuda, None if found.cuda is not None else CPU
 
 
 def read_site(where: str) -> tuple[Site, str]:
