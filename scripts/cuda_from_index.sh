@@ -12,9 +12,17 @@ version=${CUDA_FROM_INDEX_VERSION:-13.0}
 py=${PYTHON:-python3}
 home="$dest/nvidia/cu13"
 if [ ! -x "$home/bin/nvcc" ]; then
+  # CCCL (Thrust, CUB, libcu++) has its own release line after 13.2 (13.3.5.0.6 serves the
+  # 13.3-13.5 compilers): the toolkit's own minor where the index has it, else the newest 13.x.
+  cccl="nvidia-cuda-cccl==$version.*"
+  if ! "$py" -m pip download --isolated -q --disable-pip-version-check --no-deps \
+      -d "$dest/.probe" "$cccl" >/dev/null 2>&1; then
+    cccl="nvidia-cuda-cccl>=13.3,<14"
+  fi
+  rm -rf "$dest/.probe"
   "$py" -m pip install --isolated -q --disable-pip-version-check --target "$dest" \
     "nvidia-cuda-nvcc==$version.*" "nvidia-cuda-crt==$version.*" "nvidia-nvvm==$version.*" \
-    "nvidia-cuda-cccl==$version.*" "nvidia-cuda-runtime==$version.*" >&2
+    "$cccl" "nvidia-cuda-runtime==$version.*" >&2
 fi
 [ -e "$home/lib/libcudart.so" ] || ln -s libcudart.so.13 "$home/lib/libcudart.so"
 [ -e "$home/lib64" ] || ln -s lib "$home/lib64"

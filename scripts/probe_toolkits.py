@@ -32,14 +32,20 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-# CUDA release -> the wheel that carries its ptxas (and, for 13.x, a full nvcc).
+# CUDA release -> the wheel that carries its ptxas (and, for 13.x, a full nvcc): the latest
+# patch release of each minor on the index when its row was added (`pip index versions
+# nvidia-cuda-nvcc`); a row's pin changes only with a rerun that means to change it.
 PACKAGES: dict[str, str] = {
     "12.4": "nvidia-cuda-nvcc-cu12==12.4.131",
     "12.6": "nvidia-cuda-nvcc-cu12==12.6.85",
     "12.8": "nvidia-cuda-nvcc-cu12==12.8.93",
     "12.9": "nvidia-cuda-nvcc-cu12==12.9.86",
     "13.0": "nvidia-cuda-nvcc==13.0.88",
+    "13.1": "nvidia-cuda-nvcc==13.1.115",
     "13.2": "nvidia-cuda-nvcc==13.2.86",
+    "13.3": "nvidia-cuda-nvcc==13.3.73",
+    "13.4": "nvidia-cuda-nvcc==13.4.92",
+    "13.5": "nvidia-cuda-nvcc==13.5.37",
 }
 
 REPO = Path(__file__).resolve().parent.parent

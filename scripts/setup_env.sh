@@ -74,6 +74,13 @@ if other_cuda=$(CUDA_FROM_INDEX_VERSION=13.2 PYTHON="$VPY" bash scripts/cuda_fro
 else
   echo "CUDA 13.2 not assembled: the farm's toolkit test will say so" >&2
 fi
+# The newest toolkit on the index (CUDA 13.5 from NVIDIA's wheels): a minor no PyTorch index
+# has, beside the cu130 torch (tests/test_row_rule.py: the row rule, the live ptxas probe).
+if new_cuda=$(CUDA_FROM_INDEX_VERSION=13.5 PYTHON="$VPY" bash scripts/cuda_from_index.sh "$repo/.cache/cuda-13.5" 2>/dev/null); then
+  export AG_TEST_NEW_CUDA_HOME="$new_cuda"
+else
+  echo "CUDA 13.5 not assembled: the row rule's nvcc 13.5 tests will say so" >&2
+fi
 # the torch installed above is the CUDA 13.0 build: the cu130 checks must run, never skip
 if [ "$TORCH_VERSION" = "2.13.0" ]; then export AG_TEST_TORCH_CUDA=13.0; fi
 step "CUDA_HOME=$CUDA_HOME ($("$CUDA_HOME/bin/nvcc" --version | tail -2 | head -1))"

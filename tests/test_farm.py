@@ -181,7 +181,7 @@ def test_a_cmake_file_that_hard_codes_its_arches_is_stopped_by_the_in_build_chec
     assert proc.returncode != 0
     assert "archguard error [verify-failed]" in log
     assert "missing sm_80 sm_90 sm_120 compute_90 compute_120, unexpected sm_86" in log
-    assert "leaves dead 8.0, 9.0, 10.0, 10.3, 11.0, 12.0, 12.1" in log
+    assert "leaves dead 8.0, 9.0, 10.0, 10.3, 10.7, 11.0, 12.0, 12.1" in log
     assert not (tmp_path / "out").exists() or not list((tmp_path / "out").glob("*.whl"))
     warn = pip_wheel(
         root,

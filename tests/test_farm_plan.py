@@ -284,7 +284,7 @@ def test_the_page_gives_each_wheel_its_facts(tmp_path: Path) -> None:
     page = (tmp_path / "index.html").read_text()
     assert "<li>verified: sm_80 sm_90 compute_90</li>" in page
     assert "<li>native on 8.0, 8.6, 8.7, 8.8, 8.9, 9.0</li>" in page
-    assert "<li>PTX JIT only on 10.0, 10.3, 11.0, 12.0, 12.1</li>" in page
+    assert "<li>PTX JIT only on 10.0, 10.3, 10.7, 11.0, 12.0, 12.1</li>" in page
     abi = "<li>ABI: requires torch&gt;=2.13,&lt;2.14: _C.so calls into torch&#x27;s C++ ABI"
     assert abi in page
     assert '<td class="failed">FAILED<br>compile failed' in page

@@ -121,6 +121,7 @@ def test_thor_is_jit_only_via_compute_90_on_cu130() -> None:
         "9.0",
         "10.0",
         "10.3",
+        "10.7",
         "12.0",
         "12.1",
     ]

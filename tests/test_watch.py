@@ -7,11 +7,14 @@ machinery answers, as it would from the real index."""
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
-from realtools import REPO, build_env, cli, needs_cuobjdump
+import pytest
+
+from realtools import REPO, build_env, cli, needs_cuobjdump, not_fetched
 
 
 def fake_torch(directory: Path, version: str) -> Path:
@@ -139,3 +142,66 @@ def test_a_pip_without_json_is_named_not_blamed_on_the_network(tmp_path: Path) -
     assert json.loads(proc.stdout)["error"]["code"] == "pip-too-old"
     assert proc.stderr.startswith("archguard error [pip-too-old]: archguard watch lists")
     assert 'pip install -U "pip>=25.1"' in proc.stderr and "network" not in proc.stderr
+
+
+def test_the_missing_toolkit_minors_are_each_minors_newest_release() -> None:
+    """As data: nvidia-cuda-nvcc's releases against a table of 13.0 and 13.2."""
+    from packaging.version import Version
+
+    from archguard.core.cuda import CudaVersion
+    from archguard.user.watch import missing_minors
+
+    releases = [Version(v) for v in ("13.5.37", "13.4.92", "13.4.59", "13.2.86", "13.0.88")]
+    table = [CudaVersion(13, 0), CudaVersion(13, 2)]
+    assert missing_minors(releases, table) == [Version("13.5.37"), Version("13.4.92")]
+    assert missing_minors(releases, [*table, CudaVersion(13, 4), CudaVersion(13, 5)]) == []
+    # below the table's oldest is not the table's business
+    assert missing_minors([Version("12.1.105")], table) == []
+
+
+@pytest.mark.network
+def test_watch_lists_a_toolkit_the_table_lacks_and_probe_proposes_its_real_row(
+    tmp_path: Path,
+) -> None:
+    """A farm's toolkits.yml without 13.5, the real nvidia-cuda-nvcc 13.5.37 wheel on the
+    index: watch names it (exit 1) and --probe proposes the row its real ptxas gives, the
+    bundled 13.5 row's targets, and what the policy rows become with it."""
+    from archguard.core.bundled import bundled_yaml
+
+    pip = index(tmp_path, "2.13.0")
+    fetch = subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--isolated", "--no-deps", "-q", "-d",
+         str(tmp_path / "index"), "nvidia-cuda-nvcc==13.5.37"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if fetch.returncode != 0:
+        not_fetched("nvidia-cuda-nvcc==13.5.37", fetch.stderr)
+    data = bundled_yaml("toolkits.yml")
+    assert isinstance(data, dict)
+    rows = data["toolkits"]
+    table = tmp_path / "toolkits.yml"
+    table.write_text(
+        "schema: 1\ntoolkits:\n"
+        + "".join(
+            f'  "{cuda}": {{source: "t", cubins: [{", ".join(r["cubins"])}], '
+            f"ptx: [{', '.join(r['ptx'])}]}}\n"
+            for cuda, r in rows.items()
+            if cuda != "13.5"
+        )
+    )
+    args = ("watch", "--toolkits", str(table), "--download-dir", str(tmp_path / "dl"))
+    listed = cli(*args, "--format", "json", *pip, env=build_env())
+    assert listed.returncode == 1, listed.stderr
+    toolkits = json.loads(listed.stdout)["toolkits"]
+    assert toolkits["missing"] == ["13.5.37"] and toolkits["proposed_rows"] == []
+    probed = cli(*args, "--probe", *pip, env=build_env())
+    assert probed.returncode == 1, probed.stderr
+    assert "toolkit minors missing from the table: 13.5 (13.5.37)" in probed.stdout
+    assert f"cubins: [{', '.join(rows['13.5']['cubins'])}]" in probed.stdout
+    assert f"ptx: [{', '.join(rows['13.5']['ptx'])}]" in probed.stdout
+    assert "# policy: no cu135 row is needed" in probed.stdout
+    assert (
+        "#   row cu130 (torch 2.14): 7.5;8.0;8.6;9.0+PTX;10.0;12.0+PTX (unchanged)" in probed.stdout
+    )
+    whole = cli("watch", "--toolkits", str(table), *pip, env=build_env())
+    assert "toolkit minors missing from the table: 13.5 (13.5.37)" in whole.stdout

@@ -135,7 +135,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
     import json
 
     from archguard.core.torchbuild import parse_torch_version
-    from archguard.settings.inputs import torch_facts
+    from archguard.settings.inputs import toolkit_table, torch_facts
     from archguard.user import watch
 
     builds = torch_facts(args.torch_builds)
@@ -162,11 +162,23 @@ def cmd_watch(args: argparse.Namespace) -> int:
                 "schema: 1\nbuilds:\n" + "".join(watched.proposed),
                 encoding="utf-8",
             )
+    watched.toolkits = watch.available(args.pip_args, project=watch.NVCC_PROJECT)
+    watched.toolkit_table = args.toolkits or watched.toolkit_table
+    watched.missing_toolkits = watch.missing_minors(watched.toolkits, toolkit_table(args.toolkits))
+    if args.probe:
+        for version in watched.missing_toolkits:
+            try:
+                wheel = watch.download(
+                    version, args.download_dir, args.pip_args, project=watch.NVCC_PROJECT
+                )
+                watched.proposed_toolkits.append(watch.probe_toolkit_wheel(wheel, version))
+            except ArchguardError as exc:
+                watched.problems.append(f"{watch.NVCC_PROJECT} {version}: {exc}")
     if args.format == "json":
         write(json.dumps(watched.as_json(), indent=2) + "\n")
     else:
         write(watch.render_text(watched))
-    return EXIT_FAIL if missing else EXIT_OK
+    return EXIT_FAIL if watched.missing_anything else EXIT_OK
 
 
 def cmd_variant(args: argparse.Namespace) -> int:

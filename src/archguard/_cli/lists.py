@@ -77,14 +77,24 @@ def cmd_env(args: argparse.Namespace) -> int:
 def cmd_derive(args: argparse.Namespace) -> int:
     from archguard.core.cuda import CudaVersion
     from archguard.core.derive import derive, render
-    from archguard.settings.inputs import choose_policy, toolkit_facts, torch_facts
-
-    cuda = CudaVersion.parse(args.cuda, "--cuda")
-    policy = choose_policy(Query(policy=args.policy), None, os.environ)
-    derived = derive(
-        cuda, policy, toolkit_facts(cuda, args.toolkits), torch_facts(args.torch_builds)
+    from archguard.settings.inputs import (
+        choose_policy,
+        installed_row,
+        toolkit_facts,
+        torch_facts,
     )
-    write(render(derived, policy.source, args.format))
+
+    policy = choose_policy(Query(policy=args.policy), None, os.environ)
+    inputs: list[tuple[str, str]] = []
+    if args.cuda:
+        cuda = CudaVersion.parse(args.cuda, "--cuda")
+        toolkit = toolkit_facts(cuda, args.toolkits)
+    else:  # the installed nvcc (probed live where the table lacks it) and the row it takes
+        toolkit, row = installed_row()
+        cuda = row.cuda
+        inputs = [("toolkit", f"CUDA {toolkit.text}: {toolkit.source}"), ("row", row.rule)]
+    derived = derive(cuda, policy, toolkit, torch_facts(args.torch_builds))
+    write(render(derived, policy.source, args.format, inputs))
     return EXIT_OK
 
 

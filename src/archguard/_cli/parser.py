@@ -138,7 +138,12 @@ def _list_commands(sub: Subparsers) -> None:
     p = sub.add_parser(
         "derive", help="propose a policy row for a CUDA index by the ADR's rule (writes nothing)"
     )
-    p.add_argument("--cuda", metavar="X.Y", required=True)
+    p.add_argument(
+        "--cuda",
+        metavar="X.Y",
+        help="the CUDA index (default: the row a build with the installed nvcc and torch "
+        "takes, the nvcc probed live where archguard's table lacks it)",
+    )
     p.add_argument("--policy", metavar="FILE", help="its decisions and rows (default: bundled)")
     p.add_argument("--toolkits", metavar="FILE", help="a toolkits.yml with that CUDA's row")
     p.add_argument("--torch-builds", metavar="FILE", help="a torch_builds.yml with its torch")
@@ -225,10 +230,11 @@ def _gpu_options(p: argparse.ArgumentParser) -> None:
 def _farm_commands(sub: Subparsers) -> None:
     p = sub.add_parser(
         "watch",
-        help="torch releases on the package index that the torch table lacks; --probe reads "
-        "them into a proposed table",
+        help="torch releases and CUDA toolkit minors on the package index that the tables "
+        "lack; --probe reads them into proposed rows",
     )
     p.add_argument("--torch-builds", metavar="FILE", help="the farm's table (default: bundled)")
+    p.add_argument("--toolkits", metavar="FILE", help="the farm's toolkits.yml (default: bundled)")
     p.add_argument(
         "--since", metavar="VERSION", help="ignore releases below (default: the table's oldest)"
     )

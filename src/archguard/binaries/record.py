@@ -61,7 +61,14 @@ def resolution_record(res: Resolution, why: Sequence[Arch] = ()) -> dict[str, ob
     record: dict[str, object] = {
         "schema": RESOLUTION_SCHEMA,
         "archguard": __version__,
-        "cuda": {"version": res.toolkit.text, "tag": res.tag, "source": res.toolkit.source},
+        # version: the toolkit that compiled (and so made the PTX: a driver for that CUDA
+        # or newer JITs it); tag: the row the rule chose, which the label and line follow
+        "cuda": {
+            "version": res.toolkit.text,
+            "tag": res.tag,
+            "rule": res.row.rule,
+            "source": res.toolkit.source,
+        },
         "torch": {
             "version": str(torch.version) if torch.version is not None else None,
             "cuda": torch.cuda.text if torch.cuda else None,
@@ -246,6 +253,13 @@ class RecordedTargets:
     hazards: dict[str, tuple[LintHazard, ...]] = field(default_factory=dict)  # file -> lint's
     abi: dict[str, BinaryAbi] = field(default_factory=dict)  # file -> what it binds to
     torch: str | None = None  # the torch version it was built against: "2.13.0+cu130"
+    line: str | None = None  # the row it was resolved under, "cu130": its label's and line's
+
+    @property
+    def line_cuda(self) -> str | None:
+        """The CUDA its label and line name: the row's (the torch build's index), else the
+        toolkit's for a record written before the row rule."""
+        return self.line or self.cuda
 
     def file_for(self, member: str) -> str | None:
         """The recorded file of the extension whose binary ``member`` is (a path in a wheel
@@ -402,7 +416,10 @@ def _recorded(data: dict[str, object], where: str) -> RecordedTargets:
         raise BinaryReadError(f"{where} is not a readable archguard record ({exc}).") from None
     version = str(cuda["version"]) if cuda.get("version") else None
     built_with = str(torch["version"]) if torch.get("version") else None
-    return RecordedTargets(targets, label, extensions, stubs, version, hazards, abi, built_with)
+    line = str(cuda["tag"]) if cuda.get("tag") else None
+    return RecordedTargets(
+        targets, label, extensions, stubs, version, hazards, abi, built_with, line
+    )
 
 
 def wheel_record_data(wheel: zipfile.ZipFile, where: str) -> tuple[dict[str, object], str] | None:

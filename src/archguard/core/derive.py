@@ -93,7 +93,10 @@ def _cells(builds: Sequence[BundledBuild], cuda: CudaVersion) -> list[BundledBui
             f"there are no torch facts for {cuda.tag} (the torch table knows {known}). "
             "Derive needs PyTorch's builds for the index: add them to a torch_builds.yml "
             "(`python -m archguard probe-torch WHEEL` prints each row) and pass it with "
-            "--torch-builds."
+            f"--torch-builds. Until PyTorch publishes a {cuda.tag} index no build needs its "
+            f"row: a build with nvcc {cuda.text} takes its torch build's row, clamped by nvcc "
+            f"{cuda.text}'s facts (the row rule, docs/policy.md); `archguard derive` with no "
+            "--cuda derives that row on a machine with the nvcc and torch installed."
         )
     return cells
 
@@ -272,9 +275,15 @@ def _why_out(derived: Derived, arch: Arch) -> str:
 DERIVE_SCHEMA = "archguard.derive/1"
 
 
-def render(derived: Derived, policy_source: str, fmt: Format = "text") -> str:
+def render(
+    derived: Derived,
+    policy_source: str,
+    fmt: Format = "text",
+    inputs: Sequence[tuple[str, str]] = (),
+) -> str:
     """``archguard derive``: the proposed row and exceptions, with the steps and the
-    difference from the policy's row. A proposal for a reviewed PR: nothing is written."""
+    difference from the policy's row. A proposal for a reviewed PR: nothing is written.
+    ``inputs``: where the toolkit's facts and the row came from, when they were detected."""
     tag = derived.cuda.tag
     if fmt == "json":
         data = {
@@ -300,9 +309,11 @@ def render(derived: Derived, policy_source: str, fmt: Format = "text") -> str:
             "policy": {"source": policy_source, "row": derived.existing},
             "differences": list(derived.differences),
             "agrees": derived.existing is not None and not derived.differences,
+            "inputs": dict(inputs),
         }
         return json.dumps(data, indent=2) + "\n"
     out = [f"archguard derive: {tag} (CUDA {derived.cuda.text}), by CW-ADR-0012's rule", ""]
+    out += [f"  {key:<8} {value}" for key, value in inputs] + ([""] if inputs else [])
     out += [f"  {step:<8} {what}" for step, what in derived.steps]
     out += ["", "Proposed row (for a reviewed PR; nothing is written):", "rows:", f"  {tag}:"]
     out += [f'    arch_list: "{derived.text}"', "    reason: >-", f"      {derived.reason}"]

@@ -5,8 +5,9 @@ Pure: no torch import, no process, no environment lookup. Every step records, pe
 record all print from those records. The steps (SPEC §4):
 
 1. request   the package's ``arch_list_by_cuda[cuXYZ]``, else its ``arch_list``, else the
-             policy row for the toolkit's ``cuXYZ`` (``ARCHGUARD_ARCH_LIST`` beats all);
-             no row is an error, never a fall-back to a neighbouring row;
+             policy row ``cuXYZ`` (``ARCHGUARD_ARCH_LIST`` beats all), where ``cuXYZ`` is
+             chosen by :func:`choose_row`: the torch build's CUDA index, the toolkit's facts
+             doing the clamp; no row is an error, never a fall-back to a neighbouring row;
 2. exception drop what ``arch_exceptions[cuXYZ]`` records for this torch;
 3. toolkit   drop what this nvcc cannot emit;
 4. torch     drop every cubin whose served interval holds no device this torch runs on;
@@ -54,6 +55,45 @@ class PackageRequest(Protocol):
 
 
 @dataclass(frozen=True)
+class RowChoice:
+    """Which ``cuXYZ`` a resolution takes its policy row, exceptions and overrides from, and
+    the rule that chose it (``explain`` prints it; the wheel's label and CUDA line follow it)."""
+
+    cuda: CudaVersion
+    rule: str
+
+    @property
+    def tag(self) -> str:
+        return self.cuda.tag
+
+
+def choose_row(toolkit: Toolkit, torch: TorchBuild) -> RowChoice:
+    """The row rule (SPEC §8 "Current", docs/policy.md). The ADR keys rows on PyTorch's CUDA
+    indexes, and an extension runs inside its torch: so the row is the torch build's CUDA
+    index (torch 2.13.0+cu130 -> cu130) whatever the toolkit's minor, and the toolkit's own
+    facts do the clamp (step 3). A torch that states no CUDA (``--torch-arches`` alone)
+    leaves the toolkit's own index. Majors that differ never reach here: torch's
+    ``cpp_extension`` refuses them, and so does ``settings.inputs.cuda_agreement``."""
+    if torch.cuda is None:
+        return RowChoice(
+            toolkit.version,
+            f"the toolkit's own index ({toolkit.tag}): the torch states no CUDA build",
+        )
+    if torch.cuda == toolkit.version:
+        return RowChoice(
+            torch.cuda, f"torch and nvcc are both CUDA {torch.cuda.text}: row {torch.cuda.tag}"
+        )
+    return RowChoice(
+        torch.cuda,
+        f"the torch build's CUDA index ({torch.cuda.tag}), clamped by nvcc {toolkit.text}'s "
+        f"own facts: an extension runs inside its torch and installs from that torch's "
+        f"index, and torch's cpp_extension builds any CUDA {torch.cuda.major}.x toolkit "
+        f"with it (nvcc {toolkit.text}'s PTX needs a driver for CUDA {toolkit.text} or "
+        "newer to JIT)",
+    )
+
+
+@dataclass(frozen=True)
 class Request:
     entries: tuple[ArchEntry, ...]
     origin: str  # which list was asked for: a policy row, a package key, the environment
@@ -70,8 +110,9 @@ def choose_request(
     cuda: CudaVersion,
     package: PackageRequest | None = None,
     override: tuple[tuple[ArchEntry, ...], str] | None = None,
+    rule: str = "",
 ) -> Request:
-    """Step 1: which list is asked for."""
+    """Step 1: which list is asked for, under the row ``cuda`` (see :func:`choose_row`)."""
     tag = cuda.tag
     if override is not None:
         return Request(override[0], override[1])
@@ -82,8 +123,9 @@ def choose_request(
     row = policy.rows.get(tag)
     if row is None:
         rows = ", ".join(sorted(policy.rows)) or "none"
+        by_rule = f" (the row rule: {rule})" if rule else ""
         raise NoPolicyRow(
-            f"the policy ({policy.source}) has no row for {tag} (CUDA {cuda.text}); "
+            f"the policy ({policy.source}) has no row for {tag} (CUDA {cuda.text}){by_rule}; "
             f"its rows are {rows}. archguard never falls back to a neighbouring row. Fix it "
             f"either way: add a {tag} row to the policy through the ADR process (a farm can "
             f"point ARCHGUARD_POLICY at its own policy file), or give the package an override "
@@ -97,7 +139,7 @@ def choose_request(
 class Resolution:
     """The outcome of one resolution, with every decision and the inputs that made it."""
 
-    tag: str
+    row: RowChoice
     policy: Policy
     toolkit: Toolkit
     torch: TorchBuild
@@ -106,6 +148,11 @@ class Resolution:
     effective: tuple[ArchEntry, ...]
     notes: tuple[str, ...]
     devices: tuple[Device, ...]
+
+    @property
+    def tag(self) -> str:
+        """The row's ``cuXYZ``: the policy row, the exceptions, the label and the CUDA line."""
+        return self.row.tag
 
     @property
     def targets(self) -> Targets:
@@ -159,7 +206,9 @@ class Resolution:
             f"{self.request.origin} does not list it (it asks for {self.requested_text})",
         )
         request = Request((*self.request.entries, ArchEntry(arch, False)), self.request.origin)
-        run = _Run(self.policy, self.toolkit, self.torch, self.devices, request, what_if=arch)
+        run = _Run(
+            self.policy, self.toolkit, self.torch, self.devices, self.row, request, what_if=arch
+        )
         run.steps_2_to_4()
         found = [d for d in run.decisions if d.arch == arch and d.step is not Step.REQUEST]
         return (asked, *found, *known)
@@ -217,6 +266,7 @@ class _Run:
     toolkit: Toolkit
     torch: TorchBuild
     devices: tuple[Device, ...]
+    row: RowChoice
     request: Request
     current: dict[Arch, bool] = field(default_factory=dict)  # surviving arch -> +PTX
     decisions: list[Decision] = field(default_factory=list)
@@ -229,7 +279,7 @@ class _Run:
 
     @property
     def tag(self) -> str:
-        return self.toolkit.tag
+        return self.row.tag
 
     @property
     def clamp(self) -> TorchClamp:
@@ -432,17 +482,19 @@ def resolve(  # noqa: PLR0913, PLR0917 - SPEC §4's inputs of one resolution, ea
     devices: Sequence[Device] | None = None,
 ) -> Resolution:
     """Run steps 1-5. The result may be empty; call ``require_cubins()`` to enforce step 6."""
+    row = choose_row(toolkit, torch)
     run = _Run(
         policy,
         toolkit,
         torch,
         tuple(devices or known_devices((toolkit.version.major, toolkit.version.minor))),
-        choose_request(policy, toolkit.version, package, override),
+        row,
+        choose_request(policy, row.cuda, package, override, row.rule),
     )
     run.steps_2_to_4()
     run.ptx()
     return Resolution(
-        toolkit.tag,
+        row,
         policy,
         toolkit,
         torch,

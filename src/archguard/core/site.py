@@ -30,11 +30,14 @@ class SiteWheel:
     sha256: str
     package: str
     cell: str  # the cell that built it
-    cuda: str  # the CUDA that compiled it: "13.0"
+    cuda: str  # its CUDA line, the cell torch's CUDA: "13.0"
     targets: tuple[str, ...]  # cubins and PTX read back: ("sm_80", "compute_80")
     pin: str | None  # its torch requirement: "torch>=2.13,<2.14"; None: none
     record: str  # the job record it came from, relative to the site
     path: str  # the wheel, relative to the site: "wheels/<sha256>/<name>"
+    # the toolkit that compiled it, where its minor is not the line's ("13.5"): its PTX
+    # JIT-compiles only on a driver for that CUDA or newer
+    compiled_with: str | None = None
 
 
 @dataclass(frozen=True)
@@ -114,6 +117,7 @@ def parse_site(data: object, where: str, error: type[Exception]) -> Site:
                 _maybe(w, "pin"),
                 _text(w, "record", at, error),
                 _text(w, "path", at, error),
+                _maybe(w, "compiled_with"),
             )
         )
     return Site(

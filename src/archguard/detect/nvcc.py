@@ -16,11 +16,12 @@ import os
 import re
 import shutil
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from archguard.core.arch import split_target
+from archguard.core.arch import Arch, split_target
 from archguard.core.cuda import CudaVersion
-from archguard.core.toolkit import Toolkit, release_build
+from archguard.core.toolkit import Toolkit, bundled_rows, release_build
+from archguard.detect.ptxas import PtxasTargets, probe_ptxas
 from archguard.detect.tools import QUERY_TIMEOUT_S, run
 from archguard.errors import NvccNotFound, NvccUnusable
 
@@ -147,7 +148,11 @@ def parse_target_list(text: str, prefix: str, what: str) -> list[str]:
     return names
 
 
-def probe_toolkit(location: NvccLocation, run: Callable[[list[str]], str] = _run) -> Toolkit:
+def probe_toolkit(
+    location: NvccLocation,
+    run: Callable[[list[str]], str] = _run,
+    probe: Callable[[str], PtxasTargets] = probe_ptxas,
+) -> Toolkit:
     nvcc = location.nvcc
     printed = run([nvcc, "--version"])
     version = parse_nvcc_version(printed, nvcc)
@@ -155,13 +160,43 @@ def probe_toolkit(location: NvccLocation, run: Callable[[list[str]], str] = _run
     release = f", V{version.text}.{build}" if build is not None else ""
     code = parse_target_list(run([nvcc, "--list-gpu-code"]), "sm", f"{nvcc} --list-gpu-code")
     arch = parse_target_list(run([nvcc, "--list-gpu-arch"]), "compute", f"{nvcc} --list-gpu-arch")
-    return Toolkit.from_lists(
+    listed = Toolkit.from_lists(
         version,
         code,
         arch,
         source=f"nvcc {nvcc} (found via {location.how}{release}; --list-gpu-code plus the "
         "a/f rule)",
         nvcc=nvcc,
+    )
+    if version in bundled_rows():
+        return listed  # the table's row is checked against it (compare_with_bundled)
+    return probed_live(listed, os.path.join(os.path.dirname(nvcc), "ptxas"), probe)
+
+
+def probed_live(
+    listed: Toolkit, ptxas: str, probe: Callable[[str], PtxasTargets] = probe_ptxas
+) -> Toolkit:
+    """A toolkit archguard's table does not have (nvcc 13.5 before a release that knows it):
+    what nvcc lists, each target also assembled by its own ptxas, as the table's probe
+    does (``detect.ptxas``). The source says the facts are live."""
+    known = ", ".join(v.text for v in sorted(bundled_rows()))
+    if not os.path.isfile(ptxas):
+        return replace(
+            listed,
+            source=f"{listed.source}; live: CUDA {listed.text} is not in archguard's toolkit "
+            f"table (it has {known}) and no ptxas lies beside nvcc to check the list",
+        )
+    found = probe(ptxas)
+    cubins = frozenset(Arch.from_target(t) for t in found.cubins)
+    ptx = frozenset(Arch.from_target(t) for t in found.ptx)
+    refused = sorted([a.sm for a in listed.cubins - cubins] + [a.compute for a in listed.ptx - ptx])
+    return replace(
+        listed,
+        cubins=listed.cubins & cubins,
+        ptx=listed.ptx & ptx,
+        source=f"{listed.source}; live: CUDA {listed.text} is not in archguard's toolkit "
+        f"table (it has {known}), so each listed target was assembled by {ptxas} "
+        f"(PTX ISA {found.isa})" + (f", which refused {' '.join(refused)}" if refused else ""),
     )
 
 

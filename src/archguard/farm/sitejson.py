@@ -24,6 +24,12 @@ def _facts(records: Iterable[Outcome]) -> dict[str, dict[str, object]]:
     return out
 
 
+def _compiled_with(toolkit: object, line: str) -> str | None:
+    """The toolkit's CUDA where it is not the line's own (only then does a driver for the
+    line fall short of its PTX)."""
+    return str(toolkit) if toolkit and str(toolkit) != line else None
+
+
 def site_data(
     site: Path, manifest: Manifest, records: Mapping[str, Outcome], jobs: Iterable[str]
 ) -> Site:
@@ -56,6 +62,7 @@ def site_data(
                     str(fact["pin"]) if fact.get("pin") else None,
                     f"{STATE}/jobs/{record.job}.json",
                     f"{POOL}/{sha}/{name}",
+                    _compiled_with(fact.get("compiled_with"), cell.cuda.text),
                 )
             )
     return Site(

@@ -32,6 +32,7 @@ class WheelResult:
     pin: str | None = None
     label_why: str | None = None
     serves: Serves | None = None  # a stable-ABI abi3 wheel: what else it serves
+    compiled_with: str | None = None  # the toolkit's CUDA ("13.5"), which wrote its PTX
     # the repair (auditwheel)
     platform: str | None = None
     lowest_platform: str | None = None

@@ -319,7 +319,7 @@ def _label(built: Built, template: str) -> None:
         if record is None or record.cuda is None or record.torch is None or not record.abi:
             w.label_note = "not labelled: its record says nothing of what it binds to"
             continue
-        cuda = CudaVersion.parse(record.cuda, wheel.name)
+        cuda = CudaVersion.parse(record.line_cuda or record.cuda, wheel.name)
         chosen = cell_label(list(record.abi.values()), cuda, record.torch)
         if chosen is None:
             w.label_note = "not labelled: it holds no extension"
@@ -337,6 +337,7 @@ def _label(built: Built, template: str) -> None:
             continue
         tags = "-".join(labelled.name[: -len(".whl")].split("-")[-3:-1])
         w.wheel, w.label, w.pin, w.label_why = labelled, label, chosen.pin or None, chosen.why
+        w.compiled_with = record.cuda
         w.serves = serves(chosen, list(record.abi.values()), tags)
 
 

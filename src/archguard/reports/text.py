@@ -95,6 +95,7 @@ def explain_text(
     out = [f"archguard {__version__} explain", "", "Inputs"]
     for key, value in inputs:
         out += _wrap(value, 14, f"  {key}")
+    out += _wrap(f"{res.tag}: {res.row.rule}", 14, "  row")
     out += _wrap(f"{res.request.origin}: {res.requested_text}", 14, "  request")
     if res.request.reason:
         out += _wrap(f"reason: {res.request.reason}", 14, "")
@@ -165,6 +166,8 @@ def build_log_lines(
 ) -> list[str]:
     """The build log's account of a resolution: inputs, each notable decision, the list."""
     lines = [f"{key}: {value}" for key, value in inputs]
+    if res.row.cuda != res.toolkit.version:  # the rule chose another index than nvcc's
+        lines.append(f"row: {res.tag}: {res.row.rule}")
     lines.append(f"request: {res.request.origin}: {res.requested_text}")
     for d in res.decisions:
         notable = d.outcome in (Outcome.DROPPED, Outcome.MOVED, Outcome.ADDED)

@@ -16,15 +16,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from archguard.core.arch import ArchEntry, parse_targets
+from archguard.core.arch import ArchEntry, Targets, parse_targets
 from archguard.core.bundled import bundled_path
 from archguard.core.cuda import CudaVersion
 from archguard.core.modes import DEFAULT_ARCH_SPECIFIC
 from archguard.core.plain_yaml import load_plain_yaml, read_yaml_text
 from archguard.core.policy import Policy, load_policy
-from archguard.core.resolve import Resolution, resolve
+from archguard.core.resolve import Resolution, RowChoice, choose_row, resolve
 from archguard.core.toolkit import (
     Toolkit,
+    ToolkitRow,
+    bundled_rows,
     bundled_toolkit,
     compare_with_bundled,
     known_arches,
@@ -38,7 +40,7 @@ from archguard.core.torchbuild import (
     parse_builds,
     parse_torch_version,
 )
-from archguard.errors import ConfigError, CudaMismatch, UnknownToolkit
+from archguard.errors import ConfigError, CudaMismatch, TorchNotCuda, TorchNotFound, UnknownToolkit
 from archguard.nvcc.flags import arch_specific_mentions, target_mentions
 from archguard.settings.config import (
     ENV_CONFIG,
@@ -226,8 +228,8 @@ def cuda_agreement(toolkit: Toolkit, torch: TorchBuild) -> str | None:
         )
     return (
         f"{torch.label} was built for CUDA {torch.cuda.text}, nvcc is CUDA "
-        f"{toolkit.text}: same major, so it works; the policy row is the toolkit's "
-        f"({toolkit.tag})."
+        f"{toolkit.text}: same major, so it works; the policy row is the torch build's "
+        f"({torch.cuda.tag}), clamped by nvcc {toolkit.text}'s facts."
     )
 
 
@@ -264,12 +266,28 @@ def gather(query: Query, environ: Mapping[str, str] | None = None) -> Gathered:
     policy_line, package_line, *overrides = settings.shown
     shown = [
         policy_line,
-        ("toolkit", f"CUDA {toolkit.text} (row {toolkit.tag}): {toolkit.source}"),
+        ("toolkit", f"CUDA {toolkit.text}: {toolkit.source}"),
         ("torch", f"{torch.label}: {torch.targets} ({torch.source})"),
         package_line,
         *overrides,
     ]
     return Gathered(settings, toolkit, torch, shown, warnings)
+
+
+def installed_row(environ: Mapping[str, str] | None = None) -> tuple[Toolkit, RowChoice]:
+    """The nvcc that would compile (probed live where archguard's table lacks its CUDA) and
+    the row a build with it takes: the installed torch's CUDA index where a CUDA build of
+    torch is installed (the row rule), else the toolkit's own."""
+    from archguard.detect.nvcc import detect_toolkit
+    from archguard.detect.torch import detect_torch
+
+    toolkit = detect_toolkit(os.environ if environ is None else environ)
+    try:
+        torch = detect_torch()
+    except (TorchNotFound, TorchNotCuda):  # no CUDA torch: the toolkit's own index
+        torch = TorchBuild(None, None, Targets.from_entries(()), "no CUDA build of torch")
+    cuda_agreement(toolkit, torch)
+    return toolkit, choose_row(toolkit, torch)
 
 
 def _table(path: str, option: str) -> object:
@@ -278,17 +296,24 @@ def _table(path: str, option: str) -> object:
     return load_plain_yaml(text, source, ConfigError)
 
 
-def toolkit_facts(cuda: CudaVersion, toolkits: str | None = None) -> Toolkit:
-    """The toolkit row for ``cuda``: bundled, or from a farm's toolkits.yml (``--toolkits``)."""
+def toolkit_table(toolkits: str | None = None) -> dict[CudaVersion, ToolkitRow]:
+    """Every toolkit row: bundled, or a farm's toolkits.yml (``--toolkits``)."""
     if toolkits is None:
-        return bundled_toolkit(cuda)
+        return bundled_rows()
     try:
-        rows = parse_rows(_table(toolkits, "--toolkits"), f"{toolkits} (from --toolkits)")
+        return parse_rows(_table(toolkits, "--toolkits"), f"{toolkits} (from --toolkits)")
     except (ValueError, KeyError, TypeError) as exc:
         raise ConfigError(
             f"{toolkits} (from --toolkits) is not a toolkits.yml table ({exc}); see "
             f"archguard's bundled toolkits.yml ({bundled_path('toolkits.yml')}) for the form."
         ) from None
+
+
+def toolkit_facts(cuda: CudaVersion, toolkits: str | None = None) -> Toolkit:
+    """The toolkit row for ``cuda``: bundled, or from a farm's toolkits.yml (``--toolkits``)."""
+    if toolkits is None:
+        return bundled_toolkit(cuda)
+    rows = toolkit_table(toolkits)
     if cuda not in rows:
         known = ", ".join(v.text for v in sorted(rows)) or "none"
         raise UnknownToolkit(

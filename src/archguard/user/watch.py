@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
+import tempfile
+import zipfile
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -22,14 +24,21 @@ from typing import TYPE_CHECKING
 
 from packaging.version import InvalidVersion, Version
 
-from archguard.core.torchbuild import BundledBuild, release_minor
+from archguard.core.arch import Arch, format_list
+from archguard.core.cuda import CudaVersion
+from archguard.core.policy import load_policy
+from archguard.core.resolve import resolve
+from archguard.core.toolkit import Toolkit
+from archguard.core.torchbuild import BundledBuild, bundled_builds, release_minor
+from archguard.detect.ptxas import probe_ptxas
 from archguard.detect.tools import DOWNLOAD_TIMEOUT_S, INDEX_TIMEOUT_S, ToolFailed, run
-from archguard.errors import ConfigError, IndexUnreachable, PipTooOld
+from archguard.errors import ArchguardError, ConfigError, IndexUnreachable, PipTooOld
 
 if TYPE_CHECKING:
     import subprocess
 
 WATCH_SCHEMA = "archguard.watch/1"
+NVCC_PROJECT = "nvidia-cuda-nvcc"  # NVIDIA's CUDA compiler wheels (13.x: a full nvcc)
 PIP_TIMEOUT = INDEX_TIMEOUT_S  # seconds for one pip call (a download: DOWNLOAD_TIMEOUT_S)
 
 
@@ -57,22 +66,27 @@ def _pip_version() -> str:
         return "pip of unknown version"
 
 
-def available(pip_args: Sequence[str] = (), timeout: float = PIP_TIMEOUT) -> list[Version]:
-    """Every final torch release the index offers for this interpreter, newest first."""
+def available(
+    pip_args: Sequence[str] = (), timeout: float = PIP_TIMEOUT, project: str = "torch"
+) -> list[Version]:
+    """Every final release of ``project`` (torch, or NVIDIA's nvcc wheel) the index offers
+    for this interpreter, newest first."""
     proc = _pip(
-        ["index", "versions", "torch", "--json", "--retries", "1", "--timeout", "15", *pip_args],
+        ["index", "versions", project, "--json", "--retries", "1", "--timeout", "15", *pip_args],
         timeout,
     )
     if proc.returncode != 0 and "no such option: --json" in proc.stderr:
         raise PipTooOld(
-            f"archguard watch lists torch's releases with `pip index versions --json`, and the "
+            f"archguard watch lists {project}'s releases with `pip index versions --json`, and the "
             f"pip of {sys.executable} ({_pip_version()}) has no --json there (pip 25.1 added "
             f'it). Upgrade it: {sys.executable} -m pip install -U "pip>=25.1".'
         )
+    if proc.returncode != 0 and project != "torch" and "No matching distribution" in proc.stderr:
+        return []  # an index (or a --find-links directory) with no CUDA compiler wheels
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         raise IndexUnreachable(
-            f"pip could not list the torch releases on the package index ({last}). Check the "
+            f"pip could not list the {project} releases on the package index ({last}). Check the "
             "network or the index configuration (archguard watch -- --index-url URL, or "
             "--find-links DIR)."
         )
@@ -81,7 +95,7 @@ def available(pip_args: Sequence[str] = (), timeout: float = PIP_TIMEOUT) -> lis
         versions = [Version(v) for v in data["versions"]]
     except (ValueError, KeyError, TypeError, InvalidVersion) as exc:
         raise IndexUnreachable(
-            f"pip's answer about torch's releases is not what archguard reads ({exc})"
+            f"pip's answer about {project}'s releases is not what archguard reads ({exc})"
         ) from None
     return sorted((v for v in versions if not v.is_prerelease), reverse=True)
 
@@ -96,6 +110,14 @@ class Watched:
     since: Version
     proposed: list[str] = field(default_factory=list)  # torch_builds.yml rows (YAML text)
     problems: list[str] = field(default_factory=list)
+    toolkit_table: str = "the bundled toolkits.yml"
+    toolkits: list[Version] = field(default_factory=list)  # nvidia-cuda-nvcc releases
+    missing_toolkits: list[Version] = field(default_factory=list)  # newest of each new minor
+    proposed_toolkits: list[str] = field(default_factory=list)  # toolkits.yml rows, and why
+
+    @property
+    def missing_anything(self) -> bool:
+        return bool(self.missing or self.missing_toolkits)
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -106,6 +128,13 @@ class Watched:
             "missing": [str(v) for v in self.missing],
             "proposed_rows": self.proposed,
             "problems": self.problems,
+            "toolkits": {
+                "project": NVCC_PROJECT,
+                "table": self.toolkit_table,
+                "available": [str(v) for v in self.toolkits],
+                "missing": [str(v) for v in self.missing_toolkits],
+                "proposed_rows": self.proposed_toolkits,
+            },
         }
 
 
@@ -120,18 +149,114 @@ def missing_releases(
     return out, floor
 
 
-def download(version: Version, dest: Path, pip_args: Sequence[str] = ()) -> Path:
-    """One torch wheel for this interpreter, no dependencies."""
+def missing_minors(versions: Sequence[Version], known: Iterable[CudaVersion]) -> list[Version]:
+    """The newest release of each CUDA minor the toolkit table lacks (nvidia-cuda-nvcc
+    13.5.37 for a table without 13.5), at or above the table's oldest, newest first."""
+    table = set(known)
+    floor = min(table, default=CudaVersion(0, 0))
+    newest: dict[CudaVersion, Version] = {}
+    for v in versions:
+        cuda = CudaVersion(v.major, v.minor)
+        if cuda not in table and cuda >= floor and v > newest.get(cuda, Version("0")):
+            newest[cuda] = v
+    return sorted(newest.values(), reverse=True)
+
+
+def download(
+    version: Version, dest: Path, pip_args: Sequence[str] = (), project: str = "torch"
+) -> Path:
+    """One wheel of ``project`` (torch, or NVIDIA's nvcc) for this interpreter, no
+    dependencies."""
     dest.mkdir(parents=True, exist_ok=True)
     proc = _pip(
-        ["download", "--no-deps", f"torch=={version}", "-d", str(dest), *pip_args],
+        ["download", "--no-deps", f"{project}=={version}", "-d", str(dest), *pip_args],
         DOWNLOAD_TIMEOUT_S,
     )
-    found = sorted(dest.glob(f"torch-{version}-*.whl"))
+    found = sorted(dest.glob(f"{project.replace('-', '_')}-{version}-*.whl"))
     if proc.returncode != 0 or not found:
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        raise ConfigError(f"pip could not download torch {version}: {last}")
+        raise ConfigError(f"pip could not download {project} {version}: {last}")
     return found[0]
+
+
+def probe_toolkit_wheel(wheel: Path, version: Version) -> str:
+    """A toolkits.yml row for the nvcc wheel's release: its ptxas's accepted targets
+    (``detect.ptxas``, as the table's own probe script) and its nvcc's lists, with the
+    policy rows a build with it takes, as the row rule resolves them."""
+    with tempfile.TemporaryDirectory(prefix="archguard-watch-") as tmp:
+        tools = unpack_tools(wheel, Path(tmp))
+        if "ptxas" not in tools:
+            raise ConfigError(f"{wheel.name} holds no bin/ptxas: not a CUDA compiler wheel")
+        found = probe_ptxas(str(tools["ptxas"]))
+        lists = {
+            flag: run([str(tools["nvcc"]), flag], None).stdout.split()
+            for flag in ("--list-gpu-code", "--list-gpu-arch")
+            if "nvcc" in tools
+        }
+    cuda = CudaVersion(version.major, version.minor)
+    row = {
+        "source": f"ptxas from the {NVCC_PROJECT}=={version} wheel ({found.version_line})",
+        "ptx_isa": found.isa,
+        "cubins": list(found.cubins),
+        "ptx": list(found.ptx),
+        "listed_but_rejected": list(found.rejected),
+        "nvcc_list_gpu_code": lists.get("--list-gpu-code", []),
+        "nvcc_list_gpu_arch": lists.get("--list-gpu-arch", []),
+    }
+    lines = [f'  "{cuda.text}":']
+    for key, value in row.items():
+        if isinstance(value, list):
+            if value:
+                lines.append(f"    {key}: [{', '.join(value)}]")
+        else:
+            lines.append(f'    {key}: "{value}"')
+    toolkit = Toolkit(
+        cuda,
+        frozenset(Arch.from_target(t) for t in found.cubins),
+        frozenset(Arch.from_target(t) for t in found.ptx),
+        f"{NVCC_PROJECT}=={version}",
+    )
+    return "\n".join(lines + [f"    # {line}" for line in rows_taken(toolkit)]) + "\n"
+
+
+def rows_taken(toolkit: Toolkit) -> list[str]:
+    """No policy row is derived for a toolkit minor: a build with it takes its torch build's
+    row (the row rule). What each such row resolves to with this toolkit, for the review."""
+    policy = load_policy()
+    out = [
+        f"policy: no {toolkit.tag} row is needed: a build with nvcc {toolkit.text} takes its "
+        "torch build's row (the row rule, docs/policy.md); with this toolkit:"
+    ]
+    newest: dict[CudaVersion, BundledBuild] = {}
+    for b in bundled_builds():
+        same_major = b.cuda.major == toolkit.version.major and b.tag in policy.rows
+        if same_major and (
+            b.cuda not in newest or Version(b.torch) > Version(newest[b.cuda].torch)
+        ):
+            newest[b.cuda] = b
+    for cuda, b in sorted(newest.items()):
+        try:
+            res = resolve(policy, toolkit, b.build)
+            said = res.effective_text
+            same = "unchanged" if said == format_list(policy.rows[cuda.tag].entries) else "CHANGED"
+            out.append(f"  row {cuda.tag} (torch {b.torch}): {said} ({same})")
+        except ArchguardError as exc:
+            out.append(f"  row {cuda.tag} (torch {b.torch}): {exc.code}: {exc}")
+    return out
+
+
+def unpack_tools(wheel: Path, dest: Path) -> dict[str, Path]:
+    """``ptxas`` and ``nvcc`` out of a CUDA compiler wheel (``*/bin/``), executable."""
+    tools: dict[str, Path] = {}
+    with zipfile.ZipFile(wheel) as zf:
+        for info in zf.infolist():
+            base = info.filename.rsplit("/", 1)[-1]
+            if "/bin/" in info.filename and base in ("ptxas", "nvcc"):
+                target = dest / base
+                target.write_bytes(zf.read(info))
+                target.chmod(0o755)
+                tools[base] = target
+    return tools
 
 
 def render_text(watched: Watched) -> str:
@@ -150,5 +275,25 @@ def render_text(watched: Watched) -> str:
         lines.append("missing from the table: none")
     if watched.proposed:
         lines += ["", "proposed rows (review, then add to the table):", *watched.proposed]
+    lines.append(
+        f"{NVCC_PROJECT} releases on the package index: "
+        + (", ".join(str(v) for v in sorted(watched.toolkits)) or "none")
+        + f" (checked against {watched.toolkit_table})"
+    )
+    lines.append(
+        "toolkit minors missing from the table: "
+        + (
+            ", ".join(f"{v.major}.{v.minor} ({v})" for v in sorted(watched.missing_toolkits))
+            or "none"
+        )
+        + (
+            " (probe them with `archguard watch --probe`)"
+            if watched.missing_toolkits and not watched.proposed_toolkits
+            else ""
+        )
+    )
+    if watched.proposed_toolkits:
+        lines += ["", "proposed toolkits.yml rows (review, then add them):"]
+        lines += watched.proposed_toolkits
     lines += [f"problem: {p}" for p in watched.problems]
     return "\n".join(lines) + "\n"

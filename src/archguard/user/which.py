@@ -208,8 +208,21 @@ def judge(wheel: SiteWheel, here: Here) -> Judged:
             out.reasons.append(
                 f"only PTX serves the GPU {gpu} (compiled at first load, again after each "
                 f"driver update; it holds {' '.join(wheel.targets)})"
+                + _ptx_driver(wheel, here.driver_cuda)
             )
     return out
+
+
+def _ptx_driver(wheel: SiteWheel, driver: tuple[int, int] | None) -> str:
+    """What driver the wheel's PTX needs: the CUDA of the toolkit that wrote it."""
+    wrote = CudaVersion.parse(wheel.compiled_with or wheel.cuda, wheel.name)
+    if driver is not None and driver < (wrote.major, wrote.minor):
+        return (
+            f"; its PTX was written by CUDA {wrote.text} and this driver runs CUDA up to "
+            f"{driver[0]}.{driver[1]}: it will not JIT until the driver supports "
+            f"CUDA {wrote.text}"
+        )
+    return f"; its PTX needs a driver for CUDA {wrote.text} or newer"
 
 
 def line_of(site: Site, wheel: SiteWheel) -> str:
