@@ -408,6 +408,35 @@ def test_override_that_leaves_nothing_stops_the_build(tmp_path: Path) -> None:
     assert not (tmp_path / "out").exists() or not list((tmp_path / "out").glob("*.whl"))
 
 
+def test_a_link_that_fails_after_the_compiles_is_not_a_compile_failure(tmp_path: Path) -> None:
+    """nvcc and gcc compile, the link names a library that is not there: archguard says the
+    link failed and quotes it, never compile-failed with the targets to leave out; the
+    front-end's last line is the linker's own words (issue 47)."""
+    from archguard.frontend.failures import cause
+
+    root = minicuda(tmp_path)
+    setup = (root / "setup.py").read_text()
+    linked = 'libraries=["archguard_no_such_lib"], extra_compile_args='
+    (root / "setup.py").write_text(setup.replace("extra_compile_args=", linked, 1))
+    proc = pip_wheel(root, tmp_path / "out", env=build_env(ARCHGUARD_ARCH_LIST="8.0"))
+    log = proc.stdout + proc.stderr
+    assert proc.returncode != 0, log[-3000:]
+    assert "compile-failed" not in log and "To leave" not in log, log[-3000:]
+    (said,) = [x for x in log.splitlines() if "archguard: error:" in x]
+    assert "extension _minicuda failed in its link, after its compile (compiled without an " in said
+    assert said.endswith("Not a compile failure: archguard's targets are not the cause"), said
+    last = cause(log.splitlines(), [], {}, str(root))
+    assert last.startswith("the link of the package's extension failed, not a compile: "), last
+    assert "cannot find -larchguard_no_such_lib" in last
+    # where nvcc itself fails, it is compile-failed, with the targets archguard added
+    (root / "setup.py").write_text(setup)
+    (root / "kernel.cu").write_text((root / "kernel.cu").read_text() + "\nint broken( {\n")
+    proc = pip_wheel(root, tmp_path / "out", env=build_env(ARCHGUARD_ARCH_LIST="8.0"))
+    log = proc.stdout + proc.stderr
+    (said,) = [x for x in log.splitlines() if "archguard: error:" in x]
+    assert "error: compile-failed: extension _minicuda failed to build with sm_80" in said, said
+
+
 def test_invalid_config_stops_the_build_with_file_key_and_fix(tmp_path: Path) -> None:
     root = minicuda(tmp_path, extra='[tool.archguard]\narch_lists = "8.0"\n')
     proc = pip_wheel(root, tmp_path / "out")

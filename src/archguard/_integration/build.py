@@ -27,6 +27,7 @@ from archguard._integration.common import announce_once, project_root, say
 from archguard._integration.environment import Planned, compiler_cache, complete_toolkit
 from archguard._integration.postbuild import verify_build
 from archguard._integration.prebuild import lint_build
+from archguard._integration.progress import Progress, not_a_compile
 from archguard._integration.session import Session, session_for, setup_error
 from archguard.binaries.record import (
     extension_record,
@@ -307,14 +308,15 @@ def _compile_failed(planned: Planned, failing: str | None) -> str:
 
 
 @contextmanager
-def _tracking(cmd: Any, current: list[str], jobs: dict[str, str]) -> Iterator[None]:
-    """Note which extension ``build_extension`` is on (for the failure's last words), and
-    give its ninja run the MAX_JOBS chosen for it."""
+def _tracking(cmd: Any, progress: Progress, jobs: dict[str, str]) -> Iterator[None]:
+    """Note which extension ``build_extension`` is on and what its compiler's compile and
+    link raised (for the failure's last words), and give its ninja run the MAX_JOBS chosen
+    for it."""
     own = vars(cmd).get("build_extension")
     original = cmd.build_extension
 
     def build_extension(ext: Any) -> Any:
-        current[:] = [ext.name]
+        progress.on(ext.name, getattr(cmd, "compiler", None))
         if ext.name not in jobs:
             return original(ext)
         with _variables({"MAX_JOBS": jobs[ext.name]}):
@@ -324,6 +326,7 @@ def _tracking(cmd: Any, current: list[str], jobs: dict[str, str]) -> Iterator[No
     try:
         yield
     finally:
+        progress.unwatch()
         if own is None:
             del cmd.build_extension
         else:
@@ -394,9 +397,9 @@ def archguard_build(cmd: Any) -> Iterator[None]:
     }
     saved: list[tuple[Any, Any]] = []
     started = time.time()
-    current: list[str] = []
+    progress = Progress()
     try:
-        with _variables(variables), _tracking(cmd, current, jobs):
+        with _variables(variables), _tracking(cmd, progress, jobs):
             for ext, args, plan in planned:
                 _apply(ext, args, plan, choices[ext.name], res)
                 saved.append((ext, ext.extra_compile_args))
@@ -407,8 +410,12 @@ def archguard_build(cmd: Any) -> Iterator[None]:
                 yield
             except Exception as exc:  # the package's own exception goes on unchanged
                 if planned and not isinstance(exc, ArchguardError):
-                    failing = current[0] if current else None
-                    say(f"error: {CompileFailed.code}: {_compile_failed(planned, failing)}")
+                    failing = progress.compiler_failed(exc)  # only where a compiler failed
+                    say(
+                        f"error: {CompileFailed.code}: {_compile_failed(planned, failing)}"
+                        if failing in {e.name for e, _, _ in planned}
+                        else f"error: {not_a_compile(progress, exc)}"
+                    )
                 raise
     finally:
         for ext, original in saved:

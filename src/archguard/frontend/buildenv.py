@@ -12,7 +12,9 @@ more) into an overlay directory put on the build's ``PYTHONPATH``. Never into th
 over it: a requirement on a distribution the cell has at another version (a package's build
 pinning torch<2.8) keeps the cell's, said in the log; a resolution that would change the
 cell's torch, numpy, triton or NVIDIA wheels is refused with their names. The overlay is
-kept per resolved set under ``<cache>/build-env/`` (a farm installs each set once)."""
+kept per resolved set under ``<cache>/build-env/`` (a farm installs each set once). What a
+package imports in its build and does not declare (a farm manifest's ``build-requires``) is
+added by the caller and installed the same way."""
 
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -61,6 +63,7 @@ class BuildEnv:
     installed: list[str] = field(default_factory=list)
     overlay: Path | None = None
     notes: list[str] = field(default_factory=list)
+    extra: list[str] = field(default_factory=list)  # what the caller added (build-requires)
 
     def environment(self, environ: Mapping[str, str]) -> dict[str, str]:
         """The variables that put the overlay before the cell's site-packages."""
@@ -76,6 +79,7 @@ class BuildEnv:
             "installed": self.installed,
             "overlay": str(self.overlay) if self.overlay else None,
             "notes": self.notes,
+            "extra": self.extra,
         }
 
 
@@ -227,15 +231,20 @@ def _ask_backend(
     return [], f"its backend {backend} could not say its requirements ({last})"
 
 
-def prepare(source: Path, environ: Mapping[str, str]) -> BuildEnv:
+def prepare(source: Path, environ: Mapping[str, str], extra: Sequence[str] = ()) -> BuildEnv:
     """The build environment ``source`` declares, beside this (the cell's) environment:
-    static requirements first (the backend may be among them), then the backend's own."""
+    static requirements first (the backend may be among them), with ``extra`` (what the
+    caller adds: a farm manifest's ``build-requires`` for a package that does not declare
+    them), then the backend's own. ``extra`` is installed and recorded as the declared ones
+    are (in ``declared``, and named in ``extra``)."""
     where = f"{source.name}'s build requirements"
-    env = BuildEnv()
+    env = BuildEnv(extra=list(extra))
     requires, backend, path = static_requires(source)
-    env.declared, env.backend = list(requires), backend
+    added = [r for r in dict.fromkeys(extra) if r not in requires]
+    env.declared, env.backend = [*requires, *added], backend
     with tempfile.TemporaryDirectory(prefix="archguard-buildenv-") as tmp:
         missing = unmet(requires, where, env.notes)
+        missing += unmet(added, f"{where} added for it (build-requires)", env.notes)
         if missing:
             env.installed = _resolve(missing, where, Path(tmp))
             env.overlay = _install(env.installed, where) if env.installed else None

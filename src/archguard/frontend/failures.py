@@ -1,6 +1,8 @@
 """Why a farm build failed before or outside the compile of its CUDA code, said on its last
 line (issue 32): a ``setup.py`` that stops because no GPU is visible, a CPU fallback (chosen
-because no GPU is visible) that then fails to compile, an sdist that lacks its own sources.
+because no GPU is visible) that then fails to compile, an sdist that lacks its own sources;
+the real cause first (issue 47): a Requires-Python the cell's Python is not in, a module the
+package's build imports and does not declare, a link that fails after the compiles.
 Each names the package's own switch read from its ``setup.py`` (``FORCE_CUDA``, ...) and where
 a farm sets it (the manifest's ``env`` table, or the environment of ``archguard wheel``), in
 place of "pip wheel failed; the log is above". Read from the build log's last lines."""
@@ -48,7 +50,15 @@ _NVCC_ERROR = re.compile(r"\.cuh?\(\d+\): error", re.M)
 # the setup.py itself raised while pip ran it (setuptools execs it as "<string>")
 _SETUP_RAISED = re.compile(r'File "(?:<string>|[^"]*setup\.py)", line \d+, in <module>')
 _ON_OFF = re.compile(r"^(?:FORCE_\w+|WITH_CUDA|USE_CUDA|BUILD_CUDA\w*)$")  # set to 1
-_SWITCH = re.compile(r"^(?:FORCE_\w+|WITH_CUDA|USE_CUDA|BUILD_CUDA\w*|\w*_CUDA\w*|\w*CUDA_ONLY)$")
+# a name that says it switches the CUDA (GPU, nvcc) build, or forces, enables, builds a part
+_SWITCH = re.compile(r"CUDA|GPU|NVCC|FORCE|(?:^|_)(?:WITH|BUILD|USE|ENABLE)_")
+# a name that says it holds arches (archguard sets those), a place, a version or flags
+_NOT_A_SWITCH = re.compile(
+    r"(?:^|_)(?:ARCH|ARCHS|ARCHITECTURES?|SMS?|HOME|PATH|ROOT|DIRS?|VERSION|FLAGS|THREADS"
+    r"|BIN|LIBS?|INCLUDE|DEVICES|JOBS)(?:_|$)"
+)
+# what a setup.py's CUDA build is: where an `if` on a variable guards it, the variable is one
+_CUDA_BUILD = re.compile(r"CUDAExtension|\bnvcc\b|\.cu['\"]|\bcuda\b|\bgpu\b", re.I)
 
 
 # what archguard or the toolkit set, never the package's own switch
@@ -144,11 +154,49 @@ def named_variables(message: str) -> list[str]:
     return [v for v in dict.fromkeys(_VARIABLE.findall(message)) if v not in _NOT_SWITCHES]
 
 
-def switches(reads: Sequence[str]) -> list[str]:
-    """The package's own switches among the variables its setup.py reads (FORCE_CUDA, ...),
-    the FORCE_ ones first."""
-    found = [r for r in reads if _SWITCH.match(r) and r not in _NOT_SWITCHES]
+def switches(reads: Sequence[str], setup_text: str = "") -> list[str]:
+    """The package's own switches among the variables its setup.py reads, the FORCE_ ones
+    first: a variable whose name says it switches the CUDA build (FORCE_CUDA, WITH_GPU,
+    MYPKG_BUILD_EXT, ...), or, in ``setup_text``, one an ``if`` reads to guard its CUDA
+    build. Never DEBUG for its own sake, nor an arch list, a path, a version or flags."""
+    found = [
+        r
+        for r in reads
+        if r not in _NOT_SWITCHES
+        and not r.startswith("ARCHGUARD_")
+        and not _NOT_A_SWITCH.search(r)
+        and (_SWITCH.search(r) or _guards_cuda(r, setup_text))
+    ]
     return sorted(found, key=lambda r: not r.startswith("FORCE_"))
+
+
+def _guards_cuda(name: str, setup_text: str) -> bool:
+    """Does an ``if`` of the setup.py read ``name`` (or a variable set from it) to guard a
+    block that builds CUDA code (a CUDAExtension, a .cu source, nvcc)? Read line by line,
+    with no pattern that can backtrack over a long line."""
+    lines = setup_text.splitlines()
+    quoted = (f'"{name}"', f"'{name}'")
+    names = {name}
+    for line in lines:  # FAST = os.environ.get("NAME") == "1": FAST stands for it
+        target, equals, value = line.partition("=")
+        if equals and any(q in value for q in quoted) and target.strip().isidentifier():
+            names.add(target.strip())
+    said = re.compile("|".join(rf"\b{re.escape(n)}\b" for n in sorted(names)))
+    for i, line in enumerate(lines):
+        test = line.split("#", 1)[0].rstrip()
+        if not test.lstrip().startswith(("if ", "elif ")) or not test.endswith(":"):
+            continue
+        if not said.search(test):
+            continue
+        indent = len(line) - len(line.lstrip())
+        block = []
+        for inner in lines[i + 1 :]:
+            if inner.strip() and len(inner) - len(inner.lstrip()) <= indent:
+                break
+            block.append(inner)
+        if _CUDA_BUILD.search("\n".join(block)):
+            return True
+    return False
 
 
 def _where_to_set(names: Sequence[str], set_already: dict[str, str], none: str = "") -> str:
@@ -196,17 +244,11 @@ def cause(
     tree, whose prefix a missing file's name loses; ``asks_gpu``: the setup.py lines that ask
     torch about the GPU, for a setup.py that raises its own words when there is none)."""
     text = "\n".join(log_tail)
-    own = switches(reads)
-    refused = _TORCH_STD.search(text)  # an #error in torch's headers: certain, so first
-    if refused:
-        return _standard(text, refused)
+    own = switches(reads, _setup_text(source))
     own_words = raised(text, source)
-    if own_words is not None and own_words.archguard:
-        return (
-            f"archguard itself failed in {own_words.inner} (called from the package's "
-            f"{own_words.at}): {own_words.what!r}. This is archguard's bug, not the package's: "
-            "report it with the log; ARCHGUARD_DISABLE=1 builds without archguard"
-        )
+    certain = _certain(text, own_words)
+    if certain:
+        return certain
     quoted = f"; it raised, at {own_words.at}: {own_words.what!r}" if own_words else ""
     stopped = _NO_GPU.search(text) or (asks_gpu and _SETUP_RAISED.search(text))
     if stopped and not _NVCC.search(text):
@@ -242,6 +284,87 @@ def cause(
             "visible?) and that failed to compile" + _where_to_set(own, environment)
         )
     return _last_word(text, own_words, own, environment, source)
+
+
+def _certain(text: str, own_words: Raised | None) -> str | None:
+    """A cause that is certain wherever it shows, so first: pip refused the cell's Python,
+    torch's headers refused the C++ standard, archguard itself raised, or the package's own
+    build code imports a module the build lacks."""
+    python = _REQUIRES_PYTHON.search(text)
+    if python:
+        return _other_python(python)
+    refused = _TORCH_STD.search(text)
+    if refused:
+        return _standard(text, refused)
+    if own_words is not None and own_words.archguard:
+        return (
+            f"archguard itself failed in {own_words.inner} (called from the package's "
+            f"{own_words.at}): {own_words.what!r}. This is archguard's bug, not the package's: "
+            "report it with the log; ARCHGUARD_DISABLE=1 builds without archguard"
+        )
+    return _missing_module(own_words)
+
+
+# pip's own refusal of a package whose Requires-Python the cell's Python is not in
+_REQUIRES_PYTHON = re.compile(
+    r"Package '(?P<package>[^']+)' requires a different Python: (?P<have>\S+) not in "
+    r"'(?P<needs>[^']+)'"
+)
+_NO_MODULE = re.compile(
+    r"^(?:ModuleNotFoundError|ImportError): No module named '(?P<module>[\w.]+)'"
+)
+# modules that are torch's (the cell's torch provides them) or the GPU's (a driver, a
+# toolkit's Python binding): their absence is the cell's, not a missing build requirement
+_CELLS_MODULES = re.compile(
+    r"^(?:torch|torchvision|torchaudio|torchgen|functorch|triton|cuda|pycuda|cupy\w*|nvidia"
+    r"|pynvml|nvidia_smi|tensorrt|cudnn)$"
+)
+# an import name whose distribution is named otherwise
+_DISTRIBUTIONS = {
+    "yaml": "PyYAML",
+    "PIL": "Pillow",
+    "cv2": "opencv-python-headless",
+    "skbuild": "scikit-build",
+    "sklearn": "scikit-learn",
+    "git": "GitPython",
+    "Cython": "Cython",
+}
+
+
+def _setup_text(source: str) -> str:
+    try:
+        return (Path(source) / "setup.py").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def _other_python(refused: re.Match[str]) -> str:
+    needs = refused["needs"]
+    return (
+        f"{refused['package']} requires Python {needs} (its Requires-Python) and this cell's "
+        f"Python is {refused['have']}: pip refused it before any build. Build it in a cell "
+        f"whose Python is in {needs}, or skip this cell for it in the farm manifest "
+        f'(skip = [{{ cell = "...", reason = "requires Python {needs}" }}])'
+    )
+
+
+def _missing_module(own_words: Raised | None) -> str | None:
+    """The package's own build code imports a module the build does not have (not torch's,
+    not the GPU's): a build requirement it does not declare. Named, with the fix."""
+    if own_words is None or own_words.inner is not None:
+        return None
+    found = _NO_MODULE.match(own_words.what)
+    if not found or _CELLS_MODULES.match(found["module"].split(".")[0]):
+        return None
+    module = found["module"].split(".")[0]
+    dist = _DISTRIBUTIONS.get(module, module)
+    return (
+        f"the package's build imports {module}, which the build does not have: "
+        f"{own_words.what!r}, at {own_words.at}. It is a build requirement the package does "
+        f"not declare: declare it ([build-system] requires in its pyproject.toml), or in the "
+        f'farm manifest\'s entry for this package, build-requires = ["{dist}"] (archguard '
+        f"wheel: --build-requires {dist}), which is installed beside the cell's torch"
+    )
 
 
 def _source_error(text: str, source: str) -> str | None:
@@ -280,20 +403,11 @@ def _last_word(
     environment: dict[str, str],
     source: str = "",
 ) -> str:
-    """Where no known cause fits: a host compiler's error in the package's source, else
-    archguard's own error line in the build, else CMake's error (where the package's
-    exception only says its CMake run failed), else the package's exception, else
-    setuptools' own ``error:``, else the log."""
-    compiled = _source_error(text, source)
-    if compiled:
-        return compiled
-    said = _archguard_said(text)
-    if said:
-        return said
-    stopped = cmake_error(text)
-    if stopped and (own_words is None or _RAN_CMAKE.search(own_words.what)):
-        ran = f" (its setup.py ran CMake, at {own_words.at})" if own_words else ""
-        return f"CMake stopped the build, at {stopped}{ran}"
+    """Where no known cause fits: what the build's own steps said (:func:`_in_build`), else
+    the package's exception, else setuptools' own ``error:``, else the log."""
+    in_build = _in_build(text, own_words, source)
+    if in_build:
+        return in_build
     if own_words is not None:
         named = named_variables(own_words.what)
         inside = f" (raised in {own_words.inner})" if own_words.inner else ""
@@ -306,16 +420,56 @@ def _last_word(
     return "pip wheel failed; the log is above"
 
 
+def _in_build(text: str, own_words: Raised | None, source: str) -> str | None:
+    """What the build's own steps said: a host compiler's error in the package's source,
+    archguard's compile-failed line, CMake's error (where the package's exception only says
+    its CMake run failed), the linker's first error, archguard's other error line (where
+    the package's exception is not in the log)."""
+    compiled = _source_error(text, source)
+    if compiled:
+        return compiled
+    said = _archguard_said(text)
+    if said and said.startswith(f"{_SAID}compile-failed:"):  # a compiler failed, it says
+        return said
+    stopped = cmake_error(text)
+    if stopped and (own_words is None or _RAN_CMAKE.search(own_words.what)):
+        ran = f" (its setup.py ran CMake, at {own_words.at})" if own_words else ""
+        return f"CMake stopped the build, at {stopped}{ran}"
+    linked = _link_error(text)
+    if linked:
+        return (
+            f"the link of the package's extension failed, not a compile: {linked!r} (the "
+            "linker's first error; no arch list changes it)"
+        )
+    # archguard's words where no compiler failed (where it stopped, the exception's words),
+    # unless the package's own traceback says it with its line
+    return said if own_words is None else None
+
+
 # the package's exception is only its wrapper around a CMake run that failed
 _RAN_CMAKE = re.compile(r"CalledProcessError.*\bcmake\b", re.I)
 _ARCHGUARD_ERROR = re.compile(r"^\s*archguard: error: (?P<said>.+)$", re.M)
 _DISTUTILS_ERROR = re.compile(r"^\s*error: (?!subprocess-exited-with-error)(?P<said>.+)$", re.M)
 
 
+_SAID = "archguard in the build: "
+# a linker's error line (GNU ld, gold, lld; gcc's collect2 summary only where none is before)
+_LINK_ERROR = re.compile(
+    r"^\s*(?P<said>(?:\S*/)?(?:ld(?:\.\w+)?|lld|collect2): (?!warning:).+)$", re.M
+)
+
+
 def _archguard_said(text: str) -> str | None:
     """archguard's own last word in the build (its hook ran, and said why it stopped)."""
     found = list(_ARCHGUARD_ERROR.finditer(text))
-    return f"archguard in the build: {found[-1]['said'].strip()}" if found else None
+    return f"{_SAID}{found[-1]['said'].strip()}" if found else None
+
+
+def _link_error(text: str) -> str | None:
+    """The linker's first error in the log."""
+    found = [m["said"].strip() for m in _LINK_ERROR.finditer(text)]
+    first = next((f for f in found if not f.startswith("collect2")), None)
+    return first or (found[0] if found else None)
 
 
 def _setuptools_said(text: str) -> str | None:
