@@ -105,7 +105,13 @@ def cmd_farm(args: argparse.Namespace) -> int:
         from archguard.farm.workflow import workflow
 
         write(
-            workflow(args.manifest, args.manifest_in_repo or str(args.manifest), args.policy),
+            workflow(
+                args.manifest,
+                args.manifest_in_repo or str(args.manifest),
+                args.policy,
+                args.schedule,
+                args.watch,
+            ),
             args.output,
         )
         return EXIT_OK
@@ -124,7 +130,14 @@ def cmd_farm(args: argparse.Namespace) -> int:
 def cmd_wheel(args: argparse.Namespace) -> int:
     from archguard.frontend.wheel import WheelOptions, run_wheel
 
-    options = WheelOptions(args.config, args.pip_args, args.local_version, args.repair, args.sha256)
+    options = WheelOptions(
+        args.config,
+        args.pip_args,
+        args.local_version,
+        args.repair,
+        args.sha256,
+        tuple(args.build_requires),
+    )
     # an ArchguardError (bad input) exits 2 through the one handler
     status, text = run_wheel(args.sources, args.wheel_dir, args.format, options)
     write(text)

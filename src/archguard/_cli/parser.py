@@ -265,6 +265,14 @@ def _farm_commands(sub: Subparsers) -> None:
     )
     p.add_argument("-w", "--wheel-dir", type=Path, default=Path("wheelhouse"), metavar="DIR")
     p.add_argument(
+        "--build-requires",
+        action="append",
+        default=[],
+        metavar="REQ",
+        help="a build requirement the package imports and does not declare, installed with "
+        "its declared ones (repeatable; a farm manifest's build-requires)",
+    )
+    p.add_argument(
         "--config",
         type=Path,
         metavar="PKG.toml",
@@ -391,6 +399,16 @@ def _farm_plan_command(sub: Subparsers) -> None:
         help="the manifest's path in the repository (default: as given)",
     )
     flow.add_argument("--policy", metavar="FILE", help="the farm's policy (default: bundled)")
+    flow.add_argument(
+        "--schedule",
+        metavar="CRON",
+        help="a schedule: trigger (default: daily where the manifest has [[cells]] rules)",
+    )
+    flow.add_argument(
+        "--watch",
+        action="store_true",
+        help="a job that runs `archguard watch` (red while the tables lack a release)",
+    )
     flow.add_argument("-o", "--output", type=Path, metavar="FILE")
 
 

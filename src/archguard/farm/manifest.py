@@ -31,12 +31,25 @@ CELL_KEYS = {
     "find-links": "directories or pages of wheels",
     "installer-options": "more options for the installer (uv pip install ...)",
 }
+FAMILY_KEYS = {
+    "name": "a prefix for its cells' names (default: none): <prefix>-cu130-torch2.13-py311",
+    "python": 'the Pythons, X.Y or a list: ["3.10", "3.11", "3.12", "3.13"]',
+    "torch": 'the torch releases, a range: ">=2.13" (each minor\'s latest release on the index)',
+    "cuda": 'the CUDA line, a major ("13") or X.Y: the torch builds of it',
+    "index-url": "the index the torch releases are listed on and installed from (default: pip's)",
+    "extra-index-url": "more indexes, for the cells' installs",
+    "find-links": "directories or pages of wheels, for the cells' installs",
+    "installer-options": "more options for the installer (uv pip install ...)",
+    "interpreters": 'a table X.Y = "/path/to/python" (default: uv finds each)',
+}
 PACKAGE_KEYS = {
     "name": "the package's name",
     "source": "a source tree, an sdist file or URL (pinned by sha256), or name==version",
     "sha256": "the sdist's sha256 (required for a file or a URL)",
     "config": "the package's [tool.archguard] table, kept by the farm",
     "env": 'the package\'s own switches for its build, e.g. { FORCE_CUDA = "1" }',
+    "build-requires": 'what its build imports and does not declare, e.g. ["pybind11"], '
+    "installed with its declared build requirements",
     "skip": "cells not to build, each { cell = NAME, reason = WHY }",
 }
 FARM_KEYS = {
@@ -60,6 +73,7 @@ class Cell:
     find_links: tuple[str, ...] = ()
     installer_options: tuple[str, ...] = ()
     interpreter: str | None = None  # a path; None: uv finds Python X.Y
+    rule: str | None = None  # the [[cells]] rule that made it (never an input of a job)
 
     def as_json(self) -> dict[str, object]:
         where = {"interpreter": self.interpreter} if self.interpreter else {}
@@ -77,6 +91,35 @@ class Cell:
 
 
 @dataclass(frozen=True)
+class CellFamily:
+    """A rule for cells (``[[cells]]``): every torch minor the index has in ``torch``'s
+    range, at its latest release, for each Python it has wheels for, on the CUDA line
+    ``cuda`` (SPEC section 8, "Current"). ``farm.families`` expands it."""
+
+    prefix: str
+    pythons: tuple[str, ...]
+    torch: Requirement
+    cuda_major: int
+    cuda_minor: int | None  # None: any minor of the major
+    index_url: str | None = None
+    extra_index_urls: tuple[str, ...] = ()
+    find_links: tuple[str, ...] = ()
+    installer_options: tuple[str, ...] = ()
+    interpreters: tuple[tuple[str, str], ...] = ()  # (X.Y, path)
+    where: str = ""
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "name": self.prefix,
+            "python": list(self.pythons),
+            "torch": str(self.torch),
+            "cuda": f"{self.cuda_major}"
+            + (f".{self.cuda_minor}" if self.cuda_minor is not None else ""),
+            "index_url": self.index_url,
+        }
+
+
+@dataclass(frozen=True)
 class Package:
     name: str
     source: str
@@ -85,6 +128,7 @@ class Package:
     raw_config: dict[str, Any] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
     skip: dict[str, str] = field(default_factory=dict)  # cell -> reason
+    build_requires: tuple[str, ...] = ()  # requirements its build imports, undeclared
 
 
 @dataclass(frozen=True)
@@ -93,6 +137,8 @@ class Manifest:
     cells: tuple[Cell, ...]
     packages: tuple[Package, ...]
     variants: bool = False  # [farm] variants: each wheel also published as a wheel variant
+    families: tuple[CellFamily, ...] = ()  # [[cells]]: expanded by farm.families
+    notes: tuple[str, ...] = ()  # what an expansion left out, and why
 
 
 def load_manifest(path: Path) -> Manifest:
@@ -101,16 +147,22 @@ def load_manifest(path: Path) -> Manifest:
         raise ConfigError(f"farm manifest {path}: no such file.")
     data = read_toml(path)
     problems = Problems()
-    _unknown(data, {"cell": "", "package": "", "farm": ""}, str(path), problems)
+    _unknown(data, {"cell": "", "cells": "", "package": "", "farm": ""}, str(path), problems)
     variants = _farm_table(data.get("farm", {}), path, problems)
+    families = [
+        _family(t, i, path, problems)
+        for i, t in enumerate(_tables(data, "cells", path, problems, required=False))
+    ]
     cells = [
-        _cell(t, i, path, problems) for i, t in enumerate(_tables(data, "cell", path, problems))
+        _cell(t, i, path, problems)
+        for i, t in enumerate(_tables(data, "cell", path, problems, required=not families))
     ]
     names = [c.name for c in cells if c is not None]
     for name in {n for n in names if names.count(n) > 1}:
         problems.add(f"[[cell]] name {name!r} is given twice", str(path))
+    open_names = bool(families)  # a family's cells are named when it is expanded
     packages = [
-        _package(t, i, path, set(names), problems)
+        _package(t, i, path, set(names), problems, open_names)
         for i, t in enumerate(_tables(data, "package", path, problems))
     ]
     given = [p.name for p in packages if p is not None]
@@ -126,6 +178,7 @@ def load_manifest(path: Path) -> Manifest:
         tuple(c for c in cells if c is not None),
         tuple(p for p in packages if p is not None),
         variants,
+        tuple(f for f in families if f is not None),
     )
 
 
@@ -143,13 +196,16 @@ def _farm_table(table: object, path: Path, problems: Problems) -> bool:
     return value
 
 
-def _tables(data: dict[str, Any], key: str, path: Path, problems: Problems) -> list[dict[str, Any]]:
+def _tables(
+    data: dict[str, Any], key: str, path: Path, problems: Problems, required: bool = True
+) -> list[dict[str, Any]]:
     value = data.get(key, [])
     if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
         problems.add(f"{key} must be [[{key}]] tables", str(path))
         return []
-    if not value:
-        problems.add(f"no [[{key}]]: a farm needs at least one", str(path))
+    if not value and required:
+        more = " (or a [[cells]] rule)" if key == "cell" else ""
+        problems.add(f"no [[{key}]]{more}: a farm needs at least one", str(path))
     return value
 
 
@@ -220,6 +276,50 @@ def _cell(table: dict[str, Any], index: int, path: Path, problems: Problems) -> 
     )
 
 
+def _family(table: dict[str, Any], index: int, path: Path, problems: Problems) -> CellFamily | None:
+    where = f"{path} [[cells]] #{index + 1}"
+    _unknown(table, FAMILY_KEYS, where, problems)
+    prefix = table.get("name", "")
+    if not isinstance(prefix, str) or (prefix and not _NAME.match(prefix)):
+        problems.add(f"name = {prefix!r}: letters, digits, '.', '_' and '-'", where)
+        return None
+    pythons = _texts(table, "python", where, problems)
+    bad = [p for p in pythons if not re.fullmatch(r"3\.\d+", p)]
+    if not pythons or bad:
+        problems.add(f"python = {table.get('python')!r} must be 3.X or a list of them", where)
+    raw = table.get("torch")
+    bare = isinstance(raw, str) and raw.strip()[:1] in ("<", ">", "=", "~", "!")
+    torch = _requirement(f"torch{raw.strip()}" if bare else raw, where, problems)  # type: ignore[union-attr]
+    cuda_text = _text(table, "cuda", where, problems)
+    cuda = re.fullmatch(r"(\d{2})(?:\.(\d))?", cuda_text or "")
+    if cuda is None:
+        problems.add(f'cuda = {table.get("cuda")!r} must be a CUDA major ("13") or X.Y', where)
+    interpreters = table.get("interpreters", {})
+    if not isinstance(interpreters, dict) or not all(
+        isinstance(v, str) for v in interpreters.values()
+    ):
+        problems.add(f"interpreters = {interpreters!r} must be a table of X.Y = path", where)
+        interpreters = {}
+    if not pythons or bad or torch is None or cuda is None:
+        return None
+    return CellFamily(
+        prefix,
+        pythons,
+        torch,
+        int(cuda[1]),
+        int(cuda[2]) if cuda[2] is not None else None,
+        _text(table, "index-url", where, problems),
+        _texts(table, "extra-index-url", where, problems),
+        _texts(table, "find-links", where, problems),
+        _texts(table, "installer-options", where, problems),
+        tuple(
+            (str(k), str(path.parent.absolute() / Path(v).expanduser()))
+            for k, v in sorted(interpreters.items())
+        ),
+        where,
+    )
+
+
 def _interpreter(table: dict[str, Any], path: Path, where: str, problems: Problems) -> str | None:
     """The path as given, made absolute against the manifest (a venv's link kept as it is).
     Whether it exists is checked where the cell's environment is made: a manifest names
@@ -259,8 +359,13 @@ def _cuda(
     return None
 
 
-def _package(
-    table: dict[str, Any], index: int, path: Path, cells: set[str], problems: Problems
+def _package(  # noqa: PLR0913, PLR0917 - the table, where it is, what its skips may name
+    table: dict[str, Any],
+    index: int,
+    path: Path,
+    cells: set[str],
+    problems: Problems,
+    open_names: bool = False,
 ) -> Package | None:
     where = f"{path} [[package]] #{index + 1}"
     _unknown(table, PACKAGE_KEYS, where, problems)
@@ -298,11 +403,25 @@ def _package(
     if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
         problems.add(f"env = {env!r} must be a table of strings", where)
         env = {}
-    skip = _skips(table.get("skip", []), cells, where, problems)
-    return Package(name, source, sha256.lower() if sha256 else None, config, raw, env, skip)
+    skip = _skips(table.get("skip", []), cells, where, problems, open_names)
+    build_requires = _texts(table, "build-requires", where, problems)
+    for text in build_requires:
+        try:
+            Requirement(text)
+        except InvalidRequirement:
+            problems.add(
+                f"build-requires entry {text!r} is not a requirement (pybind11>=2.10)", where
+            )
+    return Package(
+        name, source, sha256.lower() if sha256 else None, config, raw, env, skip, build_requires
+    )
 
 
-def _skips(value: object, cells: set[str], where: str, problems: Problems) -> dict[str, str]:
+def _skips(
+    value: object, cells: set[str], where: str, problems: Problems, open_names: bool = False
+) -> dict[str, str]:
+    """``open_names``: the manifest has [[cells]] rules, whose cells' names are known once
+    they are expanded (``farm.families.expand_manifest`` checks those)."""
     out: dict[str, str] = {}
     if not isinstance(value, list):
         problems.add("skip must be a list of { cell = NAME, reason = WHY }", where)
@@ -311,7 +430,7 @@ def _skips(value: object, cells: set[str], where: str, problems: Problems) -> di
         if not isinstance(item, dict) or set(item) != {"cell", "reason"}:
             problems.add(f"skip entry {item!r} must be {{ cell = NAME, reason = WHY }}", where)
             continue
-        if item["cell"] not in cells:
+        if item["cell"] not in cells and not open_names:
             close = closest(str(item["cell"]), cells)
             hint = f" Did you mean {close!r}?" if close else ""
             problems.add(f"skip names no cell {item['cell']!r}.{hint}", where)

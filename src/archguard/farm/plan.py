@@ -27,8 +27,9 @@ from archguard.core.torchbuild import bundled_torch, parse_torch_version
 from archguard.detect.sources import file_sha256
 from archguard.errors import ArchguardError, ConfigError
 from archguard.farm.envs import known_held
+from archguard.farm.families import load_farm
 from archguard.farm.identity import code_digest, digest_of, git_describe, tree_digest
-from archguard.farm.manifest import Cell, Manifest, Package, load_manifest
+from archguard.farm.manifest import Cell, Manifest, Package
 from archguard.frontend.sources import cache_root, is_release
 
 PLAN_SCHEMA = "archguard.farm-plan/1"
@@ -114,6 +115,7 @@ def job_inputs(
         "source": source,
         "config": config_identity(package),
         "env": package.env,
+        **({"build_requires": list(package.build_requires)} if package.build_requires else {}),
         "cell": described,
         **farm,
     }
@@ -167,10 +169,21 @@ def _resolve(package: Package, cell: Cell, policy: Policy) -> tuple[str | None, 
         return None, f"skipped: {exc.code}: {exc.message}"
 
 
-def render(jobs: list[Job], fmt: PlanFormat, held: dict[str, Any] | None = None) -> str:
+def render(
+    jobs: list[Job],
+    fmt: PlanFormat,
+    held: dict[str, Any] | None = None,
+    manifest: Manifest | None = None,
+    site: Path | None = None,
+) -> str:
     """The plan as text, JSON or a GitHub matrix; ``held``: what each cell's environment
-    held when a run last looked (``farm plan --site``), by cell."""
+    held when a run last looked (``farm plan --site``), by cell; ``manifest``: the cells its
+    [[cells]] rules made (new: no run in ``site`` has made its environment) and what the
+    expansion left out."""
     held = held or {}
+    ruled = [c for c in manifest.cells if c.rule] if manifest is not None else []
+    new = [c.name for c in ruled if site is not None and c.name not in held]
+    notes = list(manifest.notes) if manifest is not None else []
     built = [j for j in jobs if j.arch_list is not None]
     if fmt == "github":
         include = [
@@ -206,6 +219,9 @@ def render(jobs: list[Job], fmt: PlanFormat, held: dict[str, Any] | None = None)
                         for j in jobs
                     ],
                     "held": held,
+                    "rule_cells": [c.name for c in ruled],
+                    "new_cells": new if site is not None else None,
+                    "notes": notes,
                 },
                 indent=2,
             )
@@ -222,6 +238,12 @@ def render(jobs: list[Job], fmt: PlanFormat, held: dict[str, Any] | None = None)
         )
     if held:
         lines.append("")
+    if ruled:
+        said = "" if site is not None else " (farm plan --site SITE says which are new)"
+        lines.append(f"  cells made by [[cells]] rules{said}:")
+        lines += [f"    {c.name}: {c.torch}{' (new)' if c.name in new else ''}" for c in ruled]
+        lines += [f"    note: {n}" for n in notes]
+        lines.append("")
     for j in jobs:
         what = j.arch_list if j.arch_list is not None else j.skipped
         lines.append(f"  {j.package.name:<24} {j.cell.name:<28} {what}")
@@ -234,11 +256,11 @@ def plan_manifest(
 ) -> str:
     """The plan of a manifest file, rendered; with ``site``, what each cell's environment
     there held when a run last looked (the torch its jobs' records name)."""
-    manifest = load_manifest(path)
+    manifest = load_farm(path)
     jobs = plan(manifest, policy, Flags(repair), cache_root())
     held = {}
     for cell in manifest.cells if site is not None else ():
         found = known_held(site, cell.name)  # type: ignore[arg-type]
         if found is not None:
             held[cell.name] = found
-    return render(jobs, fmt, held)
+    return render(jobs, fmt, held, manifest, site)

@@ -27,9 +27,10 @@ from archguard.core.abi import Serves
 from archguard.core.cuda import CudaVersion
 from archguard.errors import ArchguardError, ConfigError
 from archguard.farm.envs import cell_environment, record_held
+from archguard.farm.families import load_farm
 from archguard.farm.identity import archguard_environment, toolkit_identity
 from archguard.farm.jobs import JobRun, run_job
-from archguard.farm.manifest import Cell, Manifest, load_manifest
+from archguard.farm.manifest import Cell, Manifest
 from archguard.farm.page import write_page
 from archguard.farm.plan import Flags, Job, plan, torch_version
 from archguard.farm.publish import collect_garbage, kept_wheels, publish_indexes, site_lock
@@ -316,7 +317,7 @@ def _assembled(site: Path, job: Job) -> Outcome:
 def run_farm(manifest_path: Path, options: RunOptions) -> tuple[int, str]:
     """Run every selected job, ``options.jobs`` packages at once; (exit status, the summary).
     The site is published from every job's record, at the end as after each job."""
-    manifest = load_manifest(manifest_path)
+    manifest = load_farm(manifest_path)
     flags = Flags(repair=options.repair)
     every = plan(manifest, options.policy, flags, cache=cache_root())
     jobs = selected(every, options.only)

@@ -37,7 +37,7 @@ from archguard.detect.tools import BUILD_TIMEOUT_S, run
 from archguard.errors import ArchguardError, ConfigError
 from archguard.frontend import buildenv
 from archguard.frontend.cmake import forced_note, no_cuda_said
-from archguard.frontend.failures import cause
+from archguard.frontend.failures import cause, switches
 from archguard.frontend.recorded import frontend_part, write_frontend_record
 from archguard.frontend.release import declared_release, not_the_release
 from archguard.frontend.result import WHEEL_SCHEMA, Built, WheelResult
@@ -191,6 +191,7 @@ class WheelOptions:
     local_version: str | None = None  # None: the package's or the config's, else auto
     repair: bool = False  # auditwheel, read back again
     sha256: str | None = None  # the one source's pinned sha256
+    build_requires: Sequence[str] = ()  # requirements it imports and does not declare
 
 
 def _say(source: Path, text: str) -> None:
@@ -201,7 +202,7 @@ def build_one(source: Path, out: Path, options: WheelOptions) -> Built:
     setup_py = read_setup_py(source / "setup.py")
     cell = cell_environment(source, setup_py, options.config, options.local_version)
     env_vars = cell.environment
-    declared = buildenv.prepare(source, {**os.environ, **env_vars})
+    declared = buildenv.prepare(source, {**os.environ, **env_vars}, options.build_requires)
     if declared.installed:
         _say(
             source,
@@ -270,27 +271,38 @@ def _record(built: Built, cell: Cell, backend: str, source: Path) -> None:
             built.wheels[i] = _verify([w.wheel])[0]
 
 
+def _setup_text(source: Path) -> str:
+    try:
+        return (source / "setup.py").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
 def _judge(built: Built, setup_py: SetupPy, log: str, source: Path) -> None:
     """A problem for each wheel with no CUDA code (with what its setup.py reads and the
     conditions it did not meet, or CMake's words) or other arches than recorded."""
     for w in built.wheels:
         if not w.cuda_binaries:
-            switches = [r for r in setup_py.reads if r not in built.environment]
+            offered = [
+                r
+                for r in switches(setup_py.reads, _setup_text(source))
+                if r not in built.environment
+            ]
             conditions = setup_py.conditions
             said = no_cuda_said(log)
             built.problems.append(
                 f"{w.wheel.name} holds no CUDA device code: the package built "
                 "without its CUDA extension (a CPU fallback, chosen when no GPU is visible?)"
                 + (
-                    f". Its setup.py reads {', '.join(switches)}: set the one that forces the "
-                    "CUDA build (e.g. FORCE_CUDA=1) for this cell"
-                    if switches
-                    else ""
-                )
-                + (
                     ". Conditions in its setup.py a farm's build does not meet: "
                     + "; ".join(conditions)
                     if conditions
+                    else ""
+                )
+                + (
+                    f". Its setup.py reads {', '.join(offered)}: set the one that forces the "
+                    "CUDA build (e.g. FORCE_CUDA=1) for this cell"
+                    if offered
                     else ""
                 )
                 + (f". CMake said: {said!r}" if said else "")

@@ -1,0 +1,291 @@
+"""Read a package index's project page (PEP 691 JSON, else PEP 503 HTML) and a wheel's
+metadata (PEP 658/714 ``.metadata`` beside it, else its ``METADATA`` read out of the remote
+zip with HTTP range requests: a torch wheel's metadata without its 1-4 GB).
+
+Read-only, and strangers' data: the HTML is read in one pass (``_anchors``), the JSON
+with ``json``; every fetch has a timeout and a size bound; a failure is one
+:class:`~archguard.errors.IndexUnreachable` naming the URL.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import json
+import os
+import subprocess
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+import zipfile
+from dataclasses import dataclass
+from email.message import Message
+from email.parser import HeaderParser
+from pathlib import Path
+
+from archguard.errors import IndexUnreachable
+
+FETCH_TIMEOUT_S = 60
+PAGE_LIMIT = 64 << 20  # a project page larger than this is not one
+_JSON = "application/vnd.pypi.simple.v1+json"
+_ACCEPT = f"{_JSON}, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.01"
+
+
+@dataclass(frozen=True)
+class IndexFile:
+    """One file of a project page."""
+
+    filename: str
+    url: str  # absolute, without its #fragment
+    sha256: str | None
+    requires_python: str | None
+    metadata: bool  # PEP 658/714: ``url + ".metadata"`` is served
+
+
+def default_index_url(python: str = sys.executable) -> str:
+    """The index pip would use: ``PIP_INDEX_URL``, pip's configured ``index-url``, else
+    pip's own default."""
+    if os.environ.get("PIP_INDEX_URL"):
+        return os.environ["PIP_INDEX_URL"].split()[0]
+    for key in ("global.index-url", "install.index-url", "download.index-url"):
+        proc = subprocess.run(
+            [python, "-m", "pip", "config", "get", key],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=FETCH_TIMEOUT_S,
+        )
+        if proc.returncode == 0 and proc.stdout.strip():
+            return proc.stdout.strip().split()[0]
+    from pip._internal.models.index import PyPI  # noqa: PLC0415 - pip's own default, asked last
+
+    return str(PyPI.simple_url)
+
+
+def _open(url: str, headers: dict[str, str] | None = None) -> tuple[bytes, str, int]:
+    """(body, content type, status) of one GET; :class:`IndexUnreachable` on failure."""
+    request = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=FETCH_TIMEOUT_S) as response:
+            body = response.read(PAGE_LIMIT + 1)
+            kind = response.headers.get("Content-Type", "") if response.headers else ""
+            status = getattr(response, "status", 200) or 200
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise IndexUnreachable(f"{url} could not be read ({reason}).") from None
+    if len(body) > PAGE_LIMIT:
+        raise IndexUnreachable(f"{url} is larger than {PAGE_LIMIT >> 20} MiB: not a project page")
+    return body, kind, status
+
+
+def project_files(index_url: str, project: str) -> list[IndexFile]:
+    """The files of ``project`` on the index at ``index_url`` (its simple root)."""
+    base = index_url if index_url.endswith("/") else index_url + "/"
+    page = urllib.parse.urljoin(base, f"{project}/")
+    if urllib.parse.urlparse(page).scheme == "file":
+        page = urllib.parse.urljoin(page, "index.html") if _is_dir(page) else page
+    body, kind, _ = _open(page, {"Accept": _ACCEPT})
+    if kind.startswith(_JSON):
+        return parse_json_page(body, page)
+    return parse_html_page(body.decode("utf-8", errors="replace"), page)
+
+
+def _is_dir(file_url: str) -> bool:
+    return Path(urllib.request.url2pathname(urllib.parse.urlparse(file_url).path)).is_dir()
+
+
+def parse_json_page(body: bytes, page: str) -> list[IndexFile]:
+    """A PEP 691 JSON project page."""
+    try:
+        data = json.loads(body)
+        files = data["files"]
+        out = []
+        for f in files:
+            url, _, _ = urllib.parse.urljoin(page, str(f["url"])).partition("#")
+            hashes = f.get("hashes") or {}
+            meta = f.get("core-metadata", f.get("dist-info-metadata", False))
+            out.append(
+                IndexFile(
+                    str(f["filename"]),
+                    url,
+                    str(hashes["sha256"]).lower() if hashes.get("sha256") else None,
+                    f.get("requires-python") or None,
+                    bool(meta),
+                )
+            )
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise IndexUnreachable(f"{page} is not a PEP 691 project page ({exc}).") from None
+    return out
+
+
+def _attributes(tag: str) -> dict[str, str | None]:
+    """The attributes of one start tag's text (after ``<a``), read left to right once."""
+    out: dict[str, str | None] = {}
+    i, n = 0, len(tag)
+    while i < n:
+        while i < n and (tag[i].isspace() or tag[i] == "/"):
+            i += 1
+        start = i
+        while i < n and not tag[i].isspace() and tag[i] not in "=/":
+            i += 1
+        name = tag[start:i].lower()
+        while i < n and tag[i].isspace():
+            i += 1
+        value: str | None = None
+        if i < n and tag[i] == "=":
+            i += 1
+            while i < n and tag[i].isspace():
+                i += 1
+            if i < n and tag[i] in "\"'":
+                close = tag.find(tag[i], i + 1)
+                close = n if close < 0 else close
+                value, i = tag[i + 1 : close], close + 1
+            else:
+                begin = i
+                while i < n and not tag[i].isspace():
+                    i += 1
+                value = tag[begin:i]
+        if name:
+            out[name] = html.unescape(value) if value is not None else None
+        elif i == start:
+            i += 1
+    return out
+
+
+def _anchors(text: str) -> list[tuple[dict[str, str | None], str]]:
+    """Each ``<a ...>text</a>`` of a page, in one pass: every search starts where the last
+    one ended (Python's ``html.parser`` rescans an unclosed tag: quadratic on ``<a <a <a``)."""
+    out = []
+    lower = text.lower()
+    at = 0
+    while True:
+        at = lower.find("<a", at)
+        if at < 0:
+            break
+        if lower[at + 2 : at + 3] not in (" ", "\t", "\n", "\r", ">", "/"):
+            at += 2
+            continue
+        end = text.find(">", at)
+        if end < 0:
+            break
+        closing = lower.find("</a", end)
+        words = text[end + 1 : closing if closing >= 0 else len(text)]
+        out.append((_attributes(text[at + 2 : end]), html.unescape(words)))
+        if closing < 0:
+            break
+        at = closing + 3
+    return out
+
+
+def parse_html_page(text: str, page: str) -> list[IndexFile]:
+    """A PEP 503 HTML project page: each anchor's file, its ``#sha256=`` and its
+    ``data-requires-python`` / ``data-core-metadata`` (``data-dist-info-metadata``)."""
+    out = []
+    for attrs, words in _anchors(text):
+        href = attrs.get("href")
+        if not href:
+            continue
+        url, _, fragment = urllib.parse.urljoin(page, href).partition("#")
+        name = words.strip() or urllib.parse.unquote(url.rsplit("/", 1)[-1])
+        algo, _, digest = fragment.partition("=")
+        key = next(
+            (k for k in ("data-core-metadata", "data-dist-info-metadata") if k in attrs), None
+        )
+        out.append(
+            IndexFile(
+                name,
+                url,
+                digest.lower() if algo == "sha256" and digest else None,
+                attrs.get("data-requires-python") or None,
+                key is not None and attrs[key] != "false",
+            )
+        )
+    return out
+
+
+class _Ranged(io.RawIOBase):
+    """A remote file read by HTTP range requests, in blocks, for :mod:`zipfile`."""
+
+    BLOCK = 1 << 18
+
+    def __init__(self, url: str) -> None:
+        super().__init__()
+        self.url = url
+        self.pos = 0
+        self.blocks: dict[int, bytes] = {}
+        self.size = self._size()
+
+    def _range(self, start: int, end: int) -> bytes:
+        body, _, status = _open(self.url, {"Range": f"bytes={start}-{end}"})
+        if status != 206 and len(body) > end - start + 1:
+            raise IndexUnreachable(
+                f"{self.url}: the index does not serve byte ranges, so its metadata cannot "
+                "be read without the whole wheel"
+            )
+        return body
+
+    def _size(self) -> int:
+        request = urllib.request.Request(self.url, method="HEAD")
+        try:
+            with urllib.request.urlopen(request, timeout=FETCH_TIMEOUT_S) as response:
+                return int(response.headers["Content-Length"])
+        except (urllib.error.URLError, OSError, ValueError, KeyError, TypeError) as exc:
+            raise IndexUnreachable(f"{self.url}: its size could not be read ({exc}).") from None
+
+    def seekable(self) -> bool:
+        return True
+
+    def readable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self.pos, io.SEEK_END: self.size}[whence]
+        self.pos = max(0, base + offset)
+        return self.pos
+
+    def tell(self) -> int:
+        return self.pos
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        want = min(len(buffer), max(0, self.size - self.pos))
+        done = 0
+        while done < want:
+            index = (self.pos + done) // self.BLOCK
+            if index not in self.blocks:
+                start = index * self.BLOCK
+                self.blocks[index] = self._range(start, min(self.size, start + self.BLOCK) - 1)
+            block = self.blocks[index]
+            offset = (self.pos + done) - index * self.BLOCK
+            chunk = block[offset : offset + want - done]
+            if not chunk:
+                break
+            buffer[done : done + len(chunk)] = chunk
+            done += len(chunk)
+        self.pos += done
+        return done
+
+
+def wheel_metadata(file: IndexFile) -> Message:
+    """The wheel's core metadata: the index's ``.metadata`` file where it serves one, else
+    ``*.dist-info/METADATA`` out of the remote zip (a local file: read directly)."""
+    if file.metadata:
+        body, _, _ = _open(file.url + ".metadata")
+        return HeaderParser().parsestr(body.decode("utf-8", errors="replace"))
+    parsed = urllib.parse.urlparse(file.url)
+    source: io.RawIOBase | str
+    if parsed.scheme == "file":
+        source = urllib.request.url2pathname(parsed.path)
+    else:
+        source = _Ranged(file.url)
+    try:
+        with zipfile.ZipFile(source) as zf:
+            names = [
+                n for n in zf.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA")
+            ]
+            if not names:
+                raise IndexUnreachable(f"{file.url} holds no .dist-info/METADATA")
+            text = zf.read(names[0]).decode("utf-8", errors="replace")
+    except (zipfile.BadZipFile, OSError, EOFError) as exc:
+        raise IndexUnreachable(f"{file.url}: its metadata could not be read ({exc}).") from None
+    return HeaderParser().parsestr(text)
