@@ -5,6 +5,8 @@ toolkit and wheels are exercised by the real-package builds (test_real_packages)
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 from archguard.detect.cudalibs import (
@@ -96,7 +98,8 @@ def test_an_assembled_root_links_the_toolkit_then_what_the_wheels_add(tmp_path: 
     assert "cublas_v2.h" in made.headers and "libcufft.so" in made.libraries
     assert "cuda_runtime.h" not in made.headers
     again = assemble_root(str(home), 13, tmp_path / "roots", roots=[nvidia])
-    assert again == made and len(list((tmp_path / "roots").iterdir())) == 1
+    made_there = sorted(p.name for p in (tmp_path / "roots").iterdir())
+    assert again == made and made_there == [f".{root.name}.lock", root.name]
 
 
 def test_no_root_is_assembled_when_the_wheels_add_nothing(tmp_path: Path) -> None:
@@ -104,3 +107,46 @@ def test_no_root_is_assembled_when_the_wheels_add_nothing(tmp_path: Path) -> Non
     (home / "bin").mkdir()
     assert assemble_root(str(home), 13, tmp_path / "roots", roots=[]) is None
     assert not (tmp_path / "roots").exists()
+
+
+# Several builds at once (processes at a barrier), each assembling the same root; each one's
+# filling of a directory is logged, slowly enough for the others to arrive meanwhile.
+ASSEMBLE = """
+import os, sys, time
+from pathlib import Path
+import archguard.detect.cudalibs as cudalibs
+home, parent, nvidia, gate, log = sys.argv[1:6]
+fill = cudalibs._fill_root
+def slow_fill(*args):
+    with open(log, "a") as f:
+        f.write(f"{os.getpid()}\\n")
+    time.sleep(0.5)
+    fill(*args)
+cudalibs._fill_root = slow_fill
+(Path(gate) / str(os.getpid())).write_text("")
+deadline = time.monotonic() + 60
+while len(list(Path(gate).iterdir())) < 3:
+    assert time.monotonic() < deadline
+    time.sleep(0.01)
+made = cudalibs.assemble_root(home, 13, Path(parent), roots=[Path(nvidia)])
+print(made.root, (made.root / "include" / "cublas_v2.h").is_file())
+"""
+
+
+def test_builds_assembling_one_root_at_once_make_it_once(tmp_path: Path) -> None:
+    """Three processes at once: one assembles the root (the others wait on its lock beside
+    it, then find it), all get the same complete root, nothing partial is left."""
+    home, nvidia = tree(tmp_path)
+    (home / "bin").mkdir()
+    gate, log, parent = tmp_path / "gate", tmp_path / "log", tmp_path / "roots"
+    gate.mkdir()
+    argv = [sys.executable, "-c", ASSEMBLE, str(home), str(parent), str(nvidia), str(gate)]
+    procs = [
+        subprocess.Popen([*argv, str(log)], stdout=subprocess.PIPE, text=True) for _ in range(3)
+    ]
+    outs = [proc.communicate(timeout=120)[0].split() for proc in procs]
+    assert all(proc.returncode == 0 for proc in procs)
+    assert len(log.read_text().splitlines()) == 1  # made once
+    (root,) = {out[0] for out in outs}
+    assert {out[1] for out in outs} == {"True"}
+    assert sorted(p.name for p in parent.iterdir()) == [f".{Path(root).name}.lock", Path(root).name]

@@ -1,7 +1,8 @@
 """What ``archguard wheel`` builds from (issue 35): a tree, an sdist file, or an sdist URL
 pinned by its sha256; an sdist is unpacked afresh at the same path each time (so the compile
-cache's keys, which hold absolute paths, are equal), and a source whose sha256 differs is
-refused before anything builds."""
+cache's keys, which hold absolute paths, are equal), at the next one while another build
+holds it (issue 47; across processes: tests/test_isolation.py), and a source whose sha256
+differs is refused before anything builds."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from archguard.errors import ConfigError
-from archguard.frontend.sources import source_tree, split_pin
+from archguard.frontend.sources import checked_out, source_tree, split_pin
 from realtools import run_main
 
 
@@ -38,15 +39,21 @@ def sha(path: Path) -> str:
 def test_an_sdist_is_unpacked_afresh_at_one_path(tmp_path: Path) -> None:
     archive = sdist(tmp_path)
     cache = tmp_path / "cache"
-    tree = source_tree(str(archive), cache=cache)
-    assert tree == cache / "src" / sha(archive)[:16] / "pkg-1.0"
-    assert (tree / "pkg" / "__init__.py").read_text() == "X = 1\n"
-    (tree / "build").mkdir()  # what a build leaves behind
-    again = source_tree(f"{archive}#sha256={sha(archive)}", cache=cache)
-    assert again == tree and not (tree / "build").exists()  # the same path, a fresh tree
+    base = cache / "src" / sha(archive)[:16]
+    with checked_out(str(archive), cache=cache) as first:
+        tree = first.tree
+        assert tree == base / "pkg-1.0" and first.sha256 == sha(archive)
+        assert (tree / "pkg" / "__init__.py").read_text() == "X = 1\n"
+        (tree / "build").mkdir()  # what a build leaves behind
+        # a second build of it meanwhile: its own tree, the first one's left alone
+        with checked_out(f"{archive}#sha256={sha(archive)}", cache=cache) as second:
+            assert second.tree == Path(f"{base}.2") / "pkg-1.0"
+            assert (tree / "build").is_dir()
+    with checked_out(str(archive), cache=cache) as again:  # alone: the same path, afresh
+        assert again.tree == tree and not (tree / "build").exists()
     (tmp_path / "o").mkdir()
-    other = source_tree(str(sdist(tmp_path / "o", body="X = 2\n")), cache=cache)
-    assert other != tree  # another archive, another path
+    with checked_out(str(sdist(tmp_path / "o", body="X = 2\n")), cache=cache) as other:
+        assert other.tree.parent.parent == cache / "src" and other.tree != tree
 
 
 def test_a_source_whose_sha256_differs_is_refused_before_anything_builds(tmp_path: Path) -> None:
@@ -98,12 +105,14 @@ def test_name_equals_version_is_the_release_sdist_pip_fetches(
     monkeypatch.setenv("PIP_NO_INDEX", "1")
     monkeypatch.setenv("PIP_FIND_LINKS", str(links))
     cache = tmp_path / "cache"
-    tree = source_tree("relpkg==1.0", cache=cache)
+    with checked_out("relpkg==1.0", cache=cache) as first:
+        tree = first.tree
     assert (tree / "setup.py").is_file() and tree.name == "relpkg-1.0"
     with pytest.raises(ConfigError, match=f"sha256 {sha(archive)}, not the pinned 0{{63}}"):
         source_tree("relpkg==1.0", "0" * 64, cache=cache)
     pinned = sha(archive)
     archive.unlink()  # fetched once: the cached sdist serves the next build
-    assert source_tree("relpkg==1.0", pinned, cache=cache) == tree
+    with checked_out("relpkg==1.0", pinned, cache=cache) as again:
+        assert again.tree == tree
     with pytest.raises(ConfigError, match=r"relpkg==2\.0: pip download found no sdist"):
         source_tree("relpkg==2.0", cache=cache)

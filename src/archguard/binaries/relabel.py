@@ -22,6 +22,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
+from archguard._fs import atomic_file
 from archguard.binaries.record import RECORD_NAME
 from archguard.errors import BinaryReadError, ConfigError
 
@@ -63,7 +64,7 @@ def relabel(wheel: Path, label: str, pin: str) -> Path:
         pieces = wheel.name[: -len(".whl")].split("-")
         build_tag = [pieces[2]] if build else []  # name-version[-build]-python-abi-platform
         target = wheel.parent / ("-".join([stem, str(new), *build_tag, *pieces[-3:]]) + ".whl")
-        _pack(root, target, Path(tmp))
+        _pack(root, target)
     if target != wheel:
         wheel.unlink()
     return target
@@ -91,17 +92,16 @@ def _unpack(wheel: Path, root: Path) -> Path:
     return root
 
 
-def _pack(root: Path, target: Path, tmp: Path) -> None:
+def _pack(root: Path, target: Path) -> None:
     """``root`` written as the wheel ``target`` (RECORD written afresh from what it holds),
-    moved into place only once complete."""
+    moved into place only once complete (under its own name until then: ``WheelFile``
+    reads the name)."""
     from wheel.wheelfile import WheelFile
 
     for record in root.glob("*.dist-info/RECORD"):
         record.unlink()
-    partial = tmp / target.name
-    with WheelFile(str(partial), "w") as wf:
+    with atomic_file(target, own_name=True) as partial, WheelFile(str(partial), "w") as wf:
         wf.write_files(str(root))
-    partial.replace(target)
 
 
 def write_wheel_record(wheel: Path, record: dict[str, object]) -> None:
@@ -112,7 +112,7 @@ def write_wheel_record(wheel: Path, record: dict[str, object]) -> None:
         root = _unpack(wheel, Path(tmp, "tree"))
         info = next(root.glob("*.dist-info"))
         (info / RECORD_NAME).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-        _pack(root, wheel, Path(tmp))
+        _pack(root, wheel)
 
 
 def _pinned(wheel: Path, pin: str) -> bool:

@@ -19,11 +19,11 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import re
-import shutil
-import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from archguard._fs import atomic_directory
 
 # ATen/cuda/CUDAContextLight.h, torch 2.13.0 (its unconditional CUDA library includes).
 TORCH_HEADERS = ("cusparse.h", "cublas_v2.h", "cublasLt.h", "cusolverDn.h")
@@ -272,15 +272,23 @@ def assemble_root(
     made = ToolkitRoot(directory, cuda_home, tuple(sorted(add_include)), tuple(sorted(add_lib)))
     if (directory / ".archguard-complete").is_file():
         return made
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    partial = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
-    if (home / "nvvm").is_dir():
-        (partial / "nvvm").symlink_to((home / "nvvm").resolve())
     linked = {
         "bin": _entries([home / "bin"]),
         "include": {**own_include, **add_include},
         "lib64": {**own_lib, **add_lib},
     }
+    # made by one build at a time (the next waits, then finds it), renamed into place whole
+    with atomic_directory(directory) as partial:
+        if partial is not None:
+            _fill_root(partial, home, linked)
+            (partial / ".archguard-complete").write_text(f"completes {cuda_home}\n")
+    return made
+
+
+def _fill_root(partial: Path, home: Path, linked: dict[str, dict[str, Path]]) -> None:
+    """The links of a toolkit root (:func:`assemble_root`) in ``partial``."""
+    if (home / "nvvm").is_dir():
+        (partial / "nvvm").symlink_to((home / "nvvm").resolve())
     for sub, entries in linked.items():
         (partial / sub).mkdir()
         for name, path in entries.items():
@@ -294,9 +302,3 @@ def assemble_root(
     for name in ("version.json", "version.txt"):
         if (home / name).is_file():
             (partial / name).symlink_to((home / name).resolve())
-    (partial / ".archguard-complete").write_text(f"completes {cuda_home}\n")
-    try:
-        partial.rename(directory)
-    except OSError:  # another build made it first
-        shutil.rmtree(partial, ignore_errors=True)
-    return made

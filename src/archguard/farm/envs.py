@@ -13,6 +13,7 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
+from archguard._fs import write_atomic
 from archguard.detect.tools import run
 from archguard.errors import ConfigError
 from archguard.farm.identity import code_digest, held
@@ -105,7 +106,7 @@ def cell_environment(cell: Cell, site: Path) -> Path:
         ],
         f"uv pip install for {cell.name}",
     )
-    marker.write_text(wanted)
+    write_atomic(marker, wanted)  # last, and whole: a killed run leaves no marker
     return python
 
 
@@ -124,7 +125,7 @@ def record_held(python: Path) -> dict[str, str | None]:
     changed by hand is a new input), kept beside it for ``farm plan --site``."""
     found = held(python)
     with contextlib.suppress(OSError):  # only plan's display reads it
-        (python.parent.parent / HELD).write_text(json.dumps(found, sort_keys=True))
+        write_atomic(python.parent.parent / HELD, json.dumps(found, sort_keys=True))
     return found
 
 

@@ -1,28 +1,31 @@
-"""Running one job: its source (a tree copied to a content-addressed path, an sdist checked
-against its pin and unpacked at its stable path, a release fetched by the cell's pip), its
-``[tool.archguard]`` table as a file, then ``archguard wheel`` in its cell's environment; its
+"""Running one job: its source (a tree copied to a path fixed by its content, an sdist
+checked against its pin and unpacked at its stable path, a release fetched by the cell's
+pip; each a directory of the job's own while it builds), its ``[tool.archguard]`` table as a
+file, then ``archguard wheel`` in its cell's environment; its
 verified wheels moved into the pool. Nothing is published here: the caller records the
 outcome, and the site is published from the records."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from archguard._fs import own_directory
 from archguard.errors import ArchguardError, ConfigError
 from archguard.farm.identity import JUNK_DIRS
 from archguard.farm.manifest import Package
 from archguard.farm.plan import Job
 from archguard.farm.publish import pool_wheel
 from archguard.farm.records import STATE, Outcome, write_atomic
-from archguard.frontend.sources import cache_root, is_release, source_tree
+from archguard.frontend.sources import cache_root, checked_out, is_release
 
 # Builds of the same inputs give the same bytes: the zip entries' dates (setuptools'
 # bdist_wheel, wheel pack, auditwheel) from here, not the clock; 1980-01-01, zip's first day.
@@ -59,31 +62,44 @@ def config_file(package: Package, where: Path) -> Path | None:
     return where
 
 
-def _tree_copy(tree: Path, digest: str) -> Path:
-    """A source tree copied, afresh, to ``<cache>/src/tree-<digest>/<its name>``: what is
-    built is exactly what was digested (an edit during the build changes nothing; linked
-    files and directories are copied as what they point at), and the same content is built
-    at the same path from any checkout, so a compile cache hits. Build outputs stay behind;
-    ``.git`` and hidden files come along (a version plugin reads them)."""
-    where = cache_root() / "src" / f"tree-{digest[:16]}"
-    if where.exists():
-        shutil.rmtree(where)
-    junk = [d for d in JUNK_DIRS if d != ".git"]
-    ignore = shutil.ignore_patterns(*junk, "*.egg-info", "*.pyc", "*.so", "*.o")
-    target = where / tree.name
-    shutil.copytree(tree, target, ignore=ignore, symlinks=False, ignore_dangling_symlinks=True)
-    return target
+@contextlib.contextmanager
+def _tree_copy(tree: Path, digest: str) -> Iterator[Path]:
+    """A source tree copied, afresh, to ``<cache>/src/tree-<digest>/<its name>``, this
+    build's alone until the block ends: what is built is exactly what was digested (an edit
+    during the build changes nothing; linked files and directories are copied as what they
+    point at), and the same content is built at the same path from any checkout, so a
+    compile cache hits. Build outputs stay behind; ``.git`` and hidden files come along (a
+    version plugin reads them).
+
+    The build writes into its copy (pip builds a directory in place), so the copy is a
+    directory of its own (:func:`archguard._fs.own_directory`), not a content-addressed one
+    that every build of the digest shares: a second farm run building the same digest at the
+    same time (another site, another checkout, another runner on this ``~/.cache``) copies to
+    ``tree-<digest>.2`` instead of removing the first one's tree while it links. Keyed by the
+    lock and not by the job: the same job runs in two sites at once when two checkouts of
+    one manifest do."""
+    with own_directory(cache_root() / "src" / f"tree-{digest[:16]}") as where:
+        if where.exists():
+            shutil.rmtree(where)
+        junk = [d for d in JUNK_DIRS if d != ".git"]
+        ignore = shutil.ignore_patterns(*junk, "*.egg-info", "*.pyc", "*.so", "*.o")
+        target = where / tree.name
+        shutil.copytree(tree, target, ignore=ignore, symlinks=False, ignore_dangling_symlinks=True)
+        yield target
 
 
-def _source(job: Job, python: Path, env: Mapping[str, str]) -> tuple[Path, str]:
-    """The directory to build, and, for a release, the sha256 prefix of the sdist it
-    fetched (its unpacked path, ``<cache>/src/<prefix>/<top>``)."""
+@contextlib.contextmanager
+def _source(job: Job, python: Path, env: Mapping[str, str]) -> Iterator[tuple[Path, str]]:
+    """The directory to build, this job's alone until the block ends, and, for a release,
+    the sha256 prefix of the sdist it fetched (its unpacked path, ``<cache>/src/<prefix>``)."""
     package = job.package
     digest = job.inputs.get("source", {}).get("tree")
     if isinstance(digest, str):
-        return _tree_copy(Path(package.source), digest), ""
-    tree = source_tree(package.source, package.sha256, python=str(python), env=env)
-    return tree, (tree.parent.name if is_release(package.source) else "")
+        with _tree_copy(Path(package.source), digest) as tree:
+            yield tree, ""
+        return
+    with checked_out(package.source, package.sha256, python=str(python), env=env) as out:
+        yield out.tree, (out.sha256[:16] if is_release(package.source) else "")
 
 
 def _pool_verified(outcome: Outcome, site: Path, variants: bool) -> None:
@@ -100,54 +116,72 @@ def _pool_verified(outcome: Outcome, site: Path, variants: bool) -> None:
 
 
 def run_job(job: Job, python: Path, options: JobRun, extra_env: dict[str, str]) -> Outcome:
-    """One job: its source, then archguard wheel in its cell; its verified wheels pooled."""
-    cell, package, site = job.cell, job.package, options.site
-    logs = site / cell.name / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
-    log = logs / f"{package.name}.log"
-    outcome = Outcome(job.id, package.name, cell.name, "failed", log=str(log.relative_to(site)))
+    """One job: its source (its own directory while it builds), then archguard wheel in its
+    cell; its verified wheels pooled."""
+    site = options.site
+    log = _log(site, job)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    outcome = Outcome(
+        job.id, job.package.name, job.cell.name, "failed", log=str(log.relative_to(site))
+    )
     started = time.monotonic()
-    try:
-        tree, fetched = _source(job, python, extra_env)
-    except (ArchguardError, OSError) as exc:
-        outcome.why = exc.message if isinstance(exc, ArchguardError) else str(exc)
-        log.write_text(outcome.why + "\n")
-        return outcome
-    outcome.fetched = fetched
+    with contextlib.ExitStack() as held:
+        try:
+            tree, outcome.fetched = held.enter_context(_source(job, python, extra_env))
+        except (ArchguardError, OSError) as exc:
+            outcome.why = exc.message if isinstance(exc, ArchguardError) else str(exc)
+            log.write_text(outcome.why + "\n")
+            return outcome
+        proc = _build(job, tree, python, options, extra_env)
+        outcome.seconds = time.monotonic() - started
+        try:
+            report = json.loads(proc.stdout)
+        except ValueError:
+            outcome.why = (
+                f"archguard wheel exited {proc.returncode} without its report; see the log"
+            )
+            return outcome
+        builds = report.get("builds") or [{}]
+        outcome.details = list(builds[0].get("wheels") or [])
+        if not report.get("ok"):
+            problems = builds[0].get("problems") or [report.get("error", {}).get("message", "")]
+            outcome.why = "; ".join(str(p) for p in problems if p) or "see the log"
+            return outcome
+        _pool_verified(outcome, site, options.variants)
+    outcome.status = "built" if outcome.wheels else "failed"
+    if not outcome.wheels:
+        outcome.why = "archguard wheel reported success but left no verified wheel"
+    return outcome
+
+
+def _log(site: Path, job: Job) -> Path:
+    return site / job.cell.name / "logs" / f"{job.package.name}.log"
+
+
+def _build(
+    job: Job, tree: Path, python: Path, options: JobRun, extra_env: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    """``archguard wheel`` of ``tree`` in the job's cell, its stderr in the job's log."""
+    site = options.site
     # the job's own folder: jobs side by side never see each other's wheels (archguard wheel
     # tells its wheels by what appeared in its folder); verified wheels move to the pool
     own = site / STATE / "jobs" / job.id / "wheels"
     shutil.rmtree(own, ignore_errors=True)
     argv = [str(python), "-m", "archguard", "wheel", str(tree), "-w", str(own)]
     argv += ["--format", "json"]
-    config = config_file(package, site / STATE / "jobs" / job.id / "config.toml")
+    config = config_file(job.package, site / STATE / "jobs" / job.id / "config.toml")
     if config is not None:
         argv += ["--config", str(config)]
     if options.repair:
         argv.append("--repair")
+    for requirement in job.package.build_requires:
+        argv += ["--build-requires", requirement]
     env = {**os.environ, "SOURCE_DATE_EPOCH": SOURCE_DATE_EPOCH, **extra_env}
     if options.variants:
         env["ARCHGUARD_WHEEL_VARIANT"] = "1"
     if options.policy:
         env["ARCHGUARD_POLICY"] = str(Path(options.policy).resolve())
-    with log.open("w") as out:
-        proc = subprocess.run(
+    with _log(site, job).open("w") as out:
+        return subprocess.run(
             argv, stdout=subprocess.PIPE, stderr=out, text=True, env=env, check=False
         )
-    outcome.seconds = time.monotonic() - started
-    try:
-        report = json.loads(proc.stdout)
-    except ValueError:
-        outcome.why = f"archguard wheel exited {proc.returncode} without its report; see the log"
-        return outcome
-    builds = report.get("builds") or [{}]
-    outcome.details = list(builds[0].get("wheels") or [])
-    if not report.get("ok"):
-        problems = builds[0].get("problems") or [report.get("error", {}).get("message", "")]
-        outcome.why = "; ".join(str(p) for p in problems if p) or "see the log"
-        return outcome
-    _pool_verified(outcome, site, options.variants)
-    outcome.status = "built" if outcome.wheels else "failed"
-    if not outcome.wheels:
-        outcome.why = "archguard wheel reported success but left no verified wheel"
-    return outcome

@@ -34,6 +34,7 @@ from typing import IO
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
+from archguard._fs import atomic_file
 from archguard.detect.sources import file_sha256
 from archguard.errors import ConfigError
 from archguard.farm.manifest import Cell
@@ -128,13 +129,11 @@ def pool_wheel(site: Path, built: Path) -> tuple[str, str]:
     if target.is_file() and file_sha256(target) == sha:
         built.unlink(missing_ok=True)
         return built.name, sha
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(f".{built.name}.{secrets.token_hex(6)}.partial")
-    try:
-        built.replace(partial)
-    except OSError:  # another file system
-        shutil.copyfile(built, partial)
-    partial.replace(target)
+    with atomic_file(target) as partial:
+        try:
+            built.replace(partial)
+        except OSError:  # another file system
+            shutil.copyfile(built, partial)
     return built.name, sha
 
 

@@ -8,13 +8,12 @@ inputs are the job's now and its wheels' bytes are the ones it names."""
 from __future__ import annotations
 
 import json
-import os
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from archguard._fs import write_atomic as write_atomic  # noqa: PLC0414 (re-exported: farm/*)
 from archguard.detect.sources import file_sha256
 
 STATE = ".farm"  # SITE/.farm: environments, job records, the lock
@@ -84,22 +83,6 @@ def say(text: str) -> None:
 
 def pool_path(site: Path, name: str, sha256: str) -> Path:
     return site / POOL / (sha256 or "unknown") / name
-
-
-def write_atomic(path: Path, text: str | bytes) -> None:
-    """``text`` (or bytes, written as they are) at ``path``, written under a name of its own
-    and renamed into place: a reader sees the old file or the new, whole; two writers never
-    share a temporary file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
-    data = text if isinstance(text, bytes) else text.encode("utf-8")
-    try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(data)
-        Path(name).replace(path)
-    except BaseException:
-        Path(name).unlink(missing_ok=True)
-        raise
 
 
 def record_path(site: Path, job: str) -> Path:

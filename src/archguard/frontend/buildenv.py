@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -32,6 +31,7 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from archguard._fs import atomic_directory
 from archguard.detect.tools import BUILD_TIMEOUT_S, run
 from archguard.errors import ConfigError
 from archguard.frontend.sources import cache_root
@@ -196,20 +196,15 @@ def _install(pins: list[str], where: str) -> Path:
     overlay = cache_root() / "build-env" / key
     if (overlay / ".archguard-complete").is_file():
         return overlay
-    overlay.parent.mkdir(parents=True, exist_ok=True)
-    partial = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=overlay.parent))
-    argv = [sys.executable, "-m", "pip", "install", "--no-deps", "--quiet", "--target"]
-    argv += [str(partial), "--disable-pip-version-check", *pins]
-    proc = run(argv, ConfigError, BUILD_TIMEOUT_S)
-    if proc.returncode != 0:
-        shutil.rmtree(partial, ignore_errors=True)
-        tail = "\n".join(proc.stderr.strip().splitlines()[-6:])
-        raise ConfigError(f"{where}: installing {', '.join(pins)} failed:\n{tail}")
-    (partial / ".archguard-complete").write_text("\n".join(pins) + "\n")
-    try:
-        partial.rename(overlay)
-    except OSError:  # another build made the same overlay first
-        shutil.rmtree(partial, ignore_errors=True)
+    with atomic_directory(overlay) as partial:  # one build installs it; the next finds it
+        if partial is not None:
+            argv = [sys.executable, "-m", "pip", "install", "--no-deps", "--quiet", "--target"]
+            argv += [str(partial), "--disable-pip-version-check", *pins]
+            proc = run(argv, ConfigError, BUILD_TIMEOUT_S)
+            if proc.returncode != 0:
+                tail = "\n".join(proc.stderr.strip().splitlines()[-6:])
+                raise ConfigError(f"{where}: installing {', '.join(pins)} failed:\n{tail}")
+            (partial / ".archguard-complete").write_text("\n".join(pins) + "\n")
     return overlay
 
 
