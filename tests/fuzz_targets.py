@@ -315,7 +315,7 @@ def fuzz_preprocessor(text: str, header: str) -> None:
 
     for line in logical_lines(text):
         parse_define(line.text)
-        with contextlib.suppress(Unparsable, RecursionError):
+        with contextlib.suppress(Unparsable):  # (deep nesting is Unparsable, not a crash)
             evaluate(line.text, Macros(Target("sm_90", None).macros("900", CudaVersion(13, 0))))
     toolkit = bundled_toolkit((13, 0))
     files = {"a.cu": text, "h.h": header}
@@ -325,6 +325,56 @@ def fuzz_preprocessor(text: str, header: str) -> None:
         ["a.cu"], Wheel(targets, toolkit, targets), Sources(files.__getitem__, resolve)
     )
     assert report.files >= 1
+
+
+# -D values released setup.py files pass nvcc: torchani's cuaev (its CUB in a namespace),
+# torch's extension flags, CUTLASS's switches, and values that are expressions
+REAL_DEFINES = [
+    "-DCUB_NS_PREFIX=namespace cuaev {",
+    "-DCUB_NS_POSTFIX=}",
+    "-DCUB_NS_QUALIFIER=::cuaev::cub",
+    "-DTORCH_EXTENSION_NAME=_C",
+    '-DVERSION="1.2"',
+    "-D_GLIBCXX_USE_CXX11_ABI=1",
+    "-DWITH_CUDA",
+    "-DCUTLASS_ENABLE_TENSOR_CORE_MMA=1",
+    "-DNDEBUG",
+    "-DFOO=(1<<3)",
+    "-D__CUDA_NO_HALF_OPERATORS__",
+    "-U__CUDA_NO_HALF_CONVERSIONS__",
+    '-DPYBIND11_COMPILER_TYPE="_gcc"',
+    "-DTORCH_API_INCLUDE_EXTENSION_H",
+]
+DEFINE_NAMES = ["CUB_NS_PREFIX", "CUB_NS_POSTFIX", "FOO", "WITH_CUDA", "VERSION", "NDEBUG"]
+random_defines = st.builds(
+    lambda name, value: f"-D{name}={value}",
+    st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,6}", fullmatch=True),
+    text_near([*CPP_TOKENS, "{", "}", "namespace", '"', "::"]),
+)
+
+
+def fuzz_lint_defines(flags: list[str], text: str) -> None:
+    """-D values from released setup.py files and random ones, with sources that use them:
+    nothing raises out of the lint's entry points, not even archguard's own error (a value
+    that is no expression is opaque), and an #error under a condition on an opaque value
+    is never reached (never a proof)."""
+    from archguard.core.toolkit import bundled_toolkit
+    from archguard.lint.expressions import given_macro
+    from archguard.lint.guards import Wheel, analyse
+    from archguard.lint.sources import Sources, parse_defines
+
+    defines = parse_defines(flags)
+    for name, value in defines.items():
+        if value is not None:
+            given_macro(name, value)
+    first = "".join(f"#if {n}\n#error opaque {n}\n#endif\n" for n in defines)
+    files = {"a.cu": first + text}
+    targets = parse_targets("sm_80 sm_90 compute_90", "fuzz", known=known_arches())
+    wheel = Wheel(targets, bundled_toolkit((13, 0)), targets)
+    report = analyse(["a.cu"], wheel, Sources(files.__getitem__, lambda n, q, i: None, defines))
+    assert set(report.opaque) <= set(defines)
+    reached = {e.text for e in report.errors}
+    assert not {f"#error opaque {n}" for n in report.opaque} & reached
 
 
 TARGETS: dict[str, tuple[Callable[..., None], st.SearchStrategy[tuple[object, ...]]]] = {
@@ -398,6 +448,15 @@ TARGETS: dict[str, tuple[Callable[..., None], st.SearchStrategy[tuple[object, ..
     "preprocessor": (
         fuzz_preprocessor,
         st.tuples(text_near(CPP_TOKENS), text_near(CPP_TOKENS)),
+    ),
+    "lint-defines": (
+        fuzz_lint_defines,
+        st.tuples(
+            st.lists(
+                st.sampled_from(REAL_DEFINES) | random_defines | st.text(max_size=12), max_size=6
+            ),
+            text_near([*CPP_TOKENS, *DEFINE_NAMES]),
+        ),
     ),
     "verify-record": (
         fuzz_record,

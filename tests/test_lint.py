@@ -15,7 +15,7 @@ import pytest
 import yaml
 from packaging.version import Version
 
-from archguard.core.arch import Arch, parse_targets
+from archguard.core.arch import Arch, parse_arch_list, parse_targets
 from archguard.core.cuda import CudaVersion
 from archguard.core.toolkit import bundled_toolkit, known_arches
 from archguard.core.torchbuild import bundled_torch
@@ -680,3 +680,203 @@ def test_lint_project_leaves_vendored_translation_units_out_and_says_so(tmp_path
     assert report["vendored_not_linted"] == ["third_party/lib/examples/e.cu"]
     named = run_main("lint", str(examples / "e.cu"), "--cuda", "13.0", "--torch", "2.13")
     assert "archguard lint: 1 files read" in named.stdout
+
+
+# -D values a released setup.py passes nvcc: torchani's cuaev puts its CUB in a namespace
+CUAEV_FLAGS = [
+    "-DCUB_NS_QUALIFIER=::cuaev::cub",
+    "-DCUB_NS_PREFIX=namespace cuaev {",
+    "-DCUB_NS_POSTFIX=}",
+]
+OPAQUE_GUARDS = """\
+#ifdef CUB_NS_PREFIX
+#error defined, certainly
+#endif
+#if CUB_NS_PREFIX
+#error never a proof
+#endif
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900 && CUB_NS_POSTFIX
+#error nor this
+#endif
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900 && READABLE
+#error a proof for sm_80
+#endif
+__global__ void k() {}
+"""
+
+
+def test_a_define_that_is_no_expression_is_opaque_undecided_and_never_a_proof() -> None:
+    """The lint read every -D value as an expression and raised on torchani's
+    `-DCUB_NS_PREFIX=namespace cuaev {` (from inside the build). Such a value is opaque:
+    the name is defined (an #ifdef on it is decided), its value unknown (an #if on it is
+    undecided: an #error under it is never a proof that drops a target), and said as such;
+    a value the lint reads still decides."""
+    from archguard.lint.render import render
+    from archguard.lint.sources import parse_defines
+
+    files = {"k.cu": OPAQUE_GUARDS}
+    defines = parse_defines([*CUAEV_FLAGS, "-DREADABLE=1"])
+    wanted = parse_targets("sm_80 sm_90", "t", known=known_arches())
+    sources = Sources(files.__getitem__, no_include, defines)
+    report = analyse(["k.cu"], Wheel(wanted, TOOLKIT, TORCH), sources)
+    assert report.opaque == {"CUB_NS_PREFIX": "namespace cuaev {", "CUB_NS_POSTFIX": "}"}
+    assert [(e.line, e.images) for e in report.errors] == [
+        (2, ("sm_80", "sm_90")),
+        (11, ("sm_80",)),
+    ]
+    (why,) = [t for _, n, t in report.not_understood if n == 7]
+    assert "CUB_NS_POSTFIX, whose -D value is not an expression the lint reads" in why
+    text = render(report, "the list")
+    assert "Opaque -D values" in text and "-DCUB_NS_PREFIX='namespace cuaev {'" in text
+    data = json.loads(render(report, "the list", "json"))
+    assert data["opaque_defines"] == report.opaque
+
+
+def _extension(name: str, flags: list[str]):  # type: ignore[no-untyped-def]
+    from types import SimpleNamespace
+
+    return SimpleNamespace(
+        name=name, sources=["k.cu"], include_dirs=[], define_macros=[], undef_macros=[]
+    ), {"nvcc": flags}
+
+
+def _lint_in_a_build(
+    root: Path, extensions: list[tuple[str, list[str]]]
+) -> dict[str, dict[str, str]]:
+    """The build's lint step (archguard._integration.prebuild.lint_build) over ``root``'s
+    k.cu, for extensions with these nvcc flags, planned for sm_80 and sm_90."""
+    from types import SimpleNamespace
+
+    from archguard._integration.prebuild import lint_build
+    from archguard._integration.session import Session
+    from archguard.core.modes import DEFAULT_ARCH_SPECIFIC
+    from archguard.core.policy import load_policy
+    from archguard.core.resolve import resolve
+    from archguard.nvcc.plan import plan_extension
+
+    res = resolve(
+        load_policy(None),
+        TOOLKIT,
+        bundled_torch((13, 0), Version("2.13")),
+        override=(
+            tuple(parse_arch_list("8.0 9.0", "test", known=known_arches())),
+            "ARCHGUARD_ARCH_LIST",
+        ),
+    )
+    session = Session(
+        resolution=res,
+        package=None,
+        torch_arch_list=None,
+        cudaarchs="",
+        inputs={},
+        activation="package",
+    )
+    planned = []
+    for name, flags in extensions:
+        ext, args = _extension(name, flags)
+        plan = plan_extension(name, args, res, DEFAULT_ARCH_SPECIFIC, None)
+        planned.append((ext, args, plan))
+    cmd = SimpleNamespace(distribution=SimpleNamespace(src_root=str(root)))
+    return lint_build(cmd, session, planned)
+
+
+def test_the_build_lints_through_defines_it_cannot_read_and_says_so_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two extensions with torchani's flags: the build's lint raises nothing, names each
+    opaque -D value once in the log, and proves only what a readable value decides."""
+    from archguard._integration import common
+
+    monkeypatch.setattr(common, "_announced", set())
+    monkeypatch.delenv("ARCHGUARD_LINT", raising=False)
+    (tmp_path / "k.cu").write_text(OPAQUE_GUARDS)
+    flags = [*CUAEV_FLAGS, "-DREADABLE=1"]
+    proofs = _lint_in_a_build(tmp_path, [("_a", flags), ("_b", flags)])
+    reached = {
+        "sm_80": "'#error a proof for sm_80' (k.cu:11)",  # (the last #error it reaches)
+        "sm_90": "'#error defined, certainly' (k.cu:2)",
+        "compute_90": "'#error defined, certainly' (k.cu:2)",
+    }
+    assert proofs == {"_a": reached, "_b": reached}
+    log = capsys.readouterr().err
+    said = "-DCUB_NS_PREFIX='namespace cuaev {' is not an expression the lint reads"
+    assert log.count(said) == 1, log
+    assert log.count("-DCUB_NS_POSTFIX='}' is not an expression") == 1
+    assert "CUB_NS_QUALIFIER" not in log  # ::cuaev::cub is tokens the lint reads
+    assert "Traceback" not in log
+
+
+def test_an_unexpected_failure_of_the_lint_is_a_warning_and_the_build_goes_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """archguard's own reading is never a decision: an exception of the lint's own (here,
+    analyse failing) is one warning naming the extension, its sources and the exception;
+    the build goes on with the planned targets, even with lint = "error". A flag naming a
+    file the system cannot look up (a name too long for it) is read as no file."""
+    from archguard._integration import prebuild
+
+    def boom(*_: object) -> None:
+        raise RuntimeError("cannot read ' {'")
+
+    (tmp_path / "k.cu").write_text(OPAQUE_GUARDS)
+    monkeypatch.setenv("ARCHGUARD_LINT", "error")
+    too_long = ["-include", "x" * 5000, "-I" + "y" * 5000, *CUAEV_FLAGS]
+    assert list(_lint_in_a_build(tmp_path, [("_long", too_long)])) == ["_long"]
+    assert "warning" not in capsys.readouterr().err
+    monkeypatch.setattr(prebuild, "analyse", boom)
+    assert _lint_in_a_build(tmp_path, [("_c", CUAEV_FLAGS)]) == {}
+    log = capsys.readouterr().err
+    assert (
+        "warning: lint: extension _c: archguard's lint could not read its sources or flags "
+        "(k.cu: RuntimeError: cannot read ' {'); no lint for it, and it builds with sm_80 "
+        "sm_90 compute_90 as planned"
+    ) in log, log
+
+
+NAMESPACED_KERNEL = """\
+// torchani's way: two -D values open and close a namespace around the kernel
+NS_OPEN
+__global__ void add_one(float* x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] += 1.0f;
+}
+NS_CLOSE
+#if defined(NS_OPEN) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 700
+#error no device below 7.0
+#endif
+void launch(float* x, int n) { x::add_one<<<(n + 127) / 128, 128>>>(x, n); }
+"""
+
+
+@needs_nvcc
+@needs_cuda_torch
+def test_nvcc_defines_that_are_no_expressions_build_with_archguard_as_without(
+    tmp_path: Path,
+) -> None:
+    """A package whose nvcc flags define `-DNS_OPEN=namespace x {` and `-DNS_CLOSE=}` (as
+    torchani's cuaev does for CUB) builds with archguard (ARCHGUARD_ARCH_LIST=8.0) as it
+    builds without (ARCHGUARD_DISABLE=1, TORCH_CUDA_ARCH_LIST=8.0): the lint says once that
+    it takes those values as opaque, and the build goes on."""
+    from realtools import MINI, build_env, extension, pyproject, run_in, setup_py
+
+    flags = ["-O2", "-DNS_OPEN=namespace x {", "-DNS_CLOSE=}"]
+    logs = {}
+    for label, env in (
+        ("with", build_env(ARCHGUARD_ARCH_LIST="8.0")),
+        ("without", build_env(ARCHGUARD_DISABLE="1", TORCH_CUDA_ARCH_LIST="8.0")),
+    ):
+        root = tmp_path / label
+        root.mkdir()
+        (root / "kernel.cu").write_text(NAMESPACED_KERNEL)
+        (root / "mod.c").write_text((MINI / "mod.c").read_text())
+        ext = extension("_minicuda", ["mod.c", "kernel.cu"], flags)
+        (root / "setup.py").write_text(setup_py("nsdefines", [ext]))
+        (root / "pyproject.toml").write_text(pyproject("torch-archguard"))
+        proc = run_in(root, sys.executable, "setup.py", "build_ext", "--inplace", env=env)
+        logs[label] = proc.stdout + proc.stderr
+        assert proc.returncode == 0, logs[label][-3000:]
+        assert len(list(root.glob("_minicuda*.so"))) == 1
+    said = "-DNS_OPEN='namespace x {' is not an expression the lint reads"
+    assert logs["with"].count(said) == 1, logs["with"][-3000:]
+    assert "nvcc gets -gencode=arch=compute_80,code=sm_80" in logs["with"]
+    assert "Traceback" not in logs["with"]

@@ -259,8 +259,21 @@ def _plan(
         proven = (proofs or {}).get(ext.name)
         try:
             plan = plan_extension(ext.name, keys, session.resolution, session.arch_specific, proven)
-        except ArchguardError as exc:
+        except ArchguardError as exc:  # a decision (an empty list, a refused flag): it stops
             raise setup_error(exc) from None
+        except Exception as exc:  # archguard's own reading of the flags failed: not a decision
+            flags = " ".join(str(f) for f in keys.get("nvcc", []))
+            say(
+                f"warning: extension {ext.name}: archguard could not plan its nvcc flags "
+                f"({flags[:200]!r}: {type(exc).__name__}: {str(exc)[:200]}); it builds with "
+                "its own flags and TORCH_CUDA_ARCH_LIST (the effective list)"
+            )
+            session.add_extension(
+                ext.name,
+                unseen_extension_record(session.resolution, ext.name, _extension_file(cmd, ext)),
+                session.resolution.targets,
+            )
+            continue
         planned.append((ext, args, plan))
     return planned
 

@@ -27,7 +27,8 @@ _ENDIF = re.compile(r"^\s*endif\s*\(", re.I)
 _ELSE = re.compile(r"^\s*(?:else|elseif)\s*\(", re.I)
 _MESSAGE = re.compile(r"^\s*message\s*\(", re.I)  # says the arches, does not choose them
 # a property set to the list the build was given: follows it, forces nothing
-_FOLLOWS = re.compile(r"CUDA_ARCHITECTURES\s+\"?\$\{CMAKE_CUDA_ARCHITECTURES\}\"?\s*\)?\s*$")
+# (``(?:\s*\))?``: \s*\)?\s* split a run of blanks every way before failing at its end)
+_FOLLOWS = re.compile(r"CUDA_ARCHITECTURES\s+\"?\$\{CMAKE_CUDA_ARCHITECTURES\}\"?(?:\s*\))?\s*$")
 _DEFAULT_GUARD = re.compile(r"\bNOT\s+(?:DEFINED\s+)?CMAKE_CUDA_ARCHITECTURES\b", re.I)
 _SKIP_DIRS = {".git", "build", "_skbuild", "third_party", "3rdparty", "external", "extern"}
 _MAX_FILES = 200
@@ -39,7 +40,7 @@ _NO_CUDA = re.compile(
     r"|Looking for a CUDA compiler - NOTFOUND)",
     re.I,
 )
-_CMAKE_ERROR = re.compile(r"CMake Error at (?P<at>[^\s:]+:\d+) \((?P<what>[^)]*)\):")
+_CMAKE_ERROR = re.compile(r"CMake Error at (?P<at>[^\s:]+:\d+) \((?P<what>[^()\n]*)\):")
 
 
 def _cmake_files(tree: Path) -> list[Path]:

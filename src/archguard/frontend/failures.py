@@ -25,10 +25,12 @@ _NO_GPU = re.compile(
 )
 # a source file a build names that the tree does not hold (setuptools' check, or ninja's)
 _SOURCE_MISSING = re.compile(
-    r"(?P<file>[\w./+-]+\.(?:cu|cpp|cc|cxx|c))['\"]?(?:: No such file or directory"
-    r"| does not exist|, needed by .*, missing and no known rule)",
+    r"(?<![\w./+-])(?P<file>[\w./+-]+\.(?:cu|cpp|cc|cxx|c))['\"]?(?:: No such file or directory"
+    r"| does not exist|, needed by [^,\n]*, missing and no known rule)",
 )
-_COMPILE_ERROR = re.compile(r"\berror\b.*\.(?:cpp|cc|cxx|c)[:(]|\.(?:cpp|cc|cxx|c):\d+:\d+: error")
+_ERROR_WORD = re.compile(r"\berror\b")
+_C_SOURCE = re.compile(r"\.(?:cpp|cc|cxx|c)[:(]")
+_GCC_ERROR = re.compile(r"\.(?:cpp|cc|cxx|c):\d+:\d+: error")
 # torch's headers refusing the C++ standard the package compiles with (torch 2.14: C++20)
 _TORCH_STD = re.compile(
     r"#error C\+\+(?P<needs>\d+) or later compatible compiler is required to use (?:PyTorch|ATen)"
@@ -38,7 +40,7 @@ _NVCC = re.compile(r"bin/nvcc\b")  # an nvcc command line (archguard's own lines
 # a host compiler's error in a C/C++ file (gcc, clang: FILE:LINE:COL: error: ...), and nvcc's
 # own in a .cu file (FILE(LINE): error: ...), which may depend on the arch
 _HOST_ERROR = re.compile(
-    r"^\s*(?P<file>\S+\.(?:cpp|cc|cxx|c|h|hpp|hh)):(?P<line>\d+):\d+: (?:fatal )?error: "
+    r"^[^\S\n]*(?P<file>\S+\.(?:cpp|cc|cxx|c|h|hpp|hh)):(?P<line>\d+):\d+: (?:fatal )?error: "
     r"(?P<msg>.+)$",
     re.M,
 )
@@ -118,10 +120,11 @@ def raised(text: str, source: str = "") -> Raised | None:
     lines = text.splitlines()
     starts = [i for i, line in enumerate(lines) if line.strip() == _TRACEBACK]
     root = source.rstrip("/") + "/" if source else None
-    for start in reversed(starts):
+    ends = [*starts[1:], len(lines)] if starts else []  # each ends where the next starts
+    for start, end in reversed(list(zip(starts, ends, strict=True))):
         own: str | None = None
         last: tuple[str, str] | None = None  # the innermost frame past the package's
-        for i in range(start + 1, len(lines)):
+        for i in range(start + 1, end):
             frame = _FRAME.match(lines[i])
             if frame:
                 if _own(frame["file"], root):
@@ -278,7 +281,8 @@ def cause(
             "lacks its own sources (its MANIFEST.in leaves them out); build from the project's "
             "source tree or a fixed sdist"
         )
-    if _COMPILE_ERROR.search(text) and not _NVCC.search(text) and own:
+    compile_error = _on_a_line(_ERROR_WORD, _C_SOURCE, text) or _GCC_ERROR.search(text)
+    if compile_error and not _NVCC.search(text) and own:
         return (
             "the package built its CPU fallback (no CUDA compile ran: chosen because no GPU is "
             "visible?) and that failed to compile" + _where_to_set(own, environment)
@@ -432,7 +436,8 @@ def _in_build(text: str, own_words: Raised | None, source: str) -> str | None:
     if said and said.startswith(f"{_SAID}compile-failed:"):  # a compiler failed, it says
         return said
     stopped = cmake_error(text)
-    if stopped and (own_words is None or _RAN_CMAKE.search(own_words.what)):
+    ran_cmake = own_words is not None and _on_a_line(_CALLED, _CMAKE, own_words.what)
+    if stopped and (own_words is None or ran_cmake):
         ran = f" (its setup.py ran CMake, at {own_words.at})" if own_words else ""
         return f"CMake stopped the build, at {stopped}{ran}"
     linked = _link_error(text)
@@ -447,15 +452,28 @@ def _in_build(text: str, own_words: Raised | None, source: str) -> str | None:
 
 
 # the package's exception is only its wrapper around a CMake run that failed
-_RAN_CMAKE = re.compile(r"CalledProcessError.*\bcmake\b", re.I)
-_ARCHGUARD_ERROR = re.compile(r"^\s*archguard: error: (?P<said>.+)$", re.M)
-_DISTUTILS_ERROR = re.compile(r"^\s*error: (?!subprocess-exited-with-error)(?P<said>.+)$", re.M)
+_CALLED = re.compile(r"CalledProcessError", re.I)
+_CMAKE = re.compile(r"\bcmake\b", re.I)
+_ARCHGUARD_ERROR = re.compile(r"^[^\S\n]*archguard: error: (?P<said>.+)$", re.M)
+_DISTUTILS_ERROR = re.compile(
+    r"^[^\S\n]*error: (?!subprocess-exited-with-error)(?P<said>.+)$", re.M
+)
+
+
+def _on_a_line(first: re.Pattern[str], then: re.Pattern[str], text: str) -> bool:
+    """Does a line hold ``first`` and, after it, ``then`` (what ``first.*then`` asked,
+    without rescanning the rest of the line from every ``first``)?"""
+    for line in text.split("\n"):
+        found = first.search(line)
+        if found and then.search(line, found.end()):
+            return True
+    return False
 
 
 _SAID = "archguard in the build: "
 # a linker's error line (GNU ld, gold, lld; gcc's collect2 summary only where none is before)
 _LINK_ERROR = re.compile(
-    r"^\s*(?P<said>(?:\S*/)?(?:ld(?:\.\w+)?|lld|collect2): (?!warning:).+)$", re.M
+    r"^[^\S\n]*(?P<said>(?:\S*/)?(?:ld(?:\.\w+)?|lld|collect2): (?!warning:).+)$", re.M
 )
 
 

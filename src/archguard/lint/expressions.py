@@ -4,8 +4,10 @@ preprocessor operators. An identifier no scanned file defines is *unknown* (``No
 
 from __future__ import annotations
 
+import functools
+import operator
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -34,6 +36,14 @@ _TOKEN = re.compile(
 
 class Unparsable(Exception):
     """An expression the evaluator does not understand (a cast, a string...)."""
+
+
+# How deep the evaluator follows nested parentheses, operators and macro expansions before it
+# gives up on an expression as not understood (no real #if comes near; a hostile one would
+# otherwise take Python's stack), and how many tokens one expression may expand to (macros
+# that each use the one before twice double it at every step)
+MAX_DEPTH = 100
+MAX_TOKENS = 20_000
 
 
 # C++'s alternative tokens ([lex.digraph]): operators, never identifiers, in #if as anywhere
@@ -76,6 +86,18 @@ class Macro:
     body: tuple[str, ...]  # tokens (empty: defined to nothing)
     params: tuple[str, ...] | None = None  # function-like when not None
     raw: str = ""
+    # defined, to a value the lint does not read as an expression (-DNS_OPEN='namespace x {'):
+    # `defined` is certain, its value unknown
+    opaque: bool = False
+
+
+def given_macro(name: str, value: str) -> Macro:
+    """A command line's ``-DNAME=VALUE``: its tokens, or opaque where they are not an
+    expression's (``namespace cuaev {``)."""
+    try:
+        return Macro(name, tuple(tokenize(value)), raw=value)
+    except Unparsable:
+        return Macro(name, (), raw=value, opaque=True)
 
 
 class Macros:
@@ -131,11 +153,16 @@ class Macros:
             self.absent.add(name)
 
 
+_DEFINE = re.compile(r"([A-Za-z_][A-Za-z_0-9]*)(\(([^)]*)\))?")
+
+
 def parse_define(rest: str) -> Macro | None:
-    match = re.match(r"([A-Za-z_][A-Za-z_0-9]*)(\(([^)]*)\))?\s*(.*)$", rest)
+    """A ``#define``'s macro (``rest``: the line after ``#define``); None when it names none.
+    A body the evaluator cannot read is kept as a token that is never a value."""
+    match = _DEFINE.match(rest)
     if not match:
         return None
-    name, params, body = match[1], match[3], match[4]
+    name, params, body = match[1], match[3], rest[match.end() :].lstrip()
     try:
         tokens = tuple(tokenize(body)) if body else ()
     except Unparsable:
@@ -151,18 +178,33 @@ class Evaluation:
     value: Value
     unknown: set[str] = field(default_factory=set)  # identifiers that made it unknown
     arch: bool = False  # an arch macro took part
+    tokens: int = 0  # tokens expansion has produced so far (at most MAX_TOKENS)
 
 
 # `__has_include(<cuda_fp8.h>)`: the header name is not an expression; what the compiler
 # would find is unknown to the lint either way
-_HEADER_NAME = re.compile(r"\b(__has_include(?:_next)?)\s*\(\s*(?:<[^>]*>|\"[^\"]*\")\s*\)")
+# (``<[^<>]*>``: a scan stops at the next ``<``, so that a run of ``__has_include(<`` costs
+# its length, not its square)
+_HEADER_NAME = re.compile(r"\b(__has_include(?:_next)?)\s*\(\s*(?:<[^<>]*>|\"[^\"]*\")\s*\)")
+
+
+@functools.lru_cache(maxsize=256)
+def _condition_tokens(text: str) -> tuple[str, ...] | str:
+    """A ``#if`` expression's tokens, or why it has none: read once for all the
+    configurations that evaluate it."""
+    try:
+        return tuple(tokenize(_HEADER_NAME.sub(r"\1(0)", text)))
+    except Unparsable as exc:
+        return str(exc)
 
 
 def evaluate(text: str, macros: Macros) -> Evaluation:
     """Evaluate a ``#if`` expression for one configuration (three-valued)."""
-    text = _HEADER_NAME.sub(r"\1(0)", text)
+    read = _condition_tokens(text)
+    if isinstance(read, str):
+        raise Unparsable(read)
     ev = Evaluation(None)
-    tokens = _expand(tokenize(text), macros, ev, set())
+    tokens = _expand(list(read), macros, ev, set())
     parser = _Parser(tokens, ev)
     value = parser.ternary()
     if parser.i != len(tokens):
@@ -172,9 +214,14 @@ def evaluate(text: str, macros: Macros) -> Evaluation:
 
 
 def _expand(tokens: list[str], macros: Macros, ev: Evaluation, hiding: set[str]) -> list[str]:
+    if len(hiding) > MAX_DEPTH:
+        raise Unparsable(f"macros expand more than {MAX_DEPTH} levels deep")
     out: list[str] = []
     i = 0
     while i < len(tokens):
+        ev.tokens += 1
+        if ev.tokens > MAX_TOKENS:
+            raise Unparsable(f"the expression expands past {MAX_TOKENS} tokens")
         tok = tokens[i]
         if tok == "defined":
             value, i = _defined(tokens, i, macros, ev)
@@ -189,10 +236,10 @@ def _expand(tokens: list[str], macros: Macros, ev: Evaluation, hiding: set[str])
             _, i = _arguments(tokens, i + 1)
             ev.unknown.add(tok)
             out.append("<unknown>")
-        elif re.match(r"[A-Za-z_]", tok) and tok not in hiding:
+        elif _is_name(tok) and tok not in hiding:
             expanded, i = _identifier(tokens, i, macros, ev, hiding)
             out += expanded
-        elif re.match(r"[A-Za-z_]", tok):
+        elif _is_name(tok):
             # a macro's own name inside its expansion is not expanded again, and an
             # identifier left after expansion is 0 in a #if (C11 6.10.1)
             out.append("0")
@@ -203,6 +250,12 @@ def _expand(tokens: list[str], macros: Macros, ev: Evaluation, hiding: set[str])
     return out
 
 
+def _is_name(token: str) -> bool:
+    """An identifier's token (the tokenizer's names start with [A-Za-z_])."""
+    first = token[:1]
+    return first == "_" or (first.isascii() and first.isalpha())
+
+
 def _defined(tokens: list[str], i: int, macros: Macros, ev: Evaluation) -> tuple[str, int]:
     """``defined X`` / ``defined(X)`` at ``tokens[i]``, resolved before expansion: its
     value token and the index after it."""
@@ -210,7 +263,7 @@ def _defined(tokens: list[str], i: int, macros: Macros, ev: Evaluation) -> tuple
     paren = j < len(tokens) and tokens[j] == "("
     if paren:
         j += 1
-    if j >= len(tokens) or not re.match(r"[A-Za-z_]", tokens[j]):
+    if j >= len(tokens) or not _is_name(tokens[j]):
         raise Unparsable("defined without a name")
     name = tokens[j]
     if is_arch_macro(name):
@@ -243,6 +296,9 @@ def _identifier(
             _, i = _arguments(tokens, i)  # F(1000) of an unknown F: unknown as a whole
         ev.unknown.add(tok)
         return ["<unknown>"], i
+    if macro.opaque:  # a -D value that is no expression: defined, its value unknown
+        ev.unknown.add(tok)
+        return ["<unknown>"], i + 1
     if macro.params is None:
         return _expand(list(macro.body), macros, ev, hiding | {tok}), i + 1
     args, i = _arguments(tokens, i + 1)
@@ -325,6 +381,12 @@ class _Parser:
         self.tokens = tokens
         self.i = 0
         self.ev = ev
+        self.depth = 0  # nested parentheses, unary operators and ternaries
+
+    def deeper(self) -> None:
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise Unparsable(f"the expression nests more than {MAX_DEPTH} levels deep")
 
     def peek(self) -> str | None:
         return self.tokens[self.i] if self.i < len(self.tokens) else None
@@ -337,29 +399,33 @@ class _Parser:
         return tok
 
     def ternary(self) -> Value:
+        self.deeper()
         cond = self.binary(0)
         if self.peek() != "?":
+            self.depth -= 1
             return cond
         self.take()
         a = self.ternary()
         if self.take() != ":":
             raise Unparsable("expected ':'")
         b = self.ternary()
+        self.depth -= 1
         if cond is None:
             return a if a == b else None
         return a if cond else b
 
-    def binary(self, level: int) -> Value:
-        if level == len(self.BINARY):
-            return self.unary()
-        left = self.binary(level + 1)
-        while self.peek() in self.BINARY[level]:
-            op = self.take()
-            right = self.binary(level + 1)
-            left = _apply(op, left, right)
-        return left
+    def binary(self, floor: int) -> Value:
+        """Operators binding at least as tightly as level ``floor`` (left to right): one call
+        per operand, whatever the number of levels."""
+        left = self.unary()
+        while True:
+            op = self.peek()
+            if op is None or _LEVEL.get(op, -1) < floor:
+                return left
+            self.take()
+            left = _apply(op, left, self.binary(_LEVEL[op] + 1))
 
-    def unary(self) -> Value:  # noqa: PLR0911 - one return per form of a unary expression
+    def unary(self) -> Value:
         tok = self.take()
         if tok == "(":
             value = self.ternary()
@@ -367,73 +433,62 @@ class _Parser:
                 raise Unparsable("expected ')'")
             return value
         if tok in ("!", "~", "-", "+"):
+            self.deeper()
             value = self.unary()
+            self.depth -= 1
             if value is None:
                 return None
             return {"!": int(not value), "~": ~value, "-": -value, "+": value}[tok]
         if tok == "<unknown>":
             return None
-        if re.fullmatch(r"0[xX][0-9A-Fa-f]+", tok):
-            return int(tok, 16)
-        if re.fullmatch(r"0[0-7]*", tok):
-            return int(tok, 8)
-        if tok.isdigit():
-            return int(tok)
+        if tok[:2] in ("0x", "0X") and len(tok) > 2 and tok[2:].isascii() and tok[2:].isalnum():
+            try:
+                return int(tok, 16)
+            except ValueError:
+                raise Unparsable(f"unexpected {tok!r}") from None
+        if tok.isascii() and tok.isdigit():
+            return int(tok, 8) if tok.startswith("0") and tok.strip("01234567") == "" else int(tok)
         raise Unparsable(f"unexpected {tok!r}")
 
 
+_LEVEL = {op: level for level, ops in enumerate(_Parser.BINARY) for op in ops}
+
+
 def _apply(op: str, a: Value, b: Value) -> Value:
-    if op == "&&":
-        if a == 0 or b == 0:
-            return 0
-        return None if a is None or b is None else 1
-    if op == "||":
-        if (a is not None and a != 0) or (b is not None and b != 0):
-            return 1
-        return None if a is None or b is None else 0
+    if op in ("&&", "||"):  # three-valued: one known operand may decide alone
+        decides = int(op == "||")
+        if any(v is not None and int(v != 0) == decides for v in (a, b)):
+            return decides
+        return None if a is None or b is None else 1 - decides
     if a is None or b is None:
         return None
-    if op in ("/", "%") and b == 0:
-        raise Unparsable("division by zero")
-    return {
-        "|": lambda: a | b,
-        "^": lambda: a ^ b,
-        "&": lambda: a & b,
-        "==": lambda: int(a == b),
-        "!=": lambda: int(a != b),
-        "<": lambda: int(a < b),
-        "<=": lambda: int(a <= b),
-        ">": lambda: int(a > b),
-        ">=": lambda: int(a >= b),
-        "<<": lambda: a << b if 0 <= b < 64 else 0,
-        ">>": lambda: a >> b if 0 <= b < 64 else 0,
-        "+": lambda: a + b,
-        "-": lambda: a - b,
-        "*": lambda: a * b,
-        "/": lambda: int(a / b),
-        "%": lambda: a - b * int(a / b),
-    }[op]()
+    if op in ("/", "%"):
+        if b == 0:
+            raise Unparsable("division by zero")
+        quotient = abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)  # C: toward zero
+        return _wrapped(quotient if op == "/" else a - b * quotient)
+    if op in ("<<", ">>"):
+        return _wrapped(a << b if op == "<<" else a >> b) if 0 <= b < 64 else 0
+    return _wrapped(_OPERATORS[op](a, b))
 
 
-# ---------------------------------------------------------------------------------------
-# Walking translation units.
+# the preprocessor's arithmetic is intmax_t's: 64 bits (a product of a thousand factors is
+# not a number a thousand digits long)
+_OPERATORS: dict[str, Callable[[int, int], int]] = {
+    "|": operator.or_,
+    "^": operator.xor,
+    "&": operator.and_,
+    "==": lambda a, b: int(a == b),
+    "!=": lambda a, b: int(a != b),
+    "<": lambda a, b: int(a < b),
+    "<=": lambda a, b: int(a <= b),
+    ">": lambda a, b: int(a > b),
+    ">=": lambda a, b: int(a >= b),
+    "+": operator.add,
+    "-": operator.sub,
+    "*": operator.mul,
+}
 
 
-def and_(a: Tri, b: Tri) -> Tri:
-    if a is False or b is False:
-        return False
-    return True if a is True and b is True else MAYBE
-
-
-def not_(a: Tri) -> Tri:
-    return MAYBE if a is MAYBE else not a
-
-
-def or_(a: Tri, b: Tri) -> Tri:
-    if a is True or b is True:
-        return True
-    return False if a is False and b is False else MAYBE
-
-
-def tri(value: Value) -> Tri:
-    return MAYBE if value is None else value != 0
+def _wrapped(value: int) -> int:
+    return (value + (1 << 63)) % (1 << 64) - (1 << 63)

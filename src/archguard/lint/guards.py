@@ -18,16 +18,16 @@ evaluate. What each target defines is what nvcc 13.0 defines (checked by
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, cast
 
 from archguard.core.arch import Arch, Targets
 from archguard.core.coverage import Device, known_devices, loaded_image, runs_on
-from archguard.core.cuda import CudaVersion
 from archguard.core.kinds import BranchKind
 from archguard.core.toolkit import Toolkit
-from archguard.lint.expressions import Macro, tokenize
+from archguard.lint.expressions import Macro, given_macro
 from archguard.lint.outside import OUTSIDE_NAMES, outside_macros
 from archguard.lint.preprocessor import Preprocessor, Region, Scan, Walk
 from archguard.lint.regions import (
@@ -42,67 +42,10 @@ from archguard.lint.regions import (
     kernel_names,
     launches,
 )
+from archguard.lint.targets import OTHER_COMPILERS, Target
 
 if TYPE_CHECKING:
     from archguard.lint.sources import Sources
-
-
-# What an nvcc build on Linux is not: clang, NVHPC, MSVC, Windows, an IDE's parser, hipcc.
-# Undefined in every pass (checked against the real nvcc by tests/test_lint.py), unless a
-# scanned file or the command line defines one.
-OTHER_COMPILERS = (
-    "__clang__",
-    "_NVHPC_CUDA",
-    "__NVCOMPILER",
-    "_MSC_VER",
-    "_WIN32",
-    "_WIN64",
-    "_M_AMD64",
-    "_M_X64",
-    "__INTELLISENSE__",
-    "__HIP__",
-    "__HIPCC__",
-    "__HIP_PLATFORM_AMD__",
-)
-
-
-@dataclass(frozen=True)
-class Target:
-    """One configuration: an image in the wheel, a device's own native target, or the host."""
-
-    name: str  # "sm_86", "compute_90", "host"
-    arch: Arch | None  # None: the host pass
-
-    def macros(
-        self, arch_list: str, cuda: CudaVersion, build: int | None = None
-    ) -> dict[str, Macro]:
-        """What nvcc defines for this target (nvcc 13.0, checked by the tests). ``build``:
-        the toolkit's build number (``__CUDACC_VER_BUILD__``), when known."""
-        out = {
-            "__CUDACC__": Macro("__CUDACC__", ("1",)),
-            "__NVCC__": Macro("__NVCC__", ("1",)),
-            "__CUDACC_VER_MAJOR__": Macro("__CUDACC_VER_MAJOR__", (str(cuda.major),)),
-            "__CUDACC_VER_MINOR__": Macro("__CUDACC_VER_MINOR__", (str(cuda.minor),)),
-            # nvcc includes cuda_runtime.h in every .cu compile (cuda_runtime_api.h defines it)
-            "CUDART_VERSION": Macro("CUDART_VERSION", (str(cuda.major * 1000 + cuda.minor * 10),)),
-            "__CUDA_ARCH_LIST__": Macro(
-                "__CUDA_ARCH_LIST__", tuple(" , ".join(arch_list.split(",")).split())
-            ),
-        }
-        if build is not None:
-            out["__CUDACC_VER_BUILD__"] = Macro("__CUDACC_VER_BUILD__", (str(build),))
-        arch = self.arch
-        if arch is None:
-            return out
-        value = str(arch.major * 100 + arch.minor * 10)
-        out["__CUDA_ARCH__"] = Macro("__CUDA_ARCH__", (value,))
-        if arch.suffix in ("a", "f"):
-            out["__CUDA_ARCH_FAMILY_SPECIFIC__"] = Macro("__CUDA_ARCH_FAMILY_SPECIFIC__", (value,))
-        if arch.suffix == "a":
-            out["__CUDA_ARCH_SPECIFIC__"] = Macro("__CUDA_ARCH_SPECIFIC__", (value,))
-            feat = f"__CUDA_ARCH_FEAT_SM{arch.digits}_ALL"
-            out[feat] = Macro(feat, ("1",))
-        return out
 
 
 # What the image a device loads has in place of a guarded region: what the branch it compiles
@@ -152,6 +95,9 @@ class Report:
     skipped: dict[str, str] = field(default_factory=dict)
     not_scanned: list[str] = field(default_factory=list)  # includes outside the scan
     unfinished: list[str] = field(default_factory=list)  # sources the budget left unscanned
+    # -D values that are not expressions (-DCUB_NS_PREFIX='namespace cuaev {'): name -> value;
+    # each is defined, with a value the lint takes as unknown
+    opaque: dict[str, str] = field(default_factory=dict)
     vendored: list[str] = field(default_factory=list)  # a project's vendored .cu, not linted
     seconds: float = 0.0
     files: int = 0
@@ -224,7 +170,7 @@ def _scan(wheel: Wheel, sources: Sources, configs: _Configs) -> tuple[list[dict[
         sorted({str(a.major * 100 + a.minor * 10) for a in targets.cubins | targets.ptx}, key=int)
     )
     given = {
-        name: Macro(name, tuple(tokenize(value)))
+        name: given_macro(name, value)
         for name, value in sources.defines.items()
         if value is not None
     }
@@ -236,8 +182,16 @@ def _scan(wheel: Wheel, sources: Sources, configs: _Configs) -> tuple[list[dict[
     undefined |= {name for name in OTHER_COMPILERS if name not in sources.defines}
     headers = outside_macros(wheel.toolkit.version)  # outside the scan; what they define is known
     outside = OUTSIDE_NAMES - sources.defines.keys()  # a -D/-U on the command line wins
+    opaque = frozenset(name for name, macro in given.items() if macro.opaque)
     scan = Scan(
-        sources.read, sources.resolve, undefined, sources.forced, sources.budget, headers, outside
+        sources.read,
+        sources.resolve,
+        undefined,
+        sources.forced,
+        sources.budget,
+        headers,
+        outside,
+        opaque=opaque,
     )
     return tables, scan
 
@@ -253,7 +207,13 @@ def analyse(roots: Sequence[str], wheel: Wheel, sources: Sources) -> Report:
     report.seconds = walk.seconds
     report.skipped = dict(walk.skipped)
     report.not_scanned = sorted(walk.missing)
-    _findings(walk, configs, wheel.torch_targets, report)
+    report.opaque = {n: v for n, v in sources.defines.items() if n in scan.opaque and v is not None}
+    # judging what the walk found gets a budget of its own, as long as the walk's
+    budget = None if sources.budget is None else time.monotonic() + sources.budget
+    try:
+        _findings(walk, configs, wheel.torch_targets, report, budget)
+    except _Spent:
+        report.unfinished = list(dict.fromkeys([*report.unfinished, *roots]))
     _errors(walk, configs, report)
     report.not_understood = [(f, n, t) for (f, n), t in sorted(walk.not_understood.items())]
     return report
@@ -269,10 +229,10 @@ def _arch_dependent(walk: Walk) -> set[tuple[str, int]]:
     return {k for k, r in walk.regions.items() if r.chain in chains or r.chain in varying}
 
 
-def _image_branch(walk: Walk, region: Region, image: int) -> Region | None:
+def _image_branch(reading: _Reading, region: Region, image: int) -> Region | None:
     """The branch of the same #if chain the image compiles, if any."""
-    for key, other in walk.regions.items():
-        if other.chain == region.chain and walk.states[key][image] is True:
+    for other in reading.chains[region.chain]:
+        if reading.walk.states[(other.file, other.line)][image] is True:
             return other
     return None
 
@@ -280,11 +240,17 @@ def _image_branch(walk: Walk, region: Region, image: int) -> Region | None:
 _RANK = {"": 0, "f": 1, "a": 2}
 
 
-def _findings(walk: Walk, configs: _Configs, torch_targets: Targets | None, report: Report) -> None:
+def _findings(
+    walk: Walk,
+    configs: _Configs,
+    torch_targets: Targets | None,
+    report: Report,
+    budget: float | None = None,
+) -> None:
     arch_regions = _arch_dependent(walk)
     ordered = sorted(arch_regions, key=lambda k: (k[0], k[1]))
     kernels = {name for lines in walk.lines.values() for name in kernel_names(lines)}
-    reading = _Reading(walk, kernels)
+    reading = _Reading(walk, kernels, budget)
     reading.uses = _value_uses(reading, ordered)
     for device, image, label, own in configs.served:
         runs = runs_on(torch_targets, device.cc) if torch_targets is not None else None
@@ -297,25 +263,51 @@ def _findings(walk: Walk, configs: _Configs, torch_targets: Targets | None, repo
                     region.file, region.line, region.guard, device, label, kind, runs, fix, used_at
                 )
             )
-    _dead(walk, configs, arch_regions, ordered, report)
+    _dead(reading, configs, arch_regions, ordered, report)
     _value_findings(reading, configs, torch_targets, report)
+
+
+class _Spent(Exception):
+    """Judging the walk's regions ran past its budget."""
 
 
 @dataclass
 class _Reading:
-    """What the hazards of one walk share: the kernels its files define, and each value
-    region's first use (None: unused)."""
+    """What the hazards of one walk share: the kernels its files define, the branches of
+    each ``#if`` chain, each value region's first use (None: unused), and the time left."""
 
     walk: Walk
     kernels: set[str]
+    budget: float | None = None  # time.monotonic() past which judging stops
     uses: dict[tuple[str, int], Use | None] = field(default_factory=dict)
+    chains: dict[tuple[str, int], list[Region]] = field(default_factory=dict)
     _index: UseIndex | None = None
+    _skips: dict[tuple[str, int], set[tuple[str, int]]] = field(default_factory=dict)
+    _ticks: int = 0
+
+    def __post_init__(self) -> None:
+        for region in self.walk.regions.values():
+            self.chains.setdefault(region.chain, []).append(region)
 
     def index(self) -> UseIndex:
         """Where each identifier is used, built on the first question."""
         if self._index is None:
             self._index = UseIndex(self.walk.lines)
         return self._index
+
+    def skip(self, chain: tuple[str, int]) -> set[tuple[str, int]]:
+        """The lines of a chain's branches (where a value's uses do not count), once."""
+        if chain not in self._skips:
+            self._skips[chain] = {
+                (r.file, n) for r in self.chains[chain] for n in range(r.line, r.span[1] + 1)
+            }
+        return self._skips[chain]
+
+    def tick(self) -> None:
+        """One more region judged; past the budget, stop."""
+        self._ticks += 1
+        if self.budget is not None and self._ticks % 256 == 0 and time.monotonic() > self.budget:
+            raise _Spent
 
 
 def _kind(
@@ -338,19 +330,13 @@ def _value_uses(
 ) -> dict[tuple[str, int], Use | None]:
     """For each region that only declares constexpr values: where the value is first used
     outside the declaring chain (None: nowhere in the scanned files)."""
-    walk = reading.walk
     out: dict[tuple[str, int], Use | None] = {}
-    chains: dict[tuple[str, int], list[Region]] = {}
-    for region in walk.regions.values():
-        chains.setdefault(region.chain, []).append(region)
     for key in regions:
-        region = walk.regions[key]
+        reading.tick()
+        region = reading.walk.regions[key]
         names = declared_values(region.body)
-        if names is None:
-            continue
-        chain = chains[region.chain]
-        skip = {(r.file, n) for r in chain for n in range(r.line, r.span[1] + 1)}
-        out[key] = reading.index().first_use(names, skip)
+        if names is not None:
+            out[key] = reading.index().first_use(names, reading.skip(region.chain))
     return out
 
 
@@ -368,6 +354,7 @@ def _device_hazards(
     variants = _compared(configs, served)
     reported: set[tuple[str, int]] = set()
     for key in ordered:
+        reading.tick()
         region = walk.regions[key]
         states = walk.states[key]
         if states[image] is not False:
@@ -375,7 +362,7 @@ def _device_hazards(
         active = [a for a in variants if states[natives[a]] is True]
         if not active or _ancestor_reported(walk, region, reported):
             continue
-        taken = _image_branch(walk, region, image)
+        taken = _image_branch(reading, region, image)
         if configuration_only(region.body) and (taken is None or not has_code(taken.body)):
             # CUTLASS's `#if defined(__CUDA_ARCH_SPECIFIC__)` / `#define ...`: no code of
             # its own; the hazard is where the macro is used, reported there
@@ -409,6 +396,7 @@ def _value_findings(
     scanned uses them."""
     walk = reading.walk
     for (file, line), value in sorted(walk.values.items()):
+        reading.tick()
         use: Use | bool | None = False  # looked up once, when first needed
         for device, image, label, own in configs.served:
             loaded = value.values[image]
@@ -442,26 +430,30 @@ def _value_findings(
 
 
 def _dead(
-    walk: Walk,
+    reading: _Reading,
     configs: _Configs,
     arch_regions: set[tuple[str, int]],
     ordered: list[tuple[str, int]],
     report: Report,
 ) -> None:
     """Arch guards no image in the wheel (nor the host pass) compiles."""
+    walk = reading.walk
     needs_by_region: dict[tuple[str, int], list[str]] = {}
     for arch, index in configs.natives.items():
         for key in arch_regions:
             if walk.states[key][index] is True:
                 needs_by_region.setdefault(key, []).append(str(arch))
+    dead: set[tuple[str, int]] = set()
     for key in ordered:
+        reading.tick()
         states = walk.states[key]
         region = walk.regions[key]
         if key not in walk.arch_chains and not region.guard.startswith("#else"):
             continue  # `#elif defined(RDNA3)` in an arch chain: not an arch guard itself
         if any(states[i] is not False for i in [*configs.images, configs.host]):
             continue
-        if region.parent is not None and region.parent in {(d.file, d.line) for d in report.dead}:
+        dead.add(key)  # a dead region's own dead regions are not named again, at any depth
+        if region.parent is not None and region.parent in dead:
             continue
         report.dead.append(
             Dead(region.file, region.line, region.guard, tuple(needs_by_region.get(key, ())))

@@ -33,61 +33,14 @@ from archguard.lint.expressions import (
     Tri,
     Unparsable,
     Value,
-    and_,
     evaluate,
-    not_,
-    or_,
     parse_define,
-    tri,
 )
 from archguard.lint.lines import Line, directive, include_guard, logical_lines, pragma_once
-from archguard.lint.regions import ARCH_VALUE
+from archguard.lint.regions import arch_value
+from archguard.lint.walk import ArchValue, Body, Region, Walk, and_, not_, or_, tri
 
-
-@dataclass(frozen=True)
-class Region:
-    """One branch of an ``#if`` chain: where it is, its guard, and its body's lines."""
-
-    file: str
-    line: int  # the branch directive's line
-    chain: tuple[str, int]  # (file, line of the chain's #if)
-    index: int  # 0 for the #if, 1.. for #elif/#else
-    guard: str  # as written: "#if __CUDA_ARCH__ >= 890"
-    parent: tuple[str, int] | None  # the enclosing region, if any
-    body: tuple[str, ...] = ()  # the branch's own lines (nested directives included)
-    span: tuple[int, int] = (0, 0)  # the line numbers of its first and last body line
-
-
-@dataclass(frozen=True)
-class ArchValue:
-    """A constexpr value computed from an arch macro: its name, its declaration, and its
-    value per configuration (None where it is not compiled or not evaluated)."""
-
-    name: str
-    text: str
-    values: list[Value]
-
-
-@dataclass
-class Walk:
-    """What one walk found, per configuration."""
-
-    configs: int
-    states: dict[tuple[str, int], list[Tri]] = field(default_factory=dict)
-    regions: dict[tuple[str, int], Region] = field(default_factory=dict)
-    errors: list[tuple[str, int, str, list[Tri]]] = field(default_factory=list)
-    not_understood: dict[tuple[str, int], str] = field(default_factory=dict)
-    arch_chains: set[tuple[str, int]] = field(default_factory=set)  # a condition uses an arch macro
-    skipped: dict[str, str] = field(default_factory=dict)  # path -> why
-    missing: set[str] = field(default_factory=set)  # includes not found (outside the scan)
-    # an outside name (CUDA_VERSION) made unknown -> the first unknown header that did it
-    outside_unknown: dict[str, str] = field(default_factory=dict)
-    files: set[str] = field(default_factory=set)
-    lines: dict[str, list[Line]] = field(default_factory=dict)  # each walked file's lines
-    unfinished: list[str] = field(default_factory=list)  # roots the budget left unscanned
-    # constexpr values computed from an arch macro: (file, line) -> the value per configuration
-    values: dict[tuple[str, int], ArchValue] = field(default_factory=dict)
-    seconds: float = 0.0
+__all__ = ["ArchValue", "Preprocessor", "Region", "Scan", "Walk"]
 
 
 Resolver = Callable[[str, bool, str], str | None]  # (name, quoted, including file) -> path
@@ -136,6 +89,8 @@ class Scan:
     # unknown after an outside header not in ``toolkit_headers``
     outside_names: frozenset[str] = frozenset()
     max_depth: int = 64
+    # -D names whose values are not expressions: defined, their values unknown
+    opaque: frozenset[str] = frozenset()
 
 
 class Preprocessor:
@@ -223,8 +178,7 @@ class Preprocessor:
     def _file(self, path: str, macros: list[Macros], active: list[Tri], unit: _Unit) -> None:
         if unit.depth > self.scan.max_depth or path in unit.stack:
             return
-        if self._deadline is not None and time.monotonic() > self._deadline:
-            raise _OutOfTime
+        self.check_time()
         lines = self._lines(path, unit.result)
         if lines is None or self._seen_before(path, lines, active):
             return
@@ -235,6 +189,11 @@ class Preprocessor:
             for m in macros:
                 m.assume_absent(guard)
         _FileWalk(self, path, macros, active, unit).run(lines)
+
+    def check_time(self) -> None:
+        """Past the walk's budget: stop (also inside one long file)."""
+        if self._deadline is not None and time.monotonic() > self._deadline:
+            raise _OutOfTime
 
     def _seen_before(self, path: str, lines: Sequence[Line], active: list[Tri]) -> bool:
         """A guarded header reached again in a state the first walk covered: a real
@@ -322,13 +281,17 @@ class _FileWalk:
         self.parent, self.unit = unit.parent, unit
         self.result = unit.result
         self.frames: list[_Frame] = []
-        self.region_lines: dict[tuple[str, int], list[Line]] = {}
+        # each open branch's first body line, as an index into ``lines`` (bodies are views)
+        self.starts: dict[tuple[str, int], int] = {}
+        self.lines: Sequence[Line] = ()
+        self.at = 0  # the index of the line being read
 
     def run(self, lines: Sequence[Line]) -> None:
-        for line in lines:
+        self.lines = lines
+        for self.at, line in enumerate(lines):
+            if self.at % 1024 == 1023:
+                self.pp.check_time()
             found = directive(line)
-            for key in list(self.region_lines):
-                self.region_lines[key].append(line)
             if found is None:
                 if "__CUDA_ARCH" in line.text:
                     self._value(line)
@@ -342,23 +305,25 @@ class _FileWalk:
                 self._close(self.frames.pop().region)
             else:
                 self._statement(name, rest, line)
-        for frame in self.frames:  # an unterminated #if: close what is open
+        self.at = len(lines) - 1  # an unterminated #if: close what is open
+        for frame in self.frames:
             self._close(frame.region)
 
     def _value(self, line: Line) -> None:
         """A ``constexpr`` declaration whose initializer reads an arch macro, evaluated as
         each configuration that compiles it sees it."""
-        match = ARCH_VALUE.match(line.text)
-        if match is None:
+        found = arch_value(line.text)
+        if found is None:
             return
+        name, init = found
         values: list[Value] = []
         for m, s in zip(self.macros, self.state, strict=True):
             try:
-                values.append(evaluate(match["init"], m).value if s is True else None)
+                values.append(evaluate(init, m).value if s is True else None)
             except (Unparsable, RecursionError):
                 values.append(None)
         key = (self.path, line.number)
-        self.result.values.setdefault(key, ArchValue(match["name"], line.text.strip(), values))
+        self.result.values.setdefault(key, ArchValue(name, line.text.strip(), values))
 
     @property
     def state(self) -> list[Tri]:
@@ -449,10 +414,14 @@ class _FileWalk:
         self, where: tuple[str, int], label: str, arch_unknown: set[str], before: set[str]
     ) -> None:
         if arch_unknown:
+            how = (  # (an opaque -D value is settled already: it is what it is)
+                ""
+                if arch_unknown <= self.pp.scan.opaque
+                else " (never defined, or defined under a condition not evaluated; settle it "
+                "with -D/-U)"
+            )
             self.result.not_understood.setdefault(
-                where,
-                f"{label}: depends on {self._why_unknown(arch_unknown)} (never defined, or "
-                "defined under a condition not evaluated; settle it with -D/-U)",
+                where, f"{label}: depends on {self._why_unknown(arch_unknown)}{how}"
             )
         elif before:
             self.result.not_understood.setdefault(
@@ -465,8 +434,13 @@ class _FileWalk:
         """The names, and what left them undecided: the scanned files, or a header outside
         the scan that archguard's bundled cuda_headers.yml does not know."""
         outside = self.result.outside_unknown
-        own = sorted(n for n in names if n not in outside)
+        opaque = self.pp.scan.opaque
+        own = sorted(n for n in names if n not in outside and n not in opaque)
         parts = [f"{', '.join(own)}, which the scanned files leave undecided"] if own else []
+        parts += [
+            f"{n}, whose -D value is not an expression the lint reads (taken as unknown)"
+            for n in sorted(names & opaque)
+        ]
         parts += [
             f"{n}, which <{outside[n]}> (outside the scan, not in archguard's bundled "
             "cuda_headers.yml) may define"
@@ -482,15 +456,18 @@ class _FileWalk:
             state if old is None else [or_(a, b) for a, b in zip(old, state, strict=True)]
         )
         self.result.regions.setdefault(key, region)
-        self.region_lines[key] = []
+        self.starts[key] = self.at + 1
 
     def _close(self, key: tuple[str, int]) -> None:
-        body = self.region_lines.pop(key, None)
+        start = self.starts.pop(key, None)
         region = self.result.regions.get(key)
-        if body is not None and region is not None and not region.body:
-            # without the directive that closed it
-            own = body[:-1]
-            span = (own[0].number, own[-1].number) if own else (region.line, region.line)
-            self.result.regions[key] = dataclasses.replace(
-                region, body=tuple(line.text for line in own), span=span
+        if start is not None and region is not None and not region.body:
+            # up to the directive that closed it (at EOF: the last line is left out, too)
+            stop = self.at
+            span = (
+                (self.lines[start].number, self.lines[stop - 1].number)
+                if stop > start
+                else (region.line, region.line)
             )
+            body = Body(self.lines, start, stop)
+            self.result.regions[key] = dataclasses.replace(region, body=body, span=span)

@@ -5,7 +5,7 @@ kernels a region defines or launches. Pure: lines in, answers out."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from archguard.core.kinds import ALTERNATIVE, EMPTY, TRAP, BranchKind
@@ -29,12 +29,25 @@ _VALUE = re.compile(
     r"|^\s*(?:template\s*<[^>]*>\s*)?struct\s+(?P<trait>[A-Za-z_]\w*)\s*:\s*(?:public\s+)?"
     r"std::(?:bool|integral)_constant\b"
 )
-# `static constexpr bool kFAST = (__CUDA_ARCH__ / 100) >= 10;`: a value computed from the arch
-ARCH_VALUE = re.compile(
+# `static constexpr bool kFAST = (__CUDA_ARCH__ / 100) >= 10;`: a declared value, computed
+# from the arch where its initializer names __CUDA_ARCH (see arch_value: a pattern that looked
+# for the name itself rescanned the rest of the line from each occurrence)
+_DECLARED = re.compile(
     r"^\s*(?:template\s*<[^>]*>\s*)?(?:(?:static|inline|extern)\s+)*(?:constexpr|constinit)\s+"
     r"[\w:<>,\s]*?"
-    r"\b(?P<name>[A-Za-z_]\w*)\s*=\s*(?P<init>[^;{}]*__CUDA_ARCH[^;{}]*);"
+    r"\b(?P<name>[A-Za-z_]\w*)\s*=\s*(?P<init>[^;{}]*);"
 )
+
+
+def arch_value(text: str) -> tuple[str, str] | None:
+    """(name, initializer) of a constexpr value computed from the arch, declared by
+    ``text``; None for any other line."""
+    match = _DECLARED.match(text)
+    if match is None or "__CUDA_ARCH" not in match["init"]:
+        return None
+    return match["name"], match["init"]
+
+
 _KERNEL_ATTRIBUTES = {
     "__launch_bounds__",
     "__cluster_dims__",
@@ -121,8 +134,8 @@ def declared_values(body: Sequence[str]) -> set[str] | None:
     """The names a branch declares when it holds only value declarations (``constexpr``
     constants, aliases, ``bool_constant`` traits); None when it holds other code."""
     names: set[str] = set()
-    joined = statements([Line(i, text) for i, text in enumerate(code_lines(body))])
-    for line in (j.text for j in joined):
+    code = (Line(i, t) for i, t in enumerate(body) if not t.lstrip().startswith("#"))
+    for line in (j.text for j in _statements(code)):  # read up to the first other statement
         if not _CODE.search(line) or line.strip() in ("};", "}"):
             continue
         match = _VALUE.match(line)
@@ -188,42 +201,50 @@ def first_use(
     return UseIndex(files).first_use(names, skip)
 
 
-def statements(lines: Sequence[Line]) -> list[Line]:
+def statements(lines: Iterable[Line]) -> list[Line]:
     """Code lines joined into statements (up to a line ending in ``;``, ``{`` or ``}``),
     each numbered by its first line; directives stay lines of their own."""
-    out: list[Line] = []
+    return list(_statements(lines))
+
+
+def _statements(lines: Iterable[Line]) -> Iterator[Line]:
     parts: list[str] = []
     start = 0
     for line in lines:
         text = line.text.strip()
         if text.startswith("#"):
-            out.append(line)
+            yield line
             continue
         if not parts:
             start = line.number
         parts.append(text)
         if text.endswith((";", "{", "}")):
-            out.append(Line(start, " ".join(parts)))
+            yield Line(start, " ".join(parts))
             parts = []
     if parts:
-        out.append(Line(start, " ".join(parts)))
-    return out
+        yield Line(start, " ".join(parts))
+
+
+_GLOBAL = re.compile(r"\b__global__\b")
 
 
 def kernel_names(lines: Iterable[Line]) -> set[str]:
-    """The ``__global__`` functions a file defines or declares."""
+    """The ``__global__`` functions a file defines or declares. Each declaration is read up
+    to the next ``__global__`` at most: every character is looked at once."""
     text = " ".join(line.text for line in lines)
     names: set[str] = set()
-    for match in re.finditer(r"\b__global__\b", text):
-        name = _kernel_after(text, match.end())
+    spans = [match.span() for match in _GLOBAL.finditer(text)]
+    for k, (_, start) in enumerate(spans):
+        end = spans[k + 1][0] if k + 1 < len(spans) else len(text)
+        name = _kernel_after(text, start, end)
         if name:
             names.add(name)
     return names
 
 
-def _kernel_after(text: str, i: int) -> str | None:
+def _kernel_after(text: str, i: int, end: int) -> str | None:
     last: str | None = None
-    while i < len(text):
+    while i < end:
         c = text[i]
         if c in ";{}":
             return None
@@ -231,15 +252,15 @@ def _kernel_after(text: str, i: int) -> str | None:
             if last is not None and last not in _KERNEL_ATTRIBUTES:
                 return last
             depth, i = 1, i + 1
-            while i < len(text) and depth:
+            while i < end and depth:
                 depth += {"(": 1, ")": -1}.get(text[i], 0)
                 i += 1
             last = None
             continue
-        word = re.match(r"[A-Za-z_]\w*", text[i:])
+        word = _WORD.match(text, i, end)
         if word:
             last = word[0]
-            i += word.end()
+            i = word.end()
             continue
         if not c.isspace() and c not in "<>,:*&":
             last = None

@@ -67,6 +67,7 @@ def render(report: Report, place: str, fmt: Format = "text", base: Path | None =
                 at(e.file, e.line, text=e.text, images=list(e.images)) for e in report.errors
             ],
             "not_understood": [at(f, n, why=t) for f, n, t in report.not_understood],
+            "opaque_defines": report.opaque,
             "skipped": report.skipped,
             "not_scanned": report.not_scanned,
             "vendored_not_linted": [relative(v, base) for v in report.vendored],
@@ -141,6 +142,9 @@ def _other_lines(report: Report, base: Path | None) -> list[str]:
         out += ["", "Not understood (not evaluated; check by hand)"]
         for file, line, why in report.not_understood:
             out.append(f"  {_where(file, line, base)}  {why}")
+    if report.opaque:
+        out += ["", "Opaque -D values (not expressions: defined, their values taken as unknown)"]
+        out += [f"  -D{name}={value!r}" for name, value in sorted(report.opaque.items())]
     if report.skipped:
         out += ["", "Skipped (unreadable)"]
         out += [f"  {path}: {why}" for path, why in sorted(report.skipped.items())]

@@ -139,9 +139,17 @@ def include_flags(flags: Sequence[str], root: Path) -> tuple[list[Path], list[st
         path = Path(value) if Path(value).is_absolute() else root / value
         if kind in ("-I", "--include-path"):
             dirs.append(path)
-        elif path.is_file():
+        elif _is_file(path):
             forced.append(str(path.resolve()))
     return dirs, forced
+
+
+def _is_file(path: Path) -> bool:
+    """A file, as far as the system can say (a name too long for it is none)."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
 
 
 def file_resolver(include_dirs: Sequence[Path], inside: Sequence[Path]) -> Resolver:

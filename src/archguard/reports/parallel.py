@@ -64,7 +64,7 @@ def _setup_py_threads(text: str) -> Decided | None:
     will name. A list assembled at run time is not seen."""
     try:
         tree = ast.parse(text)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # a hostile setup.py
         return None
     found: list[tuple[int, tuple[int, str]]] = []
     for node in ast.walk(tree):

@@ -1,0 +1,353 @@
+"""Readers of a package's files take time linear in what they read (issue 47): each is fed
+large and adversarial text under a generous wall-clock bound. The inputs are sized so that a
+linear reader takes a small part of the bound here and a reader that backtracks (a setup.py
+pattern took minutes on a real 174-line file) takes minutes: a regression fails, it does not
+hang."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+
+from archguard.core.arch import parse_targets
+from archguard.core.coverage import known_devices
+from archguard.core.toolkit import bundled_toolkit, known_arches
+from archguard.frontend.setup_py import SetupPy, parse_setup_py
+from archguard.lint.expressions import Macros, Unparsable, evaluate, parse_define, tokenize
+from archguard.lint.guards import Report, Wheel, analyse
+from archguard.lint.lines import logical_lines
+from archguard.lint.regions import arch_value, kernel_names
+from archguard.lint.sources import Sources, parse_defines
+
+BOUND = 1.0  # seconds per reader and input
+CORPUS = Path(__file__).parent / "setup_corpus"
+T = TypeVar("T")
+
+
+def within_bound(read: Callable[[], T]) -> T:
+    start = time.perf_counter()
+    result = read()
+    took = time.perf_counter() - start
+    assert took < BOUND, f"took {took:.2f} s"
+    return result
+
+
+# --- setup.py ------------------------------------------------------------------------------
+
+
+def build_ext_class(methods: int = 8, body: int = 6) -> str:
+    """A setup.py shaped like the one that took minutes: a build_ext subclass whose methods
+    each hold a nested function with a try/import/except ImportError, and a try whose
+    handler catches other errors, each over a body of ``body`` deeper lines (the old pattern
+    split each body line's indentation every way it could: exponential in ``body``)."""
+    out = [
+        "import os\nimport sys\n\nfrom setuptools import Extension, setup\n"
+        "from setuptools.command.build_ext import build_ext\n\n\n"
+        "class BuildExt(build_ext):\n"
+        '    """Builds the CUDA kernels when it can."""\n\n'
+    ]
+    for i in range(methods):
+        steps = "".join(f"                step_{j} = helper_{i}.step({j})\n" for j in range(body))
+        out.append(
+            f"    def step_{i}(self):\n"
+            "        def inner():\n"
+            "            try:\n"
+            f"                import helper_{i}\n"
+            f"{steps}"
+            "            except ImportError:\n"
+            "                return None\n\n"
+            "        try:\n"
+            f"            from pkg_{i}.sub import thing\n"
+            "            if thing.ready():\n"
+            f"{steps}"
+            "        except (OSError, RuntimeError):\n"
+            "            thing = None\n"
+            "        return inner()\n\n"
+        )
+    out.append(
+        '\nif os.environ.get("FORCE_CUDA", "0") == "1" or "build_ext" in sys.argv:\n'
+        "    pass\n"
+        'setup(name="x", ext_modules=[Extension("_x", ["x.cu"])],\n'
+        '      cmdclass={"build_ext": BuildExt})\n'
+    )
+    return "".join(out)
+
+
+# what makes ast give up on a text, and the tokenizer too
+PYTHON2 = 'print "built"\n'  # ast refuses it; the tokenizer reads it
+BAD_DEDENT = "if x:\n        a = 1\n    b = 2\n"  # both refuse it: read line by line
+
+
+def numbers(text: str, needle: str) -> list[int]:
+    return [n for n, line in enumerate(text.split("\n"), 1) if needle in line]
+
+
+def test_a_build_ext_class_with_nested_try_imports_reads_in_linear_time() -> None:
+    text = build_ext_class()
+    assert len(text.splitlines()) >= 200
+    found = within_bound(lambda: parse_setup_py(text))
+    assert found.reading == "ast"
+    (argv,) = numbers(text, "in sys.argv")
+    helpers = [(n, f"helper_{i}") for i, n in enumerate(numbers(text, "import helper_"))]
+    assert len(helpers) == 8
+    written = '"build_ext" in sys.argv'  # as the line writes it
+    assert [c.split(" only if")[0] for c in found.conditions] == [
+        f"setup.py:{argv}: {written!r}: pip's build (PEP 517) never puts "
+        "'build_ext' on setup.py's command line; build it with its own command "
+        "(python setup.py build_ext) or patch that line",
+        *(f"setup.py:{n}: it imports {m}" for n, m in helpers),
+    ]  # pkg_i.sub: its handler does not catch ImportError
+    assert (found.reads, found.defaults, found.asks_gpu) == (
+        ["FORCE_CUDA"],
+        {"FORCE_CUDA": "0"},
+        [],
+    )
+
+
+def shifted(found: SetupPy, lines: int) -> list[str]:
+    """The conditions with their line numbers moved up by ``lines``."""
+    out = []
+    for condition in found.conditions:
+        name, number, rest = condition.split(":", 2)
+        out.append(f"{name}:{int(number) - lines}:{rest}")
+    return out
+
+
+@pytest.mark.parametrize(
+    ("head", "tail", "reading"),
+    [("", PYTHON2, "tokens"), (BAD_DEDENT, "", "lines")],
+    ids=["python2-tokens", "bad-dedent-lines"],
+)
+def test_a_setup_py_ast_cannot_parse_is_read_the_same_token_by_token_or_line_by_line(
+    head: str, tail: str, reading: str
+) -> None:
+    text = build_ext_class()
+    as_python = parse_setup_py(text)
+    found = within_bound(lambda: parse_setup_py(head + text + tail))
+    assert found.reading == reading
+    assert shifted(found, head.count("\n")) == as_python.conditions
+    assert (found.reads, found.defaults) == (as_python.reads, as_python.defaults)
+
+
+def test_a_released_setup_py_asking_the_gpu_in_a_nested_function() -> None:
+    """torchani 2.2.4's setup.py (MIT, the released sdist's, tests/setup_corpus): it asks
+    torch for the device count and capabilities inside cuda_extension(); its own
+    '--cuaev' in sys.argv switches are not setup commands."""
+    text = (CORPUS / "torchani" / "setup_py.txt").read_text()
+    calls = ("device_count(", "get_device_capability(", "get_device_name(")
+    asks = sorted(n for call in calls for n in numbers(text, f"torch.cuda.{call}"))
+    assert len(asks) == 3
+    for head, reading in (("", "ast"), (BAD_DEDENT, "lines")):
+        found = within_bound(partial(parse_setup_py, head + text))
+        assert found.reading == reading
+        lines = head.count("\n")
+        assert found.asks_gpu == [f"setup.py:{n + lines}" for n in asks]
+        assert [c.split(": it asks torch for a GPU")[0] for c in shifted(found, lines)] == [
+            f"setup.py:{n}" for n in asks
+        ]
+        assert found.reads == [] and found.defaults == {}
+
+
+def nested_tries(depth: int) -> str:
+    """``depth`` try statements, each in the one before (past the parser's 100 levels)."""
+    opening = "".join(" " * d + f"try:\n{' ' * (d + 1)}import m{d}\n" for d in range(depth))
+    closing = "".join(
+        " " * d + "except ImportError:\n" + " " * (d + 1) + "pass\n" for d in reversed(range(depth))
+    )
+    return opening + closing
+
+
+# Past the parser's limits (100 indentations, 200 parentheses) Python 3.12's tokenize, the
+# parser's own tokenizer since, gives up too: the text is read line by line there
+DEEP = "tokens" if sys.version_info < (3, 12) else "lines"
+SETUP_TEXTS: list[tuple[str, Callable[[], str], str, int]] = [
+    # (id, the text, how it is read, how many optional imports it names)
+    (
+        "5k-try-blocks",
+        lambda: "".join(f"try:\n import m{i}\nexcept ImportError:\n pass\n" for i in range(5000)),
+        "ast",
+        5000,
+    ),
+    ("150-nested-tries", lambda: nested_tries(150), DEEP, 150),
+    ("150-nested-tries-unreadable", lambda: BAD_DEDENT + nested_tries(150), "lines", 150),
+    ("1MB-whitespace-line", lambda: "x = 1\n" + " " * 1_000_000 + "\n", "ast", 0),
+    ("1MB-whitespace-unreadable", lambda: BAD_DEDENT + " " * 1_000_000 + "x\n", "lines", 0),
+    ("try-then-endless-blank-lines", lambda: "try:\n import a\n" + "\n" * 100_000, "tokens", 0),
+    ("deep-parentheses", lambda: "x = " + "(" * 30_000 + ")" * 30_000 + "\n", DEEP, 0),
+    ("almost-env-reads", lambda: "os.environ.get(" * 15_000, "lines", 0),
+    ("quoted-names-before-no-environ", lambda: BAD_DEDENT + "'a' " * 250_000, "lines", 0),
+    ("almost-argv", lambda: BAD_DEDENT + "'build_ext' in sys." * 50_000, "lines", 0),
+    ("a-million-quotes", lambda: BAD_DEDENT + "'" * 1_000_000 + "\n", "lines", 0),
+    ("try-colons", lambda: BAD_DEDENT + "try:" * 200_000, "lines", 0),
+]
+
+
+@pytest.mark.parametrize(
+    ("make", "reading", "optional"),
+    [case[1:] for case in SETUP_TEXTS],
+    ids=[case[0] for case in SETUP_TEXTS],
+)
+def test_hostile_setup_py_text_reads_in_linear_time(
+    make: Callable[[], str], reading: str, optional: int
+) -> None:
+    text = make()
+    found = within_bound(lambda: parse_setup_py(text))
+    assert found.reading == reading
+    assert len([c for c in found.conditions if "only if it can" in c]) == optional
+
+
+# --- the lint's readers --------------------------------------------------------------------
+
+TARGETS = parse_targets("sm_80 sm_90 compute_90", "t", known=known_arches())
+# two devices judged (8.6 and 8.7 load sm_80): six configurations, not two dozen
+DEVICES = tuple(d for d in known_devices() if d.cc in ((8, 6), (8, 7)))
+WHEEL = Wheel(TARGETS, bundled_toolkit((13, 0)), TARGETS, DEVICES)
+
+
+def lint(text: str, defines: dict[str, str | None] | None = None) -> Report:
+    files = {"a.cu": text}
+    return analyse(["a.cu"], WHEEL, Sources(files.__getitem__, lambda n, q, i: None, defines or {}))
+
+
+def evaluated(text: str) -> int | str | None:
+    try:
+        return evaluate(text, Macros()).value
+    except Unparsable as exc:
+        return f"unparsable: {exc}"
+
+
+LINT_READERS: list[tuple[str, Callable[[], object]]] = [
+    ("lines-1MB-whitespace", lambda: logical_lines((" " * 1000 + "\n") * 1000)),
+    ("lines-open-comments", lambda: logical_lines("/*" * 500_000)),
+    ("lines-open-strings", lambda: logical_lines('"\\' * 300_000)),
+    ("tokenize-long-sum", lambda: tokenize("1+" * 100_000 + "1")),
+    ("evaluate-has-include-run", lambda: evaluated("__has_include(<" * 40_000)),
+    ("evaluate-deep-parentheses", lambda: evaluated("(" * 100_000 + "1" + ")" * 100_000)),
+    ("evaluate-deep-not", lambda: evaluated("!" * 100_000 + "1")),
+    ("evaluate-long-and", lambda: evaluated("1 && " * 100_000 + "1")),
+    ("define-long-body", lambda: parse_define("X " + "(1<<3) " * 100_000)),
+    ("define-unclosed-parameters", lambda: parse_define("F(" + "a," * 300_000)),
+    ("kernel-names-global-run", lambda: kernel_names(logical_lines("__global__ " * 50_000))),
+    ("kernel-names-no-end", lambda: kernel_names(logical_lines("__global__ " + "a " * 300_000))),
+    ("arch-value-run", lambda: arch_value("constexpr int a = " + "__CUDA_ARCH__" * 50_000)),
+]
+
+
+@pytest.mark.parametrize("read", [r for _, r in LINT_READERS], ids=[n for n, _ in LINT_READERS])
+def test_hostile_text_through_the_lints_readers(read: Callable[[], object]) -> None:
+    within_bound(read)
+
+
+def test_a_deep_nest_of_dead_guards_is_read_once() -> None:
+    """5000 nested guards no target compiles: the outermost is named dead, the rest are
+    dead with it (not every other one, as a check of the parent alone had it)."""
+    depth = 5000
+    text = "#if __CUDA_ARCH__ == 870\nint x;\n" * depth + "#endif\n" * depth
+    report = within_bound(lambda: lint(text))
+    assert [(d.line, d.needs) for d in report.dead] == [(1, ("8.7",))]
+
+
+def test_many_sibling_dead_guards_are_each_named() -> None:
+    """Each is checked against the dead named so far in constant time (a set rebuilt per
+    region made this quadratic)."""
+    count = 6_000
+    report = within_bound(lambda: lint("#if __CUDA_ARCH__ == 870\nint x;\n#endif\n" * count))
+    assert len(report.dead) == count
+
+
+def test_macros_that_double_at_every_step_are_not_understood_not_expanded() -> None:
+    text = "#define A0 1\n" + "".join(f"#define A{i} A{i - 1} + A{i - 1}\n" for i in range(1, 60))
+    text += "#if A59 > 0 && __CUDA_ARCH__ >= 800\n#error never proved\n#endif\n"
+    report = within_bound(lambda: lint(text))
+    assert not report.errors
+    assert [n for _, n, _ in report.not_understood] == [61]
+
+
+def test_a_condition_continued_over_fifty_thousand_lines() -> None:
+    text = "#if __CUDA_ARCH__ >= 800 \\\n" + "&& 1 \\\n" * 50_000 + "\nint z;\n#endif\n"
+    report = within_bound(lambda: lint(text))
+    assert [n for _, n, _ in report.not_understood] == [1]  # past the tokens one reads
+
+
+def test_opaque_defines_with_a_hostile_value() -> None:
+    defines = parse_defines(["-DNS_OPEN=namespace x {" + " {" * 200_000, "-DNS_CLOSE=}"])
+    text = "#if NS_OPEN && __CUDA_ARCH__ >= 800\n#error never proved\n#endif\n"
+    report = within_bound(lambda: lint(text, defines))
+    assert not report.errors and set(report.opaque) == {"NS_OPEN", "NS_CLOSE"}
+
+
+# --- the build log's and the CMake files' readers (frontend/failures.py, frontend/cmake.py) --
+
+
+# Quadratic there until issue 47's patch to those files lands (its report holds it): not run,
+# so that they cannot hang the suite; with the patch each runs in hundredths of a second.
+def forced(text: str) -> list[str]:
+    import tempfile
+
+    from archguard.frontend.cmake import forced_arches
+
+    with tempfile.TemporaryDirectory() as tree:
+        Path(tree, "CMakeLists.txt").write_text(text)
+        return forced_arches(Path(tree))
+
+
+def log_cause(*lines: str) -> str:
+    from archguard.frontend.failures import cause
+
+    return cause(list(lines), [], {})
+
+
+def last_traceback(text: str) -> object:
+    from archguard.frontend.failures import raised
+
+    return raised(text)
+
+
+def cmake_said(log: str) -> object:
+    from archguard.frontend.cmake import cmake_error, no_cuda_said
+
+    return cmake_error(log), no_cuda_said(log)
+
+
+LOG_READERS = [
+    pytest.param(lambda: log_cause("." * 200_000), id="a-200k-path-like-token"),
+    pytest.param(lambda: log_cause("a" * 200_000), id="a-200k-word"),
+    pytest.param(lambda: log_cause("error " * 40_000), id="error-words-on-a-line"),
+    pytest.param(lambda: log_cause(*[" " * 50] * 4000), id="4000-blank-lines"),
+    pytest.param(lambda: log_cause("\n" * 40_000 + "x"), id="40k-newlines"),
+    pytest.param(
+        lambda: last_traceback("Traceback (most recent call last):\n" * 20_000),
+        id="20k-traceback-headers",
+    ),
+    pytest.param(
+        lambda: cmake_said("CMake Error at a:1 (" * 20_000),
+        id="cmake-errors-unclosed",
+    ),
+    pytest.param(
+        lambda: forced(
+            "set_target_properties(x PROPERTIES CUDA_ARCHITECTURES ${CMAKE_CUDA_ARCHITECTURES}"
+            + " " * 200_000
+            + "x\n"
+        ),
+        id="cmake-follows-then-blanks",
+    ),
+    pytest.param(lambda: cmake_said("Could NOT find CUDA" * 20_000), id="cmake-no-cuda-run"),
+    pytest.param(lambda: forced(" " * 1_000_000 + "\n"), id="cmake-1MB-whitespace"),
+    pytest.param(
+        lambda: forced(
+            "if(A)\n" * 50_000 + "set(CMAKE_CUDA_ARCHITECTURES 80)\n" + "endif()\n" * 50_000
+        ),
+        id="cmake-50k-nested-ifs",
+    ),
+]
+
+
+@pytest.mark.parametrize("read", LOG_READERS)
+def test_hostile_build_logs_and_cmake_files(read: Callable[[], object]) -> None:
+    within_bound(read)
