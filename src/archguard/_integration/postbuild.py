@@ -18,6 +18,7 @@ from typing import Any
 from archguard._integration.common import say
 from archguard._integration.prebuild import lint_mode
 from archguard._integration.session import Session, setup_error
+from archguard.binaries.record import images_record
 from archguard.binaries.stubs import lines as stub_lines
 from archguard.binaries.verify import Checked, Expectation, check_binaries, render, verdict
 from archguard.detect.cuobjdump import find_cuobjdump
@@ -146,6 +147,7 @@ def _verified(r: Checked) -> dict[str, object]:
         "binary": r.label,
         "found": r.found.names() if r.found else None,
         "ok": r.ok,
+        "images": images_record(r.images),
     }
 
 

@@ -11,7 +11,7 @@ import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from archguard import __version__
 from archguard.core.abi import BinaryAbi
@@ -23,6 +23,9 @@ from archguard.core.toolkit import known_arches
 from archguard.errors import BinaryReadError
 from archguard.nvcc.flags import gencode_flags
 from archguard.nvcc.plan import ExtensionPlan
+
+if TYPE_CHECKING:  # the reader (and pyelftools) only where a binary is read
+    from archguard.detect.cuobjdump import FoundImage
 
 RECORD_NAME = "archguard.json"
 # /2: each extension of a built wheel records its kernels' stub classification per image
@@ -183,6 +186,13 @@ def unseen_extension_record(res: Resolution, name: str, file: str) -> dict[str, 
         },
         "nvcc_line_seen": False,
     }
+
+
+def images_record(images: Sequence[FoundImage]) -> list[dict[str, str]]:
+    """Where each image of a binary was found, as a record holds it (an extension's or a
+    read-back's ``images``; ``verify --format json`` prints the same): its name, its place
+    (``section``, ``embedded``, ``standalone``) and where, in words."""
+    return [{"image": i.name, "place": i.place, "where": i.where} for i in images]
 
 
 def wheel_record(res: Resolution, facts: BuildFacts) -> dict[str, object]:

@@ -5,7 +5,13 @@ with a real cuobjdump, :mod:`archguard.detect.cuobjdump`) are compared with the 
 recorded in the wheel's ``.dist-info/archguard.json``, or with an expectation given on the
 command line (``--arch-list``, or ``--cuda``/``--torch``/``--torch-arches`` resolved like
 ``explain``). Missing and unexpected targets are listed per binary, with the coverage tiers
-the binary actually gives; any difference exits non-zero.
+the binary actually gives and where each image was found; any difference exits non-zero.
+
+A binary's images are its fatbin section's and those embedded in it as data (a package that
+loads its kernels with ``cuModuleLoadData``). Device code shipped as files of its own
+(``.fatbin``, ``.cubin``, ``.ptx``) is checked per folder, the folder's files together as one
+binary (``pkg/{kernels.fatbin,kernels.ptx}``): a loader picks among them, and a ``.ptx`` file
+alone can never hold a list's cubins.
 """
 
 from __future__ import annotations
@@ -19,7 +25,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from archguard.binaries.record import RECORD_NAME, RecordedTargets, is_record_name, read_record
+from archguard.binaries.record import (
+    RECORD_NAME,
+    RecordedTargets,
+    images_record,
+    is_record_name,
+    read_record,
+)
 from archguard.binaries.stubs import StubReport
 from archguard.binaries.stubs import analyse as analyse_stubs
 from archguard.binaries.stubs import lines as stub_lines
@@ -29,7 +41,12 @@ from archguard.core.coverage import Device, Tier, coverage
 from archguard.core.formats import Format
 from archguard.core.toolkit import known_arches
 from archguard.detect.abi import binary_abi
-from archguard.detect.cuobjdump import read_binary
+from archguard.detect.cuobjdump import (
+    FoundImage,
+    is_standalone,
+    read_binary,
+    standalone_label,
+)
 from archguard.detect.sass import demangle, read_kernels
 from archguard.errors import BinaryReadError
 from archguard.settings.inputs import Query, gather
@@ -52,6 +69,7 @@ class Checked:
     stubs: StubReport | None = None  # with --stubs
     abi: BinaryAbi | None = None  # what it binds to, read from its ELF
     stubs_error: str | None = None  # why its kernels could not be disassembled
+    images: tuple[FoundImage, ...] = ()  # each image and where it was found
 
     @property
     def missing(self) -> list[str]:
@@ -120,6 +138,7 @@ def _iter_wheel(path: Path, tmp: Path) -> Iterator[tuple[str, Path, Expectation 
         zf = zipfile.ZipFile(path)
     except (OSError, zipfile.BadZipFile) as exc:
         raise BinaryReadError(f"{path} is not a readable wheel: {exc}") from None
+    own = Path(tempfile.mkdtemp(prefix="wheel-", dir=tmp))  # two wheels' members never meet
     with zf:
         records = [n for n in zf.namelist() if is_record_name(n)]
         expectation = (
@@ -127,18 +146,33 @@ def _iter_wheel(path: Path, tmp: Path) -> Iterator[tuple[str, Path, Expectation 
             if records
             else None
         )
+        standalone: dict[str, list[str]] = {}
         for index, name in enumerate(sorted(zf.namelist())):
+            folder, _, base = name.rpartition("/")
+            if is_standalone(base):
+                standalone.setdefault(folder, []).append(base)
             if not _binary_name(name):
                 continue
             data = zf.read(name)
             if not _is_elf(data):
                 continue
-            target = tmp / f"{index}-{PurePosixPath(name).name}"
+            target = own / f"{index}-{PurePosixPath(name).name}"
             target.write_bytes(data)
             yield (
                 f"{path.name}!{name}",
                 target,
                 expectation.for_binary(name) if expectation else None,
+            )
+        for index, (folder, files) in enumerate(sorted(standalone.items())):
+            target = own / f"standalone-{index}"
+            target.mkdir()
+            for base in files:
+                (target / base).write_bytes(zf.read(f"{folder}/{base}" if folder else base))
+            member = standalone_label(folder, files)
+            yield (
+                f"{path.name}!{member}",
+                target,
+                expectation.for_binary(member) if expectation else None,
             )
 
 
@@ -155,14 +189,22 @@ def _iter_paths(paths: list[Path], tmp: Path) -> Iterator[tuple[str, Path, Expec
             raise BinaryReadError(f"{path} does not exist.")
         if path.is_dir():
             record = _dir_record(path)
+            standalone: dict[Path, list[str]] = {}
             for item in sorted(path.rglob("*")):
                 if item.suffix == ".whl":
                     yield from _iter_wheel(item, tmp)
+                elif item.is_file() and is_standalone(item.name):
+                    standalone.setdefault(item.parent, []).append(item.name)
                 elif item.is_file() and _binary_name(item.name):
                     with item.open("rb") as f:
                         if _is_elf(f.read(4)):
                             member = item.relative_to(path).as_posix()
                             yield str(item), item, record.for_binary(member) if record else None
+            for folder, files in sorted(standalone.items()):
+                inside = folder.relative_to(path).as_posix()
+                member = standalone_label("" if inside == "." else inside, files)
+                label = standalone_label(str(folder), files)
+                yield label, folder, record.for_binary(member) if record else None
         elif path.suffix == ".whl":
             yield from _iter_wheel(path, tmp)
         else:
@@ -213,23 +255,52 @@ def check_binaries(
 
     def one(item: tuple[str, Path, Expectation | None]) -> Checked:
         label, path, expected = item
-        found = read_binary(path, cuobjdump).targets
+        embedded = read_binary(path, cuobjdump, _name(label, path))
+        found = embedded.targets
         stubs, error = None, None
         if nvdisasm is not None and found is not None:
-            try:
-                images = read_kernels(path, cuobjdump, nvdisasm, sorted(found.cubins))
-            except BinaryReadError as exc:  # its targets stand; only the disassembly failed
-                error = str(exc)
-            else:
-                mangled = sorted({k for kernels in images.values() for k in kernels})
-                stubs = analyse_stubs(images, demangle(mangled))
-        return Checked(label, expected, found, stubs, stubs_error=error)
+            stubs, error = _stubs(path, embedded.images, cuobjdump, nvdisasm)
+        return Checked(label, expected, found, stubs, stubs_error=error, images=embedded.images)
 
     workers = min(len(binaries), os.cpu_count() or 1)
     if workers <= 1:
         return [one(item) for item in binaries]
     with ThreadPoolExecutor(max_workers=workers) as pool:
         return list(pool.map(one, binaries))
+
+
+def _name(label: str, path: Path) -> str:
+    """How a binary's images name it: its member in a wheel (``pkg/_C.so``), else its label;
+    a folder of standalone files by the folder (``pkg``), its files named beneath it."""
+    member = label.rsplit("!", 1)[-1]
+    if not path.is_dir():
+        return member
+    parent = PurePosixPath(member).parent.as_posix()
+    return "" if parent == "." else parent
+
+
+def _stubs(
+    path: Path, images: Sequence[FoundImage], cuobjdump: str, nvdisasm: str
+) -> tuple[StubReport | None, str | None]:
+    """The kernels of a binary's fatbin section classified (``--stubs``), and why any were
+    not: ``cuobjdump -sass`` reads that section only, never device code embedded as data
+    or shipped as files."""
+    cubins = sorted({i.arch for i in images if i.kind == "elf" and i.place == "section"})
+    others = [i for i in images if i.place != "section"]
+    note = (
+        f"{len(others)} image(s) embedded as data or shipped as files "
+        f"({', '.join(dict.fromkeys(i.where for i in others))}) are not disassembled"
+        if others
+        else None
+    )
+    if len(others) == len(images):
+        return None, note
+    try:
+        kernels = read_kernels(path, cuobjdump, nvdisasm, cubins)
+    except BinaryReadError as exc:  # its targets stand; only the disassembly failed
+        return None, str(exc) + (f"; {note}" if note else "")
+    mangled = sorted({k for found in kernels.values() for k in found})
+    return analyse_stubs(kernels, demangle(mangled)), note
 
 
 def _abi(path: Path, label: str, found: Targets | None) -> BinaryAbi | None:
@@ -277,63 +348,39 @@ def verdict(results: list[Checked], paths: Sequence[Path]) -> Report:
     return Report(results, problems)
 
 
+def _binary_json(r: Checked) -> dict[str, object]:
+    return {
+        "binary": r.label,
+        "device_code": r.found is not None,
+        "expected_from": r.expected.source if r.expected else None,
+        "expected": r.expected.targets.names() if r.expected else None,
+        "found": r.found.names() if r.found else None,
+        "missing": r.missing,
+        "unexpected": r.unexpected,
+        "left_dead": [d.cc_text for d in r.left_dead],
+        "ok": r.ok and (r.found is None or r.expected is not None),
+        "coverage": _tiers(r.found) if r.found else None,
+        "stubs": _stubs_json(r.stubs) if r.stubs is not None else None,
+        "abi": _abi_json(r.abi),
+        "images": images_record(r.images),
+    }
+
+
 def render(report: Report, fmt: Format) -> str:
     """``verify``'s output, text or json."""
     results, problems, ok = report.results, report.problems, report.ok
     cuda_binaries = [r for r in results if r.found is not None]
     if fmt == "json":
-        return (
-            json.dumps(
-                {
-                    "schema": VERIFY_SCHEMA,
-                    "ok": ok,
-                    "problems": problems,
-                    "binaries": [
-                        {
-                            "binary": r.label,
-                            "device_code": r.found is not None,
-                            "expected_from": r.expected.source if r.expected else None,
-                            "expected": r.expected.targets.names() if r.expected else None,
-                            "found": r.found.names() if r.found else None,
-                            "missing": r.missing,
-                            "unexpected": r.unexpected,
-                            "left_dead": [d.cc_text for d in r.left_dead],
-                            "ok": r.ok and (r.found is None or r.expected is not None),
-                            "coverage": _tiers(r.found) if r.found else None,
-                            "stubs": _stubs_json(r.stubs) if r.stubs is not None else None,
-                            "abi": _abi_json(r.abi),
-                        }
-                        for r in results
-                    ],
-                },
-                indent=2,
-            )
-            + "\n"
-        )
+        data = {
+            "schema": VERIFY_SCHEMA,
+            "ok": ok,
+            "problems": problems,
+            "binaries": [_binary_json(r) for r in results],
+        }
+        return json.dumps(data, indent=2) + "\n"
     out = ["archguard verify"]
     for r in results:
-        out.append("")
-        out.append(r.label)
-        if r.found is None:
-            out.append("  no CUDA device code (not a CUDA binary)")
-            continue
-        if r.expected is not None:
-            out.append(f"  expected   {r.expected.targets}  ({r.expected.source})")
-        out.append(f"  found      {r.found}")
-        if r.abi is not None:
-            out.append(f"  binds to   {describe(r.abi)}")
-        if r.missing:
-            out.append(f"  MISSING    {' '.join(r.missing)}")
-        if r.unexpected:
-            out.append(f"  UNEXPECTED {' '.join(r.unexpected)}")
-        if r.left_dead:
-            out.append(f"  LEFT DEAD  {', '.join(str(d) for d in r.left_dead)}")
-        if r.expected is not None and r.ok:
-            out.append("  OK         exactly the expected cubins and PTX")
-        for tier, items in _tiers(r.found).items():
-            out.append(f"  {tier:<10} {', '.join(items) or 'none'}")
-        if r.stubs is not None:
-            out += stub_lines(r.stubs)
+        out += ["", r.label, *_binary_lines(r)]
     out.append("")
     for p in problems:
         out.append(f"problem: {p}")
@@ -344,6 +391,45 @@ def render(report: Report, fmt: Format) -> str:
         f"{'y' if checked == 1 else 'ies'} checked, {bad} with differences)"
     )
     return "\n".join(out) + "\n"
+
+
+def _binary_lines(r: Checked) -> list[str]:
+    """One binary's part of ``verify``'s text, beneath its label."""
+    if r.found is None:
+        return ["  no CUDA device code (not a CUDA binary)"]
+    out = []
+    if r.expected is not None:
+        out.append(f"  expected   {r.expected.targets}  ({r.expected.source})")
+    out.append(f"  found      {r.found}")
+    for where, names in _places(r.images).items():
+        out.append(f"  from       {where}: {' '.join(names)}")
+    if r.abi is not None:
+        out.append(f"  binds to   {describe(r.abi)}")
+    if r.missing:
+        out.append(f"  MISSING    {' '.join(r.missing)}")
+    if r.unexpected:
+        out.append(f"  UNEXPECTED {' '.join(r.unexpected)}")
+    if r.left_dead:
+        out.append(f"  LEFT DEAD  {', '.join(str(d) for d in r.left_dead)}")
+    if r.expected is not None and r.ok:
+        out.append("  OK         exactly the expected cubins and PTX")
+    for tier, items in _tiers(r.found).items():
+        out.append(f"  {tier:<10} {', '.join(items) or 'none'}")
+    if r.stubs_error and r.stubs is not None:  # a partial read: said where its stubs are
+        out.append(f"  stubs      {r.stubs_error}")
+    if r.stubs is not None:
+        out += stub_lines(r.stubs)
+    return out
+
+
+def _places(images: Sequence[FoundImage]) -> dict[str, list[str]]:
+    """Where the images were found -> their names there, in the order found."""
+    out: dict[str, list[str]] = {}
+    for image in images:
+        names = out.setdefault(image.where, [])
+        if image.name not in names:
+            names.append(image.name)
+    return out
 
 
 def _abi_json(abi: BinaryAbi | None) -> dict[str, object] | None:

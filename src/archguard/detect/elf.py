@@ -1,7 +1,8 @@
 """What a shared object binds to, read from its ELF dynamic section without loading it: the
 libraries it needs (``DT_NEEDED``), the symbols it imports (undefined in ``.dynsym``, with
 their symbol version and whether a missing one is tolerated: weak), and the symbols it
-exports; and a cubin's functions with their sizes (:func:`function_sizes`). The one reader of
+exports; a cubin's functions with their sizes (:func:`function_sizes`) and the arch its
+ptxas was given (:func:`cubin_arch`); where each section lies (:func:`sections`). The one reader of
 ELF symbols (pyelftools finds the sections; the symbol table is unpacked directly, 0.2 s for
 all of torch 2.13's libraries against 6 s through pyelftools' per-symbol objects, and with
 GNU_UNIQUE bindings kept, which its object API calls STB_LOOS).
@@ -10,6 +11,7 @@ GNU_UNIQUE bindings kept, which its object API calls STB_LOOS).
 from __future__ import annotations
 
 import io
+import re
 import struct
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -27,6 +29,8 @@ _SYMBOL = struct.Struct("<IBBHQQ")  # Elf64_Sym: name, info, other, shndx, value
 _GLOBAL, _WEAK, _UNIQUE = 1, 2, 10  # symbol bindings (STB_GNU_UNIQUE is 10)
 _DEFAULT, _PROTECTED = 0, 3  # visibilities an importer can bind to
 _FUNC = 2  # STT_FUNC
+# a cubin's .note.nv.tkinfo holds ptxas' command line: "-arch sm_100f -m 64" (nvcc 13.0)
+_TKINFO_ARCH = re.compile(rb"-arch[ =](sm_[0-9]{2,3}[af]?)(?![0-9a-z])")
 
 
 @dataclass(frozen=True)
@@ -183,3 +187,39 @@ def exported_by(objects: Iterable[Dynamic]) -> frozenset[str]:
     for dynamic in objects:
         out |= dynamic.exports
     return frozenset(out)
+
+
+@dataclass(frozen=True)
+class Section:
+    """One section of an ELF object: its name and the bytes of the file it occupies (none
+    for a ``SHT_NOBITS`` section such as ``.bss``)."""
+
+    name: str
+    offset: int
+    size: int
+
+    @property
+    def end(self) -> int:
+        return self.offset + self.size
+
+
+def sections(source: Path, where: str | None = None) -> list[Section]:
+    """Every section of an ELF object, where it lies in the file."""
+    label = where or str(source)
+    with _elf(source, label, "an ELF object (no ELF header)") as (_, elf):
+        return [
+            Section(s.name, s["sh_offset"], 0 if s["sh_type"] == "SHT_NOBITS" else s["sh_size"])
+            for s in elf.iter_sections()
+        ]
+
+
+def cubin_arch(source: Path | bytes, where: str | None = None) -> str | None:
+    """The target a cubin was assembled for as its ``.note.nv.tkinfo`` records ptxas'
+    ``-arch`` (``sm_100f``: the one place a family cubin keeps its ``f``, which
+    ``cuobjdump --list-elf`` and ``-elf`` drop); None where it has no such note."""
+    label = where or str(source)
+    with _elf(source, label, "a cubin (no ELF header)") as (f, elf):
+        note = elf.get_section_by_name(".note.nv.tkinfo")
+        data = _raw(f, note) if note is not None else b""
+    match = _TKINFO_ARCH.search(data)
+    return match[1].decode("ascii") if match else None

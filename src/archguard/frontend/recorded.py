@@ -20,6 +20,7 @@ from pathlib import Path, PurePosixPath
 from archguard.binaries.record import (
     BuildFacts,
     abi_record,
+    images_record,
     unseen_extension_record,
     wheel_record,
     wheel_record_data,
@@ -69,11 +70,12 @@ def unseen_binaries(
         if r.found is None:
             continue
         member = r.label.split("!", 1)[-1]
-        stem = PurePosixPath(member).name.split(".")[0]
+        stem = PurePosixPath(member).name.lstrip("{").split(".")[0]
         if any(member == f or member.endswith("/" + f) for f in known if f) or stem in names:
             continue
         ext = unseen_extension_record(res, stem, member)
         ext["backend"] = backend
+        ext["images"] = images_record(r.images)
         if r.abi is not None:
             ext["abi"] = abi_record(r.abi)
         out.append((member, ext))
