@@ -283,3 +283,43 @@ def test_a_rule_expands_against_the_real_index() -> None:
     cells, _ = expand(rule, found, by_metadata)
     names = {c.name for c in cells}
     assert {"cu130-torch2.13-py311", "cu130-torch2.14-py312", "cu132-torch2.15-py311"} <= names
+
+
+def test_a_package_that_excludes_a_cells_python_is_skipped_at_plan_time(tmp_path: Path) -> None:
+    """The sdist's PKG-INFO (or a tree's pyproject.toml) says Requires-Python >=3.12: the
+    3.11 cell's job is skipped with that reason, before anything builds."""
+    import io
+    import tarfile
+
+    sdist = tmp_path / "newpy_ext-1.0.tar.gz"
+    with tarfile.open(sdist, "w:gz") as tf:
+        for name, text in [
+            ("newpy_ext-1.0/setup.py", "# setup\n"),
+            ("newpy_ext-1.0/PKG-INFO", "Metadata-Version: 2.1\nName: newpy-ext\n"
+             "Version: 1.0\nRequires-Python: >=3.12\n"),
+        ]:  # fmt: skip
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    tree = tmp_path / "src" / "tree"
+    tree.mkdir(parents=True)
+    (tree / "pyproject.toml").write_text('[project]\nname = "t"\nrequires-python = "<3.12"\n')
+    cells = "".join(
+        f'[[cell]]\nname = "cu130-torch2.13-py{p.replace(".", "")}"\npython = "{p}"\n'
+        'torch = "torch==2.13.0"\ncuda = "13.0"\n\n'
+        for p in ("3.11", "3.12")
+    )
+    path = tmp_path / "farm.toml"
+    path.write_text(
+        cells + f'[[package]]\nname = "newpy"\nsource = "{sdist}"\nsha256 = "{"0" * 64}"\n\n'
+        '[[package]]\nname = "tree"\nsource = "src/tree"\n'
+    )
+    jobs = {(j.package.name, j.cell.python): j for j in plan(load_manifest(path))}
+    assert jobs[("newpy", "3.12")].arch_list is not None
+    assert jobs[("newpy", "3.11")].skipped == (
+        "skipped: the package requires Python >=3.12 (newpy_ext-1.0.tar.gz's PKG-INFO) and the "
+        "cell is Python 3.11"
+    )
+    assert jobs[("tree", "3.11")].arch_list is not None
+    assert "requires Python <3.12 (its pyproject.toml)" in jobs[("tree", "3.12")].skipped

@@ -30,6 +30,7 @@ from archguard.farm.envs import known_held
 from archguard.farm.families import load_farm
 from archguard.farm.identity import code_digest, digest_of, git_describe, tree_digest
 from archguard.farm.manifest import Cell, Manifest, Package
+from archguard.farm.requires import excludes
 from archguard.frontend.sources import cache_root, is_release
 
 PLAN_SCHEMA = "archguard.farm-plan/1"
@@ -150,6 +151,10 @@ def plan(
             if cell.name in package.skip:
                 why = f"skipped: {package.skip[cell.name]}"
                 jobs.append(Job(identity, package, cell, None, why, inputs))
+                continue
+            excluded = excludes(package.source, cell.python)
+            if excluded is not None:
+                jobs.append(Job(identity, package, cell, None, f"skipped: {excluded}", inputs))
                 continue
             key = (json.dumps(package.raw_config, sort_keys=True), cell.name)
             if key not in resolved:
