@@ -12,6 +12,7 @@ from packaging.requirements import Requirement
 from packaging.version import Version
 
 from archguard.core.cuda import CudaVersion
+from archguard.core.site import SiteWheel
 from archguard.detect.index import IndexFile, parse_html_page, parse_json_page
 from archguard.errors import ConfigError
 from archguard.farm.families import (
@@ -323,3 +324,26 @@ def test_a_package_that_excludes_a_cells_python_is_skipped_at_plan_time(tmp_path
     )
     assert jobs[("tree", "3.11")].arch_list is not None
     assert "requires Python <3.12 (its pyproject.toml)" in jobs[("tree", "3.12")].skipped
+
+
+def test_the_platform_floor_is_said_where_the_builder_is_above_torchs() -> None:
+    """The builder's glibc as data: 2.36 (this machine's kind) is above torch's
+    manylinux_2_28, 2.28 is not; which names the glibc a wheel needs above a machine's."""
+    from packaging.tags import Tag
+
+    from archguard.detect.machine import floor_note, glibc_version
+    from archguard.user.which import Here, judge
+
+    assert glibc_version(lambda _: "glibc 2.36") == (2, 36)
+    assert glibc_version(lambda _: None) is None and glibc_version(lambda _: "musl") is None
+    note = floor_note((2, 36))
+    assert note is not None and "up to manylinux_2_36" in note and "glibc 2.28-2.35" in note
+    assert floor_note((2, 28)) is None and floor_note(None) is None
+    wheel = SiteWheel(
+        "pkg-1.0+cu130torch2.13-cp311-cp311-manylinux_2_34_x86_64.whl",
+        "0" * 64, "pkg", "cell", "13.0", ("sm_80",), "torch>=2.13,<2.14", "r", "p",
+    )  # fmt: skip
+    rhel8 = frozenset(Tag("cp311", "cp311", f"manylinux_2_{m}_x86_64") for m in range(17, 29))
+    here = Here("2.13.0+cu130", CudaVersion(13, 0), (3, 11), rhel8, (), None)
+    reasons = " ".join(judge(wheel, here).reasons)
+    assert "it needs glibc 2.34 (manylinux_2_34) and this machine has glibc 2.28" in reasons

@@ -126,3 +126,37 @@ def detect_machine(
     if limit is not None and limit < memory:
         memory, memory_from = limit, "cgroup memory limit"
     return Machine(cores, cores_from, memory, memory_from)
+
+
+TORCH_FLOOR = (2, 28)  # torch's own Linux wheels: manylinux_2_28 (PyTorch's builder image)
+
+
+def glibc_version(confstr: Callable[[str], str | None] | None = None) -> tuple[int, int] | None:
+    """This machine's glibc (2, 36), or None (musl, or not Linux)."""
+    ask = confstr or os.confstr
+    try:
+        text = ask("CS_GNU_LIBC_VERSION") or ""
+    except (ValueError, OSError):
+        return None
+    name, _, version = text.partition(" ")
+    parts = version.split(".")
+    if name != "glibc" or len(parts) < 2 or not all(p.isdigit() for p in parts[:2]):
+        return None
+    return int(parts[0]), int(parts[1])
+
+
+def floor_note(glibc: tuple[int, int] | None) -> str | None:
+    """What this builder's glibc does to a wheel's platform floor, where it is above torch's
+    (None: at or below it, or not glibc)."""
+    if glibc is None or glibc <= TORCH_FLOOR:
+        return None
+    floor = f"manylinux_{glibc[0]}_{glibc[1]}"
+    torch = f"manylinux_{TORCH_FLOOR[0]}_{TORCH_FLOOR[1]}"
+    return (
+        f"platform floor: this builder's glibc is {glibc[0]}.{glibc[1]}, so its wheels may need "
+        f"up to {floor} (auditwheel tags each by the symbols it uses), above torch's own "
+        f"{torch}: machines with glibc {TORCH_FLOOR[0]}.{TORCH_FLOOR[1]}-{glibc[0]}."
+        f"{glibc[1] - 1} (RHEL 8 and its rebuilds, Ubuntu 20.04 and 22.04) install torch and "
+        "may find no wheel of this farm's. Build where torch is built: `archguard farm "
+        "workflow` runs its jobs in pytorch/manylinux2_28-builder:cudaX.Y."
+    )

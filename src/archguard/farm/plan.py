@@ -24,6 +24,7 @@ from archguard.core.policy import Policy, load_policy
 from archguard.core.resolve import resolve
 from archguard.core.toolkit import bundled_toolkit
 from archguard.core.torchbuild import bundled_torch, parse_torch_version
+from archguard.detect.machine import floor_note, glibc_version
 from archguard.detect.sources import file_sha256
 from archguard.errors import ArchguardError, ConfigError
 from archguard.farm.envs import known_held
@@ -243,6 +244,9 @@ def render(
         )
     if held:
         lines.append("")
+    floor = floor_note(glibc_version())
+    if floor:
+        lines += [f"  {floor}", ""]
     if ruled:
         said = "" if site is not None else " (farm plan --site SITE says which are new)"
         lines.append(f"  cells made by [[cells]] rules{said}:")

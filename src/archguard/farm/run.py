@@ -25,6 +25,7 @@ from packaging.version import Version
 
 from archguard.core.abi import Serves
 from archguard.core.cuda import CudaVersion
+from archguard.detect.machine import floor_note, glibc_version
 from archguard.errors import ArchguardError, ConfigError
 from archguard.farm.envs import cell_environment, record_held
 from archguard.farm.families import load_farm
@@ -323,6 +324,9 @@ def run_farm(manifest_path: Path, options: RunOptions) -> tuple[int, str]:
     jobs = selected(every, options.only)
     site = options.site.resolve()
     command = "archguard " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    floor = floor_note(glibc_version())
+    if floor:
+        say(floor)
     with site_lock(site, options.wait, command):
         farm = _Run(options, manifest, every)
         farm.total = len(jobs)

@@ -1,11 +1,13 @@
 """``archguard farm workflow MANIFEST``: the same plan as a GitHub Actions workflow, where a
 farm outgrows one machine. A plan job writes the matrix (``farm plan --format github``), one
 build job per shard of at most 256 jobs (GitHub's limit) runs ``archguard farm run ... --only
-JOB`` for each of its jobs, with a timeout under the 6-hour cap so that the cache is saved
-before GitHub cancels the job, sccache through GitHub's cache backend, and the job's SITE as
-an artifact; a last job assembles the indexes and the page from every job's record and
-attests every published wheel (GitHub's build-provenance attestation: ``gh attestation verify
-WHEEL --repo OWNER/REPO``, which ``archguard which`` prints, checks it)."""
+JOB`` for each of its jobs inside PyTorch's own wheel-building image (manylinux_2_28 with the
+cell's CUDA toolkit, so the wheels' platform floor is torch's), with a timeout under the
+6-hour cap so that the cache is saved before GitHub cancels the job, sccache through GitHub's
+cache backend, and the job's SITE as an artifact; a last job assembles the indexes and the
+page from every job's record and attests every published wheel (GitHub's build-provenance
+attestation: ``gh attestation verify WHEEL --repo OWNER/REPO``, which ``archguard which``
+prints, checks it)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,10 @@ from archguard.farm.families import load_farm
 from archguard.farm.plan import GITHUB_MAX_JOBS, plan
 
 JOB_TIMEOUT_MINUTES = 330  # under GitHub's 360: sccache's post step saves the cache
+# Where PyTorch builds its own Linux wheels: AlmaLinux 8 (glibc 2.28) with the CUDA toolkit
+# and every CPython under /opt/python, so a wheel built there is manylinux_2_28 like torch's
+# (a GitHub runner's glibc would set a floor above torch's own).
+BUILDER_IMAGE = "pytorch/manylinux2_28-builder:cuda${{ matrix.cuda }}"
 # Every job installs the archguard that wrote the workflow: its code is an input of every job
 # id, so a release between the plan job and the build jobs would leave --only finding nothing.
 ARCHGUARD = f'"torch-archguard[farm]=={__version__}"'
@@ -104,15 +110,16 @@ def _build_job(i: int, manifest: str, policy: str) -> list[str]:
         "    strategy:",
         "      fail-fast: false",
         f"      matrix: ${{{{ fromJSON(needs.plan.outputs.shard{i}) }}}}",
+        "    container:",
+        f"      image: {BUILDER_IMAGE}",
         "    env:",
         '      CUDA_VISIBLE_DEVICES: ""',
+        "      CUDA_HOME: /usr/local/cuda",
+        "      PY: ${{ matrix.python }}",
         "    steps:",
-        *_setup("${{ matrix.python }}"),
+        "      - uses: actions/checkout@v4",
+        '      - run: echo "/opt/python/cp${PY//./}-cp${PY//./}/bin" >> "$GITHUB_PATH"',
         "      - uses: mozilla-actions/sccache-action@v0.0.9",
-        "      - uses: Jimver/cuda-toolkit@v0.2.24",
-        "        with:",
-        "          cuda: ${{ matrix.cuda }}.0",
-        "          method: network",
         f"      - run: python -m pip install {ARCHGUARD}",
         "      - run: >-",
         f"          python -m archguard farm run {manifest}{policy} -o site",

@@ -26,6 +26,7 @@ import sys
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -188,10 +189,18 @@ def judge(wheel: SiteWheel, here: Here) -> Judged:
         )
     if not tags & here.tags:
         shown = ", ".join(sorted(str(t) for t in tags))
-        out.reasons.append(
-            f"its tags ({shown}) are not this Python's ({here.python[0]}.{here.python[1]}) "
-            "or this platform's"
-        )
+        needs, has = _glibc(tags, min), _glibc(here.tags, max)
+        if needs is not None and has is not None and needs > has:
+            out.reasons.append(
+                f"it needs glibc {needs[0]}.{needs[1]} (manylinux_{needs[0]}_{needs[1]}) and this "
+                f"machine has glibc {has[0]}.{has[1]}: the farm built it above torch's own floor "
+                "(manylinux_2_28; `archguard farm workflow` builds in PyTorch's image)"
+            )
+        else:
+            out.reasons.append(
+                f"its tags ({shown}) are not this Python's ({here.python[0]}.{here.python[1]}) "
+                "or this platform's"
+            )
     if here.driver_cuda is not None and here.driver_cuda[0] < cuda.major:
         out.reasons.append(
             f"the driver runs CUDA up to {here.driver_cuda[0]}.{here.driver_cuda[1]}, older "
@@ -211,6 +220,19 @@ def judge(wheel: SiteWheel, here: Here) -> Judged:
                 + _ptx_driver(wheel, here.driver_cuda)
             )
     return out
+
+
+def _glibc(
+    tags: Iterable[Tag], pick: Callable[[Iterable[tuple[int, int]]], tuple[int, int]]
+) -> tuple[int, int] | None:
+    """The glibc a set of tags names (``manylinux_2_34_x86_64`` -> (2, 34)), the lowest or
+    the highest by ``pick``; None where none is manylinux."""
+    found = []
+    for tag in tags:
+        parts = tag.platform.split("_")
+        if parts[0] == "manylinux" and len(parts) > 2 and parts[1].isdigit() and parts[2].isdigit():
+            found.append((int(parts[1]), int(parts[2])))
+    return pick(found) if found else None
 
 
 def _ptx_driver(wheel: SiteWheel, driver: tuple[int, int] | None) -> str:
