@@ -215,7 +215,8 @@ def test_the_workflow_passes_actionlint_and_runs_the_plan(tmp_path: Path) -> Non
     assert "--only ${{ matrix.job }}" in text and "timeout-minutes: 330" in text
     assert "SCCACHE_GHA_ENABLED" in text and "--assemble" in text
     # built where torch's own wheels are: manylinux_2_28 with the cell's CUDA toolkit
-    assert "    container:\n      image: pytorch/manylinux2_28-builder:cuda${{ matrix.cuda }}" in text
+    image = "    container:\n      image: pytorch/manylinux2_28-builder:cuda${{ matrix.cuda }}"
+    assert image in text
     assert "/opt/python/cp${PY//./}-cp${PY//./}/bin" in text and "cuda-toolkit@" not in text
     # every published wheel attested, with the permissions that takes
     assert "uses: actions/attest-build-provenance@v2" in text
