@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from archguard._cli import binaries, lists
+from archguard._cli import builder, farm, policy, user
 from archguard._cli.common import EXIT_USAGE
 from archguard._cli.parser import main_parser
 from archguard.errors import ArchguardError
@@ -36,20 +36,20 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
-    "explain": lists.cmd_explain,
-    "list": lists.cmd_list,
-    "env": lists.cmd_env,
-    "derive": lists.cmd_derive,
-    "lint": lists.cmd_lint,
-    "probe-torch": binaries.cmd_probe_torch,
-    "check-policy": lists.cmd_check_policy,
-    "matrix": lists.cmd_matrix,
-    "verify": binaries.cmd_verify,
-    "abi": binaries.cmd_abi,
-    "farm": binaries.cmd_farm,
-    "wheel": binaries.cmd_wheel,
-    "watch": binaries.cmd_watch,
-    "doctor": binaries.cmd_doctor,
-    "which": binaries.cmd_which,
-    "variant": binaries.cmd_variant,
+    "explain": builder.cmd_explain,
+    "list": builder.cmd_list,
+    "env": builder.cmd_env,
+    "derive": policy.cmd_derive,
+    "lint": builder.cmd_lint,
+    "probe-torch": policy.cmd_probe_torch,
+    "check-policy": policy.cmd_check_policy,
+    "matrix": policy.cmd_matrix,
+    "verify": builder.cmd_verify,
+    "abi": builder.cmd_abi,
+    "farm": farm.cmd_farm,
+    "wheel": farm.cmd_wheel,
+    "watch": policy.cmd_watch,
+    "doctor": user.cmd_doctor,
+    "which": user.cmd_which,
+    "variant": farm.cmd_variant,
 }

@@ -49,14 +49,14 @@ def _add_inputs(p: argparse.ArgumentParser) -> None:
     )
 
 
-# The commands by what they are for, as the README's command table groups them (a test
-# compares the two): --help lists them so.
+# The commands by who runs them, as the README's command table groups them and as the _cli
+# modules hold them (builder, farm, user, policy; a test compares all three): --help lists
+# them so.
 GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("the list", ("explain", "list", "env", "matrix")),
-    ("a build's checks", ("lint", "verify", "abi")),
-    ("a farm", ("wheel", "farm")),
-    ("a user's machine", ("doctor", "which", "variant")),
-    ("the policy and the torch table", ("check-policy", "derive", "probe-torch", "watch")),
+    ("a package's builder", ("explain", "list", "env", "lint", "verify", "abi")),
+    ("a farm operator", ("wheel", "farm", "variant")),
+    ("a wheel's user", ("doctor", "which")),
+    ("the policy's maintainer", ("check-policy", "derive", "matrix", "probe-torch", "watch")),
 )
 
 

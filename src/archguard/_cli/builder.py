@@ -1,18 +1,25 @@
-"""The commands that answer from the policy and the tables: explain, list, env, derive, lint,
-check-policy, matrix."""
+"""The commands a package's builder runs: explain, list, env, lint, verify, abi."""
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-from archguard._cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, environment_notes, query, write
-from archguard.core.arch import parse_arch
-from archguard.core.resolve import Resolution
+from archguard._cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, write
 from archguard.core.toolkit import known_arches
 from archguard.errors import ArchguardError
-from archguard.settings.inputs import Gathered, Query, gather
+from archguard.settings.inputs import Query
+
+if TYPE_CHECKING:
+    pass
+import sys
+
+from archguard._cli.common import environment_notes, query
+from archguard.core.arch import parse_arch
+from archguard.core.resolve import Resolution
+from archguard.settings.inputs import Gathered, gather
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
@@ -74,30 +81,6 @@ def cmd_env(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_derive(args: argparse.Namespace) -> int:
-    from archguard.core.cuda import CudaVersion
-    from archguard.core.derive import derive, render
-    from archguard.settings.inputs import (
-        choose_policy,
-        installed_row,
-        toolkit_facts,
-        torch_facts,
-    )
-
-    policy = choose_policy(Query(policy=args.policy), None, os.environ)
-    inputs: list[tuple[str, str]] = []
-    if args.cuda:
-        cuda = CudaVersion.parse(args.cuda, "--cuda")
-        toolkit = toolkit_facts(cuda, args.toolkits)
-    else:  # the installed nvcc (probed live where the table lacks it) and the row it takes
-        toolkit, row = installed_row()
-        cuda = row.cuda
-        inputs = [("toolkit", f"CUDA {toolkit.text}: {toolkit.source}"), ("row", row.rule)]
-    derived = derive(cuda, policy, toolkit, torch_facts(args.torch_builds))
-    write(render(derived, policy.source, args.format, inputs))
-    return EXIT_OK
-
-
 def cmd_lint(args: argparse.Namespace) -> int:
     from archguard.lint.guards import Wheel, analyse
     from archguard.lint.render import list_place, render
@@ -124,31 +107,54 @@ def cmd_lint(args: argparse.Namespace) -> int:
     return EXIT_OK if report.ok else EXIT_FAIL
 
 
-def cmd_check_policy(args: argparse.Namespace) -> int:
-    from archguard.settings.inputs import choose_policy
+def cmd_verify(args: argparse.Namespace) -> int:
+    from archguard.binaries.verify import check, given_expectation, render, verdict
+    from archguard.detect.cuobjdump import find_cuobjdump
 
-    if args.policy and args.file and args.policy != args.file:
-        from archguard.errors import ConfigError
-
-        raise ConfigError(
-            f"check-policy got two policy files ({args.policy} with --policy, {args.file} as "
-            "the positional); give one."
+    cuobjdump = find_cuobjdump(args.cuobjdump, needed_by="archguard verify")
+    asked = args.cuda or args.torch or args.torch_arches or args.project or args.policy
+    query = (
+        Query(
+            project_dir=args.project or Path(),
+            cuda=args.cuda,
+            torch=args.torch,
+            torch_arches=args.torch_arches,
+            policy=args.policy,
         )
-    chosen = args.policy or args.file
-    policy = choose_policy(Query(policy=chosen, policy_origin=""), None, os.environ)
-    exceptions = sum(len(v) for v in policy.exceptions.values())
-    print(
-        f"{policy.source}: valid ({len(policy.rows)} rows: {', '.join(sorted(policy.rows))}; "
-        f"{exceptions} arch exceptions)"
+        if asked
+        else None
     )
-    return EXIT_OK
+    given = given_expectation(args.arch_list, query)
+    nvdisasm = None
+    if args.stubs or args.fail_on_stubs:
+        from archguard.detect.sass import find_nvdisasm
+        from archguard.detect.tools import NVDISASM
+        from archguard.errors import NvdisasmNotFound
+
+        nvdisasm = find_nvdisasm(near=cuobjdump)
+        if nvdisasm is None:
+            raise NvdisasmNotFound(
+                "verify --stubs disassembles every cubin (cuobjdump -sass), which needs "
+                f"nvdisasm, and none was found (looked at {NVDISASM.order}). Install it with "
+                f"`pip install {NVDISASM.package}`."
+            )
+    results = check(args.paths, cuobjdump, given, nvdisasm)
+    failed = [r.stubs_error for r in results if r.stubs_error]
+    if failed:  # --stubs asked for the disassembly: its failure is the command's
+        from archguard.errors import BinaryReadError
+
+        raise BinaryReadError(failed[0])
+    report = verdict(results, args.paths)
+    write(render(report, args.format))
+    stubbed = args.fail_on_stubs and any(r.stubs and r.stubs.findings for r in results)
+    return EXIT_OK if report.ok and not stubbed else EXIT_FAIL
 
 
-def cmd_matrix(args: argparse.Namespace) -> int:
-    from archguard.reports.matrix import compute, render
-    from archguard.settings.inputs import gather_settings
+def cmd_abi(args: argparse.Namespace) -> int:
+    from archguard.binaries.abi import check_paths, render
+    from archguard.detect.abi import torch_exports
 
-    settings = gather_settings(Query(project_dir=args.project, policy=args.policy))
-    cells = compute(settings)
-    write(render(cells, settings, args.format), args.output)
-    return EXIT_OK if all(c.error is None for c in cells) else EXIT_FAIL
+    torches = [torch_exports(path) for path in args.torches]
+    checked = check_paths(args.paths, torches)
+    write(render(checked, torches, args.format))
+    return EXIT_FAIL if any(c.fails for c in checked) else EXIT_OK
