@@ -121,10 +121,10 @@ def test_a_cells_interpreter_is_checked_and_only_its_cell_changes(tmp_path: Path
     # a path of another machine (a workflow's runner) plans; making its environment says so
     elsewhere = load_manifest(manifest(tmp_path, text.replace(str(python), "nowhere/python3")))
     assert elsewhere.cells[1].interpreter == str(tmp_path / "nowhere" / "python3")
-    from archguard.farm.envs import cell_environment
+    from archguard.farm.envs import cell_venv
 
     with pytest.raises(ConfigError, match=r"nowhere/python3' is not on this machine"):
-        cell_environment(elsewhere.cells[1], tmp_path / "site")
+        cell_venv(elsewhere.cells[1], tmp_path / "site")
     with pytest.raises(ConfigError, match="interpreter = '' must be a non-empty string"):
         load_manifest(manifest(tmp_path, text.replace(str(python), "")))
 

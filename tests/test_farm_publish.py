@@ -34,7 +34,7 @@ from archguard.farm.publish import (
     site_lock,
     write_index,
 )
-from archguard.farm.records import Outcome, kept_problem, pool_path, write_record
+from archguard.farm.records import Outcome, kept_problem, pool_path, write_job_record
 from archguard.farm.verify import verify_site
 from realtools import REPO, needs_cuda_torch, pip_would_install, run_main
 
@@ -191,7 +191,7 @@ def record(site: Path, job: str, cell: str, name: str, content: bytes) -> Outcom
         job, name.split("-", maxsplit=1)[0], cell, "built", [pooled], sha256={pooled: sha}
     )
     outcome.inputs = {"toolkit": "nvcc 13.0", "held": {"torch": "2.13.0"}}
-    write_record(site, outcome)
+    write_job_record(site, outcome)
     return outcome
 
 
@@ -393,13 +393,13 @@ def test_a_kept_record_keeps_its_wheels_facts(tmp_path: Path) -> None:
     """A resumed job's record brings back its wheels' facts (what archguard wheel read
     back), for the page: a kept job's cell says as much as a built one's."""
     from archguard.farm.page import write_page
-    from archguard.farm.records import read_record
+    from archguard.farm.records import read_job_record
 
     site = tmp_path / "site"
     built = record(site, "a1", "c13", A, b"a")
     built.details = [{"wheel": A, "ok": True, "targets": ["sm_80", "compute_80"]}]
-    write_record(site, built)
-    kept = read_record(site, "a1")
+    write_job_record(site, built)
+    kept = read_job_record(site, "a1")
     assert kept is not None and kept.details == built.details and kept.sha256 == built.sha256
     kept.status = "kept"
     manifest = load_manifest(farm(tmp_path / "m"))
@@ -461,7 +461,7 @@ def test_a_skipped_job_a_missing_wheel_and_a_failed_cell_publish_as_they_should(
     """A job the manifest now skips leaves the index; a record whose wheel is missing is
     never published; a failure before a build (its cell's environment) leaves the job's
     earlier wheels published."""
-    from archguard.farm.records import read_record
+    from archguard.farm.records import read_job_record
     from archguard.farm.run import RunOptions, _Run, publish_site
 
     path = farm(tmp_path)
@@ -476,7 +476,7 @@ def test_a_skipped_job_a_missing_wheel_and_a_failed_cell_publish_as_they_should(
     # a pre-build failure does not replace beta's record
     run = _Run(RunOptions(site=site), manifest, list(jobs.values()))
     run.record(Outcome(b13.id, "beta", "c13", "failed", why="no uv"), attempted=False)
-    assert read_record(site, b13.id) == kept
+    assert read_job_record(site, b13.id) == kept
     # alpha is skipped now (the same id: its inputs are the same): it leaves the index
     path.write_text(
         MANIFEST.replace(
@@ -539,7 +539,7 @@ def line_site(site: Path) -> dict[str, Outcome]:
     for job, (cell, name, requires) in built.items():
         pooled, sha = pool_wheel(site, real_wheel(site / ".farm" / "jobs" / job, name, requires))
         outcome = Outcome(job, name.split("-")[0], cell, "built", [pooled], sha256={pooled: sha})
-        write_record(site, outcome)
+        write_job_record(site, outcome)
         records[job] = outcome
     publish_indexes(site, cells("c13", "c14"), records, list(records))
     return records
@@ -638,7 +638,7 @@ def test_variants_are_published_beside_their_wheel_and_uv_installs_the_one_that_
     )
     wheels = [pool_wheel(site, plain), pool_wheel(site, copy)]
     outcome = Outcome("v1", "vext", "c13", "built", [n for n, _ in wheels], sha256=dict(wheels))
-    write_record(site, outcome)
+    write_job_record(site, outcome)
     publish_indexes(site, cells("c13"), {"v1": outcome}, ["v1"])
     line = site / "cu130" / "simple"
     links = {n for n, _ in read_links(line)}

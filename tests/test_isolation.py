@@ -341,7 +341,7 @@ config = {{ arch_list = "8.0" }}
 def two_sites(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Path]]:
     """A farm of one cell and the barrier package, and two sites whose cell environment is
     made already (by the farm's own code, with uv, whose cache links the second's torch)."""
-    from archguard.farm.envs import cell_environment
+    from archguard.farm.envs import cell_venv
     from archguard.farm.manifest import load_manifest
 
     root = tmp_path_factory.mktemp("isolated-farm")
@@ -351,7 +351,7 @@ def two_sites(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Path
     (cell,) = load_manifest(manifest).cells
     sites = [root / "nightly", root / "release"]
     for site in sites:
-        cell_environment(cell, site)
+        cell_venv(cell, site)
     return manifest, sites
 
 

@@ -46,7 +46,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         notes.append(f"no cuobjdump: wheels without an archguard record are not read ({exc})")
     packages = doctor.installed(args.path or None, cuobjdump)
     findings = doctor.diagnose([g for g, _ in gpus], packages, driver)
-    torch = doctor.installed_torch(args.path)
+    torch = doctor.installed_torch_targets(args.path)
     from archguard.user.importable import check_installed
 
     imports, import_notes = check_installed(
@@ -81,7 +81,7 @@ def cmd_which(args: argparse.Namespace) -> int:
         python = (int(major), int(minor))
     version, tags = which.python_tags(python)
     try:
-        torch, torch_cuda, note = which.installed_torch(args.torch)
+        torch, torch_cuda, note = which.torch_here(args.torch)
     except InvalidVersion:
         raise ConfigError(
             f"--torch {args.torch!r} is not a version: write it as pip shows it, e.g. 2.14.1+cu130."

@@ -44,7 +44,7 @@ def archguard_requirement() -> str:
     return f"torch-archguard[farm]=={dist.version}"
 
 
-def cell_environment(cell: Cell, site: Path) -> Path:
+def cell_venv(cell: Cell, site: Path) -> Path:
     """The cell's Python, in an environment made once and reused while the cell is the
     same (uv's cache makes the next cell's torch a link, not a download)."""
     root = site / STATE / "envs" / cell.name

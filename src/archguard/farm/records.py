@@ -89,11 +89,11 @@ def record_path(site: Path, job: str) -> Path:
     return site / STATE / "jobs" / f"{job}.json"
 
 
-def write_record(site: Path, outcome: Outcome) -> None:
+def write_job_record(site: Path, outcome: Outcome) -> None:
     write_atomic(record_path(site, outcome.job), json.dumps(outcome.as_json(), indent=2))
 
 
-def read_record(site: Path, job: str) -> Outcome | None:
+def read_job_record(site: Path, job: str) -> Outcome | None:
     """The job's record, or None (none, or unreadable: a record is written whole, so a
     broken one was not written by archguard and is not trusted)."""
     try:
@@ -107,7 +107,7 @@ def all_records(site: Path) -> dict[str, Outcome]:
     folder = site / STATE / "jobs"
     out = {}
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-        record = read_record(site, path.stem)
+        record = read_job_record(site, path.stem)
         if record is not None:
             out[record.job] = record
     return out

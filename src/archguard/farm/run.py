@@ -27,7 +27,7 @@ from archguard.core.abi import Serves
 from archguard.core.cuda import CudaVersion
 from archguard.detect.machine import floor_note, glibc_version
 from archguard.errors import ArchguardError, ConfigError
-from archguard.farm.envs import cell_environment, record_held
+from archguard.farm.envs import cell_venv, record_held
 from archguard.farm.families import load_farm
 from archguard.farm.identity import archguard_environment, toolkit_identity
 from archguard.farm.jobs import JobRun, run_job
@@ -41,11 +41,11 @@ from archguard.farm.records import (
     all_records,
     kept_problem,
     pool_path,
-    read_record,
+    read_job_record,
     record_path,
     say,
     write_atomic,
-    write_record,
+    write_job_record,
 )
 from archguard.farm.sitejson import site_data, write_site_json
 from archguard.frontend.sources import cache_root
@@ -158,7 +158,7 @@ class _Run:
                 raise ConfigError(self.broken[cell.name])
             if cell.name not in self.pythons:
                 try:
-                    python = cell_environment(cell, self.site)
+                    python = cell_venv(cell, self.site)
                     self.pythons[cell.name] = (python, dict(record_held(python)))
                 except ArchguardError as exc:
                     log = self.site / cell.name / "logs" / "environment.log"
@@ -220,7 +220,7 @@ class _Run:
         if outcome.status == "skipped":
             return
         if not attempted:
-            earlier = read_record(self.site, outcome.job)
+            earlier = read_job_record(self.site, outcome.job)
             if earlier is not None and earlier.status in PUBLISHED:
                 say(
                     f"{outcome.package} in {outcome.cell}: its earlier wheels stay published "
@@ -228,7 +228,7 @@ class _Run:
                 )
                 return
         try:
-            write_record(self.site, outcome)
+            write_job_record(self.site, outcome)
         except OSError as error:
             say(f"{outcome.package} in {outcome.cell}: its record could not be written ({error})")
 
@@ -288,7 +288,7 @@ class _Run:
     def kept(self, job: Job, head: str, inputs: dict[str, Any]) -> Outcome | None:
         """The job's earlier record, where it can be kept: its inputs are the job's now and
         its wheels' bytes are those recorded; otherwise why not, said, and None."""
-        record = read_record(self.site, job.id)
+        record = read_job_record(self.site, job.id)
         if record is None or record.status not in PUBLISHED:
             return None
         problem = kept_problem(self.site, record, inputs)
@@ -305,7 +305,7 @@ class _Run:
 def _assembled(site: Path, job: Job) -> Outcome:
     """For ``--assemble``: the job's record as the runner that ran it wrote it (its wheels,
     or its cause and log), or that no job built it."""
-    record = read_record(site, job.id)
+    record = read_job_record(site, job.id)
     if record is None:
         return Outcome(
             job.id, job.package.name, job.cell.name, "failed", why="not built by any job"

@@ -30,7 +30,7 @@ GITHUB_SCHEMA = "archguard.github-matrix/1"
 
 
 @dataclass(frozen=True)
-class Cell:
+class Combo:
     version: CudaVersion
     torch: str
     resolution: Resolution | None
@@ -45,7 +45,7 @@ class Cell:
         return self.version.tag
 
 
-def compute(settings: Settings) -> list[Cell]:
+def compute(settings: Settings) -> list[Combo]:
     """Every bundled (CUDA, torch) cell resolved with the same settings (policy, package,
     and ``ARCHGUARD_ARCH_LIST`` when set), exactly as ``list`` resolves one cell."""
     cells = []
@@ -53,14 +53,14 @@ def compute(settings: Settings) -> list[Cell]:
         try:
             res = settings.resolve(bundled_toolkit(build.cuda), build.build)
         except ArchguardError as exc:  # e.g. no policy row for this CUDA
-            cells.append(Cell(build.cuda, build.torch, None, exc))
+            cells.append(Combo(build.cuda, build.torch, None, exc))
             continue
         error = None
         try:
             res.require_cubins()
         except ArchguardError as exc:
             error = exc
-        cells.append(Cell(build.cuda, build.torch, res, error))
+        cells.append(Combo(build.cuda, build.torch, res, error))
     return cells
 
 
@@ -86,7 +86,7 @@ def _tiers(res: Resolution) -> dict[str, list[str]]:
     return out
 
 
-def as_json(cells: list[Cell], settings: Settings) -> dict[str, object]:
+def as_json(cells: list[Combo], settings: Settings) -> dict[str, object]:
     policy = settings.policy
     override = settings.override
     return {
@@ -124,7 +124,7 @@ def as_json(cells: list[Cell], settings: Settings) -> dict[str, object]:
     }
 
 
-def as_github(cells: list[Cell]) -> dict[str, object]:
+def as_github(cells: list[Combo]) -> dict[str, object]:
     include = []
     for c in cells:
         if c.resolution is None or c.error is not None:
@@ -168,7 +168,7 @@ COLUMNS = (
 )
 
 
-def _summary(c: Cell, sep: str) -> tuple[str, ...]:
+def _summary(c: Combo, sep: str) -> tuple[str, ...]:
     """One cell's columns for the text and markdown tables; device lists joined by ``sep``."""
     assert c.resolution is not None
     t = _tiers(c.resolution)
@@ -183,7 +183,7 @@ def _summary(c: Cell, sep: str) -> tuple[str, ...]:
     )
 
 
-def as_text(cells: list[Cell], settings: Settings) -> str:
+def as_text(cells: list[Combo], settings: Settings) -> str:
     note = override_note(settings)
     rows: list[tuple[str, ...]] = [COLUMNS]
     errors = []
@@ -198,7 +198,7 @@ def as_text(cells: list[Cell], settings: Settings) -> str:
     return "\n".join(header + lines + errors) + "\n"
 
 
-def as_markdown(cells: list[Cell], policy: Policy, settings: Settings) -> str:
+def as_markdown(cells: list[Combo], policy: Policy, settings: Settings) -> str:
     note = override_note(settings)
     lines = [
         f"# archguard matrix (archguard {__version__})",
@@ -239,7 +239,7 @@ td.dead{background:#cf222e;color:#fff}td.notorch{background-image:repeating-line
 """
 
 
-def as_html(cells: list[Cell], policy: Policy, settings: Settings) -> str:
+def as_html(cells: list[Combo], policy: Policy, settings: Settings) -> str:
     note = override_note(settings)
     devices = known_devices()
     e = html.escape
@@ -296,7 +296,7 @@ one column per known device. Hover a cell for its reason.</p>
 """
 
 
-def render(cells: list[Cell], settings: Settings, fmt: MatrixFormat) -> str:
+def render(cells: list[Combo], settings: Settings, fmt: MatrixFormat) -> str:
     """The page in one of: text, markdown, html, json, github."""
     policy = settings.policy
     if fmt == "json":

@@ -215,7 +215,7 @@ def read_installed_torch(paths: Sequence[str] = ()) -> InstalledTorch | None:
     return InstalledTorch(dist.version, version, cuda)
 
 
-def installed_torch(paths: Sequence[str]) -> tuple[str, Targets | None] | None:
+def installed_torch_targets(paths: Sequence[str]) -> tuple[str, Targets | None] | None:
     """The installed torch's version and, from the bundled table, its targets."""
     found = read_installed_torch(paths)
     if found is None:

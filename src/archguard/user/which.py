@@ -82,7 +82,7 @@ def python_tags(python: tuple[int, int] | None) -> tuple[tuple[int, int], frozen
     return python, frozenset([*cpython_tags(python), *compatible_tags(python)])
 
 
-def installed_torch(text: str | None = None) -> tuple[str | None, CudaVersion | None, str | None]:
+def torch_here(text: str | None = None) -> tuple[str | None, CudaVersion | None, str | None]:
     """The installed torch: its distribution's version, its CUDA, and a note where there is
     none or it cannot be read. ``text`` (``2.14.1+cu130``): a torch given, not read."""
     if text is not None:
