@@ -265,19 +265,22 @@ def test_the_workflow_carries_the_farms_policy_and_uploads_no_environment(tmp_pa
 def test_the_page_gives_each_wheel_its_facts(tmp_path: Path) -> None:
     """The page, from the jobs' records: built or why not, and for each wheel whether it
     verified, its coverage tiers (from the targets read back) and what it binds to."""
+    from archguard.binaries.facts import WheelFacts
     from archguard.farm.run import Outcome, write_page
 
     loaded = load_manifest(manifest(tmp_path))
     wheel = "fused_lncc-0.1.0+cu130torch2.13-cp311-cp311-manylinux_2_28_x86_64.whl"
-    details: list[dict[str, object]] = [
-        {
-            "wheel": f"/site/cu130-torch2.13-py311/wheels/{wheel}",
-            "ok": True,
-            "targets": ["sm_80", "sm_90", "compute_90"],
-            "pin": "torch>=2.13,<2.14",
-            "label_why": "_C.so calls into torch's C++ ABI",
-            "platform": "manylinux_2_28_x86_64",
-        }
+    details = [  # as archguard wheel's JSON gives them, read back by the one typed class
+        WheelFacts.from_json(
+            {
+                "wheel": f"/site/cu130-torch2.13-py311/wheels/{wheel}",
+                "ok": True,
+                "targets": ["sm_80", "sm_90", "compute_90"],
+                "pin": "torch>=2.13,<2.14",
+                "label_why": "_C.so calls into torch's C++ ABI",
+                "platform": "manylinux_2_28_x86_64",
+            }
+        )
     ]
     outcomes = [
         Outcome("j1", "fused-lncc", "cu130-torch2.13-py311", "built", [wheel], details=details),

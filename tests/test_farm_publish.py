@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
+from archguard.binaries.facts import WheelFacts
 from archguard.core.cuda import CudaVersion
 from archguard.errors import ConfigError
 from archguard.farm.identity import tree_digest
@@ -397,7 +398,7 @@ def test_a_kept_record_keeps_its_wheels_facts(tmp_path: Path) -> None:
 
     site = tmp_path / "site"
     built = record(site, "a1", "c13", A, b"a")
-    built.details = [{"wheel": A, "ok": True, "targets": ["sm_80", "compute_80"]}]
+    built.details = [WheelFacts(A, 1, ("sm_80", "compute_80"), True)]
     write_job_record(site, built)
     kept = read_job_record(site, "a1")
     assert kept is not None and kept.details == built.details and kept.sha256 == built.sha256
@@ -717,7 +718,7 @@ def test_the_variants_switch_is_an_input_and_pools_each_verified_wheels_copy(
     copy = copy.rename(copy.with_name("pv-1.0+cu130-cp311-cp311-linux_x86_64-a1b2c3d4.whl"))
     for variants, expected in ((False, [plain.name]), (True, [plain.name, copy.name])):
         outcome = Outcome("j", "pv", "c13", "built")
-        outcome.details = [{"wheel": str(plain), "ok": True, "variant": str(copy)}]
+        outcome.details = [WheelFacts(str(plain), 1, (), True, variant=str(copy))]
         shutil.copy(plain, tmp_path / "keep.whl")  # pooling moves it
         shutil.copy(copy, tmp_path / "keep-variant.whl")
         _pool_verified(outcome, site, variants)

@@ -80,3 +80,43 @@ def test_why_section_uses_the_same_decisions() -> None:
     why = record["why"]["7.0"]  # type: ignore[index]
     assert why["fate"] == "dropped (toolkit)"
     assert why["decisions"][0]["outcome"] == "not-requested"
+
+
+def test_a_wheels_facts_round_trip_through_archguard_wheels_json_and_a_farm_record(
+    tmp_path: Path,
+) -> None:
+    """One typed class writes a wheel's facts and reads them back: archguard wheel's JSON,
+    a farm's job record written and read, the site's data published from it."""
+    from archguard.binaries.facts import WheelFacts
+    from archguard.core.abi import Serves
+    from archguard.farm.records import Outcome, Status, read_job_record, write_job_record
+    from archguard.frontend.result import WheelResult
+
+    built = WheelResult(
+        tmp_path / "x-1.0+cu130-cp310-abi3-manylinux_2_28_x86_64.whl",
+        1,
+        ["sm_80", "compute_80"],
+        True,
+        label="cu130",
+        pin="torch>=2.10",
+        serves=Serves("2.10", 10),
+        grafted=[],
+        compiled_with="13.5",
+    )
+    data = built.as_json()
+    assert data["serves"] == "torch>=2.10 on Python>=3.10" and data["targets"] == [
+        "sm_80",
+        "compute_80",
+    ]
+    facts = WheelFacts.from_json(data)
+    assert facts == built.facts() and facts.serves == Serves("2.10", 10)
+    outcome = Outcome("j", "x", "cell", "built", [facts.name], details=[facts])
+    assert outcome.status is Status.BUILT
+    write_job_record(tmp_path, outcome)
+    back = read_job_record(tmp_path, "j")
+    assert back is not None and back.details == [facts] and back.status is Status.BUILT
+    with pytest.raises(ValueError, match="targets = 'sm_80' is not a list of texts"):
+        WheelFacts.from_json({"wheel": "w", "targets": "sm_80"})
+    broken = tmp_path / ".farm" / "jobs" / "j.json"
+    broken.write_text(broken.read_text().replace('"targets": [', '"targets": 3, "x": ['))
+    assert read_job_record(tmp_path, "j") is None  # not archguard's: not trusted

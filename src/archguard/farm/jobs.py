@@ -14,17 +14,18 @@ import shutil
 import subprocess
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from archguard._fs import own_directory
+from archguard.binaries.facts import WheelFacts
 from archguard.errors import ArchguardError, ConfigError
 from archguard.farm.identity import JUNK_DIRS
 from archguard.farm.manifest import Package
 from archguard.farm.plan import Job
 from archguard.farm.publish import pool_wheel
-from archguard.farm.records import STATE, Outcome, write_atomic
+from archguard.farm.records import STATE, Outcome, Status, write_atomic
 from archguard.frontend.sources import cache_root, checked_out, is_release
 
 # Builds of the same inputs give the same bytes: the zip entries' dates (setuptools'
@@ -105,14 +106,22 @@ def _source(job: Job, python: Path, env: Mapping[str, str]) -> Iterator[tuple[Pa
 def _pool_verified(outcome: Outcome, site: Path, variants: bool) -> None:
     """Each verified wheel of the job (and, with ``variants``, its wheel-variant copy)
     moved into the pool, named in the outcome with its sha256."""
-    for w in outcome.details:
+    pooled = []
+    for facts in outcome.details:
+        renamed = facts
         for key in ("wheel", "variant") if variants else ("wheel",):
-            built = Path(str(w.get(key) or ""))
-            if w.get("ok") and built.is_file():
+            built = Path(str(getattr(facts, key) or ""))
+            if facts.ok and built.is_file():
                 name, sha = pool_wheel(site, built)
                 outcome.wheels.append(name)
                 outcome.sha256[name] = sha
-                w[key] = name
+                renamed = (
+                    replace(renamed, wheel=name)
+                    if key == "wheel"
+                    else replace(renamed, variant=name)
+                )
+        pooled.append(renamed)
+    outcome.details = pooled
 
 
 def run_job(job: Job, python: Path, options: JobRun, extra_env: dict[str, str]) -> Outcome:
@@ -122,7 +131,7 @@ def run_job(job: Job, python: Path, options: JobRun, extra_env: dict[str, str]) 
     log = _log(site, job)
     log.parent.mkdir(parents=True, exist_ok=True)
     outcome = Outcome(
-        job.id, job.package.name, job.cell.name, "failed", log=str(log.relative_to(site))
+        job.id, job.package.name, job.cell.name, Status.FAILED, log=str(log.relative_to(site))
     )
     started = time.monotonic()
     with contextlib.ExitStack() as held:
@@ -142,13 +151,17 @@ def run_job(job: Job, python: Path, options: JobRun, extra_env: dict[str, str]) 
             )
             return outcome
         builds = report.get("builds") or [{}]
-        outcome.details = list(builds[0].get("wheels") or [])
+        try:
+            outcome.details = [WheelFacts.from_json(w) for w in builds[0].get("wheels") or []]
+        except ValueError as exc:
+            outcome.why = f"archguard wheel's report is not what this archguard reads ({exc})"
+            return outcome
         if not report.get("ok"):
             problems = builds[0].get("problems") or [report.get("error", {}).get("message", "")]
             outcome.why = "; ".join(str(p) for p in problems if p) or "see the log"
             return outcome
         _pool_verified(outcome, site, options.variants)
-    outcome.status = "built" if outcome.wheels else "failed"
+    outcome.status = Status.BUILT if outcome.wheels else Status.FAILED
     if not outcome.wheels:
         outcome.why = "archguard wheel reported success but left no verified wheel"
     return outcome

@@ -43,28 +43,27 @@ def _wheel_html(cell: Cell, name: str, outcome: Outcome) -> str:
         f'<br><span class="sha">sha256 {sha}, from <a href=".farm/jobs/{outcome.job}.json">'
         f"job {html.escape(outcome.job)}</a></span>"
     )
-    w = next((d for d in outcome.details if Path(str(d.get("wheel", ""))).name == name), None)
+    w = next((d for d in outcome.details if d.name == name), None)
     if w is None:  # served by another cell's wheel: its facts are on that cell's entry
         return link
-    held = w.get("targets")
-    targets = [str(t) for t in held] if isinstance(held, list) else []
+    targets = list(w.targets)
     by_tier = tiers(targets, cell.cuda)
-    verified = "verified" if w.get("ok") else "NOT verified"
+    verified = "verified" if w.ok else "NOT verified"
     lines = [
         f"{verified}: {' '.join(targets) or 'no CUDA code'}",
         f"native on {', '.join(by_tier[Tier.NATIVE]) or 'no known GPU'}",
         f"PTX JIT only on {', '.join(by_tier[Tier.JIT]) or 'none'}",
         f"runs on none of {', '.join(by_tier[Tier.DEAD]) or 'none'}",
     ]
-    if w.get("label_why"):
-        pin = f"requires {w['pin']}: " if w.get("pin") else ""
-        lines.append(f"ABI: {pin}{w['label_why']}")
-    elif w.get("label_note"):
-        lines.append(f"ABI: {w['label_note']}")
-    if w.get("serves"):
-        lines.append(f"serves {w['serves']} (stable ABI, abi3)")
-    if w.get("platform"):
-        lines.append(f"platform {w['platform']}")
+    if w.label_why:
+        pin = f"requires {w.pin}: " if w.pin else ""
+        lines.append(f"ABI: {pin}{w.label_why}")
+    elif w.label_note:
+        lines.append(f"ABI: {w.label_note}")
+    if w.serves:
+        lines.append(f"serves {w.serves} (stable ABI, abi3)")
+    if w.platform:
+        lines.append(f"platform {w.platform}")
     rows = "".join(f"<li>{html.escape(line)}</li>" for line in lines)
     return f'{link}<ul class="facts">{rows}</ul>'
 

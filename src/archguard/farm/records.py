@@ -10,15 +10,32 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
 from archguard._fs import write_atomic as write_atomic  # noqa: PLC0414 (re-exported: farm/*)
+from archguard.binaries.facts import WheelFacts
 from archguard.detect.sources import file_sha256
 
 STATE = ".farm"  # SITE/.farm: environments, job records, the lock
 POOL = "wheels"  # SITE/wheels/<sha256>/<wheel>: every published wheel, by its content
-PUBLISHED = ("built", "kept", "served")
+
+
+class Status(str, Enum):
+    """What became of a job."""
+
+    BUILT = "built"
+    SKIPPED = "skipped"
+    FAILED = "failed"
+    KEPT = "kept"  # an earlier run's, checked
+    SERVED = "served"  # another cell's stable-ABI wheel serves it
+
+    def __str__(self) -> str:
+        return self.value
+
+
+PUBLISHED = (Status.BUILT, Status.KEPT, Status.SERVED)
 
 
 @dataclass
@@ -28,12 +45,16 @@ class Outcome:
     job: str
     package: str
     cell: str
-    status: str  # "built", "skipped", "failed", "kept" (an earlier run's), "served"
+    status: Status
     wheels: list[str] = field(default_factory=list)
     why: str = ""
     log: str = ""
     seconds: float = 0.0
-    details: list[dict[str, object]] = field(default_factory=list)  # archguard wheel's JSON
+    details: list[WheelFacts] = field(default_factory=list)  # what archguard wheel read back
+
+    def __post_init__(self) -> None:
+        self.status = Status(self.status)
+
     sha256: dict[str, str] = field(default_factory=dict)  # wheel name -> its bytes' sha256
     inputs: dict[str, Any] = field(default_factory=dict)  # every input of its build
     fetched: str = ""  # a release: the sha256 (prefix) of the sdist it fetched
@@ -43,7 +64,7 @@ class Outcome:
             "job": self.job,
             "package": self.package,
             "cell": self.cell,
-            "status": self.status,
+            "status": self.status.value,
             "wheels": self.wheels,
             "sha256": self.sha256,
             "why": self.why,
@@ -51,7 +72,7 @@ class Outcome:
             "seconds": round(self.seconds, 1),
             "inputs": self.inputs,
             "fetched": self.fetched or None,
-            "details": self.details,
+            "details": [d.as_json() for d in self.details],
         }
 
     @classmethod
@@ -60,12 +81,12 @@ class Outcome:
             str(data["job"]),
             str(data["package"]),
             str(data["cell"]),
-            str(data["status"]),
+            Status(data["status"]),
             [str(w) for w in data.get("wheels") or []],
             str(data.get("why") or ""),
             str(data.get("log") or ""),
             float(data.get("seconds") or 0.0),
-            list(data.get("details") or []),
+            [WheelFacts.from_json(d) for d in data.get("details") or []],
             {str(k): str(v) for k, v in (data.get("sha256") or {}).items()},
             dict(data.get("inputs") or {}),
             str(data.get("fetched") or ""),

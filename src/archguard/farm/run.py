@@ -23,7 +23,6 @@ from typing import Any
 
 from packaging.version import Version
 
-from archguard.core.abi import Serves
 from archguard.core.cuda import CudaVersion
 from archguard.detect.machine import floor_note, glibc_version
 from archguard.errors import ArchguardError, ConfigError
@@ -38,6 +37,7 @@ from archguard.farm.publish import collect_garbage, kept_wheels, publish_indexes
 from archguard.farm.records import (
     PUBLISHED,
     Outcome,
+    Status,
     all_records,
     kept_problem,
     pool_path,
@@ -69,9 +69,8 @@ class Serving:
 def servings(outcome: Outcome, job: Job) -> list[Serving]:
     out = []
     for w in outcome.details:
-        floor = Serves.from_json(w.get("serves_floor"))
-        name = Path(str(w.get("wheel", ""))).name
-        if floor and w.get("ok") and name in outcome.sha256:
+        floor, name = w.serves, w.name
+        if floor and w.ok and name in outcome.sha256:
             out.append(
                 Serving(
                     name,
@@ -207,7 +206,7 @@ class _Run:
             except Exception as exc:  # one job's failure, whatever it is, stays that job's
                 why = f"archguard farm failed on this job: {type(exc).__name__}: {exc}"
                 say(f"{head}: FAILED: {why}")
-                outcome = Outcome(job.id, job.package.name, job.cell.name, "failed", why=why)
+                outcome = Outcome(job.id, job.package.name, job.cell.name, Status.FAILED, why=why)
                 self.record(outcome, attempted=False)
             out.append((number, outcome))
             self.progress(outcome)
@@ -217,7 +216,7 @@ class _Run:
         """The outcome's record (a skipped job has none: the plan says why). A failure
         before the build was attempted (the cell's environment, the machine) never replaces
         a record that publishes wheels: they stay published; the failure is said."""
-        if outcome.status == "skipped":
+        if outcome.status is Status.SKIPPED:
             return
         if not attempted:
             earlier = read_job_record(self.site, outcome.job)
@@ -248,7 +247,7 @@ class _Run:
     def job(self, job: Job, head: str, offers: list[Serving]) -> Outcome:
         if job.arch_list is None:
             say(f"{head}: {job.skipped}")
-            return Outcome(job.id, job.package.name, job.cell.name, "skipped", why=job.skipped)
+            return Outcome(job.id, job.package.name, job.cell.name, Status.SKIPPED, why=job.skipped)
         if self.options.assemble:
             return _assembled(self.site, job)
         try:
@@ -257,7 +256,7 @@ class _Run:
             say(f"{head}: FAILED: {exc.message}")
             log = f"{job.cell.name}/logs/environment.log"
             failed = Outcome(
-                job.id, job.package.name, job.cell.name, "failed", why=exc.message, log=log
+                job.id, job.package.name, job.cell.name, Status.FAILED, why=exc.message, log=log
             )
             self.record(failed, attempted=False)  # --assemble (another runner) names the cause
             return failed
@@ -269,7 +268,7 @@ class _Run:
         offer = served_by(job, offers, self.site)
         if offer is not None:
             why = f"served by {offer.name} from cell {offer.cell} (stable ABI, abi3)"
-            served = Outcome(job.id, job.package.name, job.cell.name, "served", [offer.name])
+            served = Outcome(job.id, job.package.name, job.cell.name, Status.SERVED, [offer.name])
             served.why, served.sha256, served.inputs = why, {offer.name: offer.sha256}, inputs
             self.record(served)
             say(f"{head}: not built: {why}")
@@ -298,7 +297,7 @@ class _Run:
                 record_path(self.site, job.id).unlink(missing_ok=True)
             return None
         say(f"{head}: already built ({', '.join(record.wheels)}, sha256 checked): not built again")
-        record.status = "kept"
+        record.status = Status.KEPT
         return record
 
 
@@ -308,10 +307,10 @@ def _assembled(site: Path, job: Job) -> Outcome:
     record = read_job_record(site, job.id)
     if record is None:
         return Outcome(
-            job.id, job.package.name, job.cell.name, "failed", why="not built by any job"
+            job.id, job.package.name, job.cell.name, Status.FAILED, why="not built by any job"
         )
     if record.status in PUBLISHED:
-        record.status = "kept"
+        record.status = Status.KEPT
     return record
 
 
@@ -367,12 +366,12 @@ def publish_site(
         if job.id not in shown:
             if job.arch_list is None:
                 shown[job.id] = Outcome(
-                    job.id, job.package.name, job.cell.name, "skipped", why=job.skipped
+                    job.id, job.package.name, job.cell.name, Status.SKIPPED, why=job.skipped
                 )
             elif job.id in records:
                 earlier = records[job.id]
                 if earlier.status in PUBLISHED:
-                    earlier.status = "kept"
+                    earlier.status = Status.KEPT
                 shown[job.id] = earlier
     write_page(site, manifest, list(shown.values()), running, data)
     return records
@@ -396,6 +395,6 @@ def summary(outcomes: Sequence[Outcome]) -> tuple[int, str]:
     lines += [
         f"  FAILED {o.package} in {o.cell}: {o.why}" + (f" (log: {o.log})" if o.log else "")
         for o in outcomes
-        if o.status == "failed"
+        if o.status is Status.FAILED
     ]
     return (1 if counts["failed"] else 0), "\n".join(lines) + "\n"

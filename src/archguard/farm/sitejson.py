@@ -8,6 +8,7 @@ import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from archguard.binaries.facts import WheelFacts
 from archguard.core.site import SITE_JSON, Site, SiteCell, SiteWheel
 from archguard.farm.manifest import Manifest
 from archguard.farm.publish import INDEX
@@ -15,12 +16,13 @@ from archguard.farm.records import POOL, PUBLISHED, STATE, Outcome, write_atomic
 from archguard.farm.wheelmeta import split_variant
 
 
-def _facts(records: Iterable[Outcome]) -> dict[str, dict[str, object]]:
-    """Each wheel's facts (archguard wheel's JSON) by name, from whichever record built it."""
-    out: dict[str, dict[str, object]] = {}
+def _facts(records: Iterable[Outcome]) -> dict[str, WheelFacts]:
+    """Each wheel's facts (what archguard wheel read back) by name, from whichever record
+    built it."""
+    out: dict[str, WheelFacts] = {}
     for record in records:
         for d in record.details:
-            out.setdefault(Path(str(d.get("wheel", ""))).name, d)
+            out.setdefault(d.name, d)
     return out
 
 
@@ -48,8 +50,7 @@ def site_data(
         for name in record.wheels:
             if split_variant(name)[1] is not None:  # a variant copy: its plain wheel says it
                 continue
-            fact = own.get(name) or facts.get(name, {})
-            held = fact.get("targets")
+            fact = own.get(name) or facts.get(name)
             sha = record.sha256.get(name, "")
             wheels.append(
                 SiteWheel(
@@ -58,11 +59,11 @@ def site_data(
                     record.package,
                     record.cell,
                     cell.cuda.text,
-                    tuple(str(t) for t in held) if isinstance(held, list) else (),
-                    str(fact["pin"]) if fact.get("pin") else None,
+                    fact.targets if fact else (),
+                    fact.pin if fact else None,
                     f"{STATE}/jobs/{record.job}.json",
                     f"{POOL}/{sha}/{name}",
-                    _compiled_with(fact.get("compiled_with"), cell.cuda.text),
+                    _compiled_with(fact.compiled_with if fact else None, cell.cuda.text),
                 )
             )
     return Site(

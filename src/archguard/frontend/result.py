@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from archguard.binaries.facts import WheelFacts
 from archguard.core.abi import Serves
 
 if TYPE_CHECKING:
@@ -43,20 +44,19 @@ class WheelResult:
     variant: str | None = None
     variant_notes: list[str] | None = None
 
+    def facts(self) -> WheelFacts:
+        """What it holds and what was done to it, as the one typed value its JSON is."""
+        known = {f.name for f in fields(WheelFacts)}
+        values = {f.name: getattr(self, f.name) for f in fields(self) if f.name in known}
+        values["wheel"] = str(self.wheel)
+        for key, value in values.items():
+            if isinstance(value, list):
+                values[key] = tuple(value)
+        return WheelFacts(**values)
+
     def as_json(self) -> dict[str, object]:
-        """Its JSON: the read-back always, each later step's facts once that step ran."""
-        out: dict[str, object] = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if f.name == "checked":
-                continue
-            if f.name in ("wheel", "cuda_binaries", "targets", "ok", "differences"):
-                out[f.name] = str(value) if isinstance(value, Path) else value
-            elif isinstance(value, Serves):  # its words, and its floors for a farm to read
-                out[f.name], out["serves_floor"] = str(value), value.as_json()
-            elif value is not None:
-                out[f.name] = value
-        return out
+        """Its JSON (:class:`~archguard.binaries.facts.WheelFacts`, which reads it back)."""
+        return self.facts().as_json()
 
     def lines(self) -> list[str]:
         """Its line in ``archguard wheel``'s text, and what was done to it beneath."""
