@@ -144,6 +144,22 @@ class IndexUnreachable(ArchguardError):
     code = "index-unreachable"
 
 
+class ReleaseNotFetched(ArchguardError):
+    """``name==version``'s sdist could not be fetched from the index: no sdist of that
+    release there, the index unreachable, or a download whose sha256 is not the one the
+    index publishes."""
+
+    code = "release-not-fetched"
+
+
+class CellEnvironmentFailed(ArchguardError):
+    """A farm cell's environment could not be made: uv failed (no such Python, a torch or
+    package its index lacks) or the made cell lacks an extra of archguard its manifest's
+    switches need (``variants``)."""
+
+    code = "cell-environment-failed"
+
+
 class SiteUnreadable(ArchguardError):
     """``archguard which`` could not read a farm's site (no site.json, unreachable, not one)."""
 
@@ -227,6 +243,8 @@ ALL_ERRORS: tuple[type[ArchguardError], ...] = (
     EmptyExtension,
     CompileFailed,
     IndexUnreachable,
+    ReleaseNotFetched,
+    CellEnvironmentFailed,
     SiteUnreadable,
     PipTooOld,
     VariantsUnavailable,

@@ -255,8 +255,9 @@ def _farm_commands(sub: Subparsers) -> None:
         nargs="+",
         metavar="SRC",
         help="a source tree, an sdist file, an sdist URL pinned as URL#sha256=HEX, or "
-        "name==version (the release's sdist, fetched by pip); an sdist is unpacked at the same "
-        "path each time, so a compile cache hits",
+        "name==version (the release's sdist from the index pip reads, checked against its "
+        "published sha256); an sdist is unpacked at the same path each time, so a compile "
+        "cache hits",
     )
     p.add_argument(
         "--sha256",

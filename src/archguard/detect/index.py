@@ -1,6 +1,8 @@
 """Read a package index's project page (PEP 691 JSON, else PEP 503 HTML) and a wheel's
 metadata (PEP 658/714 ``.metadata`` beside it, else its ``METADATA`` read out of the remote
-zip with HTTP range requests: a torch wheel's metadata without its 1-4 GB).
+zip with HTTP range requests: a torch wheel's metadata without its 1-4 GB); and which
+indexes pip reads (:func:`index_urls`: its options, its ``PIP_*`` variables, its
+configuration, as ``pip config list`` shows them).
 
 Read-only, and strangers' data: the HTML is read in one pass (``_anchors``), the JSON
 with ``json``; every fetch has a timeout and a size bound; a failure is one
@@ -9,21 +11,22 @@ with ``json``; every fetch has a timeout and a size bound; a failure is one
 
 from __future__ import annotations
 
+import ast
 import html
 import io
 import json
-import os
-import subprocess
 import sys
 import urllib.error
 import urllib.parse
 import urllib.request
 import zipfile
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from email.message import Message
 from email.parser import HeaderParser
 from pathlib import Path
 
+from archguard.detect.tools import ToolFailed, run
 from archguard.errors import IndexUnreachable
 
 FETCH_TIMEOUT_S = 60
@@ -43,24 +46,97 @@ class IndexFile:
     metadata: bool  # PEP 658/714: ``url + ".metadata"`` is served
 
 
-def default_index_url(python: str = sys.executable) -> str:
-    """The index pip would use: ``PIP_INDEX_URL``, pip's configured ``index-url``, else
-    pip's own default."""
-    if os.environ.get("PIP_INDEX_URL"):
-        return os.environ["PIP_INDEX_URL"].split()[0]
-    for key in ("global.index-url", "install.index-url", "download.index-url"):
-        proc = subprocess.run(
-            [python, "-m", "pip", "config", "get", key],
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=FETCH_TIMEOUT_S,
+def pip_config(
+    python: str = sys.executable, environ: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """pip's settings as ``python -m pip config list`` shows them, under ``environ`` (its
+    files' ``global.index-url``, ..., and its ``PIP_*`` variables as ``:env:.index-url``);
+    {} where that pip cannot answer (none installed, no answer within the timeout)."""
+    try:
+        proc = run(
+            [python, "-m", "pip", "config", "list"],
+            None,
+            FETCH_TIMEOUT_S,
+            None if environ is None else dict(environ),
         )
-        if proc.returncode == 0 and proc.stdout.strip():
-            return proc.stdout.strip().split()[0]
+    except ToolFailed:
+        return {}
+    out: dict[str, str] = {}
+    for line in proc.stdout.splitlines() if proc.returncode == 0 else ():
+        key, sep, value = line.partition("=")
+        if not sep:
+            continue
+        try:  # pip prints each value as Python's repr of a string
+            parsed = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            parsed = value
+        out[key.strip()] = str(parsed)
+    return out
+
+
+def _setting(config: Mapping[str, str], name: str, sections: Sequence[str]) -> str | None:
+    """The first of ``sections`` (highest priority first) that sets ``name``."""
+    return next((config[f"{s}.{name}"] for s in sections if f"{s}.{name}" in config), None)
+
+
+def _pypi() -> str:
     from pip._internal.models.index import PyPI  # noqa: PLC0415 - pip's own default, asked last
 
     return str(PyPI.simple_url)
+
+
+def default_index_url(python: str = sys.executable) -> str:
+    """The index pip would use: ``PIP_INDEX_URL``, pip's configured ``index-url``, else
+    pip's own default."""
+    config = pip_config(python)
+    found = _setting(config, "index-url", (":env:", "global", "install", "download"))
+    return found.split()[0] if found and found.split() else _pypi()
+
+
+def _options(pip_args: Sequence[str], names: Sequence[str]) -> list[str]:
+    """The values of the options ``names`` (``--index-url``, ``-i``) in pip's arguments,
+    written ``--name VALUE``, ``--name=VALUE`` or, for a short one, ``-iVALUE``."""
+    out = []
+    args = list(pip_args)
+    for i, arg in enumerate(args):
+        for name in names:
+            if arg == name and i + 1 < len(args):
+                out.append(args[i + 1])
+            elif name.startswith("--") and arg.startswith(name + "="):
+                out.append(arg[len(name) + 1 :])
+            elif not name.startswith("--") and arg.startswith(name) and len(arg) > len(name):
+                out.append(arg[len(name) :])
+    return out
+
+
+_TRUE = ("1", "true", "yes", "on", "y", "t")
+
+
+def index_urls(
+    python: str = sys.executable,
+    environ: Mapping[str, str] | None = None,
+    pip_args: Sequence[str] = (),
+) -> list[str]:
+    """The indexes ``pip download`` would read under ``environ`` with ``pip_args`` (the
+    options given to pip), the primary first: ``--index-url`` (``-i``) in ``pip_args``, else
+    ``PIP_INDEX_URL``, else pip's configured ``index-url``, else pip's default; then each
+    ``extra-index-url`` (``PIP_EXTRA_INDEX_URL`` or the configured ones, then those in
+    ``pip_args``). None with ``--no-index`` (``PIP_NO_INDEX``, ``no-index``). pip's
+    ``find-links`` are not indexes: a flat directory publishes no sha256."""
+    config = pip_config(python, environ)
+    sections = (":env:", "download", "global")  # pip download's: its variables win
+    no_index = (_setting(config, "no-index", sections) or "").strip().lower() in _TRUE
+    if no_index or "--no-index" in pip_args:
+        return []
+    given = _options(pip_args, ("--index-url", "-i"))
+    primary = given[-1] if given else (_setting(config, "index-url", sections) or "").strip()
+    extra = (_setting(config, "extra-index-url", sections) or "").split()
+    extra += _options(pip_args, ("--extra-index-url",))
+    out: list[str] = []
+    for url in [primary.split()[0] if primary.split() else _pypi(), *extra]:
+        if url not in out:
+            out.append(url)
+    return out
 
 
 def _open(url: str, headers: dict[str, str] | None = None) -> tuple[bytes, str, int]:

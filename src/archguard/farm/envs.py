@@ -1,8 +1,9 @@
 """Each cell's environment, ``SITE/.farm/envs/<cell>``: made with uv (which reaches the CUDA
 builds of torch whatever pip's local settings say) from the cell's Python, its torch, this
-archguard (with the farm extra) and the build tools, once, and reused while the cell and
-archguard's code are the same; and what it really holds (:func:`archguard.farm.identity.held`),
-which joins each of its jobs' records."""
+archguard (with the farm extra, and the extras the manifest's switches need: ``variants``
+for ``[farm] variants = true``, checked in the made cell before anything compiles) and the
+build tools, once, and reused while the cell and archguard's code are the same; and what it
+really holds (:func:`archguard.farm.identity.held`), which joins each of its jobs' records."""
 
 from __future__ import annotations
 
@@ -10,12 +11,13 @@ import contextlib
 import json
 import shutil
 import sys
+from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 
 from archguard._fs import write_atomic
 from archguard.detect.tools import run
-from archguard.errors import ConfigError
+from archguard.errors import CellEnvironmentFailed, ConfigError
 from archguard.farm.identity import code_digest, held
 from archguard.farm.manifest import Cell
 from archguard.farm.records import STATE, say
@@ -32,25 +34,41 @@ def _uv() -> str:
     return found
 
 
-def archguard_requirement() -> str:
+FARM = ("farm",)  # what every cell needs: the binary readers, auditwheel, wheel, uv
+# an extra a manifest's switch needs, with why; and the modules the cell must then import
+NEEDED_BY = {"variants": "[farm] variants = true (each wheel's variant, through variantlib)"}
+IMPORTS = {"variants": ("variantlib",)}
+
+
+def cell_extras(variants: bool = False) -> tuple[str, ...]:
+    """archguard's extras a manifest's cells need: the farm's, and ``variants`` where
+    ``[farm] variants = true`` (each job's ``archguard wheel`` writes a wheel variant)."""
+    return (*FARM, "variants") if variants else FARM
+
+
+def archguard_requirement(extras: Sequence[str] = FARM) -> str:
     """What each cell's environment installs for archguard: this archguard (its source
-    tree when installed from one, else its release), with the farm extra."""
+    tree when installed from one, else its release), with ``extras``."""
     dist = metadata.distribution("torch-archguard")
+    name = f"torch-archguard[{','.join(extras)}]"
     direct = dist.read_text("direct_url.json")
     if direct:
         url = json.loads(direct).get("url", "")
         if url.startswith("file://"):
-            return f"torch-archguard[farm] @ {url}"
-    return f"torch-archguard[farm]=={dist.version}"
+            return f"{name} @ {url}"
+    return f"{name}=={dist.version}"
 
 
-def cell_venv(cell: Cell, site: Path) -> Path:
-    """The cell's Python, in an environment made once and reused while the cell is the
-    same (uv's cache makes the next cell's torch a link, not a download)."""
+def cell_venv(cell: Cell, site: Path, extras: Sequence[str] = FARM) -> Path:
+    """The cell's Python, in an environment made once and reused while the cell (and the
+    archguard ``extras`` it needs: :func:`cell_extras`) is the same (uv's cache makes the
+    next cell's torch a link, not a download). An extra it cannot have is refused here,
+    before any job of the cell compiles."""
     root = site / STATE / "envs" / cell.name
     python = root / "bin" / "python"
+    requirement = archguard_requirement(extras)
     wanted = json.dumps(
-        {**cell.as_json(), "archguard": archguard_requirement(), "code": code_digest()},
+        {**cell.as_json(), "archguard": requirement, "code": code_digest()},
         sort_keys=True,
     )
     marker = root / "archguard-cell.json"
@@ -66,29 +84,11 @@ def cell_venv(cell: Cell, site: Path) -> Path:
     say(f"cell {cell.name}: making its environment (Python {cell.python}, {cell.torch})")
     if root.exists():
         shutil.rmtree(root)
-    try:
-        _run(
-            [uv, "venv", "--seed", "--python", cell.interpreter or cell.python, str(root)],
-            f"uv venv for {cell.name}",
-        )
-    except ConfigError as exc:
-        if cell.interpreter:
-            raise
-        raise ConfigError(
-            f"{exc}\nuv found no Python {cell.python} (it looks on PATH) and could not fetch "
-            f'one: name it in the cell\'s table, interpreter = "/path/to/python{cell.python}".'
-        ) from None
-    made = run(
-        [str(python), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], ConfigError
-    ).stdout.strip()
-    if made != cell.python:
-        raise ConfigError(
-            f"cell {cell.name}: its environment's Python is {made or 'not runnable'}, not the "
-            f"cell's python = {cell.python!r} (interpreter = {cell.interpreter!r})."
-        )
+    _make_venv(uv, cell, root)
     where = [f"--index-url={cell.index_url}"] if cell.index_url else []
     where += [f"--extra-index-url={u}" for u in cell.extra_index_urls]
     where += [f"--find-links={u}" for u in cell.find_links]
+    why = "".join(f"; {e}: {NEEDED_BY[e]}" for e in extras if e in NEEDED_BY)
     _run(
         [
             uv,
@@ -99,22 +99,111 @@ def cell_venv(cell: Cell, site: Path) -> Path:
             *where,
             *cell.installer_options,
             str(cell.torch),
-            archguard_requirement(),
+            requirement,
             "setuptools>=77",
             "wheel",
             "ninja",
         ],
-        f"uv pip install for {cell.name}",
+        f"uv pip install for {cell.name} ({cell.torch}, {requirement}{why})",
     )
+    _check_extras(cell, python, extras)
     write_atomic(marker, wanted)  # last, and whole: a killed run leaves no marker
     return python
 
 
+def _make_venv(uv: str, cell: Cell, root: Path) -> None:
+    """The cell's bare environment at ``root``, of the cell's Python."""
+    try:
+        _run(
+            [uv, "venv", "--seed", "--python", cell.interpreter or cell.python, str(root)],
+            f"uv venv for {cell.name}",
+        )
+    except CellEnvironmentFailed as exc:
+        if cell.interpreter:
+            raise
+        raise CellEnvironmentFailed(
+            f"{exc}\nuv found no Python {cell.python} (it looks on PATH) and could not fetch "
+            f'one: name it in the cell\'s table, interpreter = "/path/to/python{cell.python}".'
+        ) from None
+    python = root / "bin" / "python"
+    made = run(
+        [str(python), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+        CellEnvironmentFailed,
+    ).stdout.strip()
+    if made != cell.python:
+        raise CellEnvironmentFailed(
+            f"cell {cell.name}: its environment's Python is {made or 'not runnable'}, not the "
+            f"cell's python = {cell.python!r} (interpreter = {cell.interpreter!r})."
+        )
+
+
+# Run in the cell: each extra's requirements (archguard's own metadata) installed and
+# satisfied, and its modules imported; a JSON list of what is not.
+_CHECK = """\
+import importlib, json, sys
+from importlib import metadata
+from packaging.requirements import Requirement
+
+dist = metadata.distribution("torch-archguard")
+declared = set(dist.metadata.get_all("Provides-Extra") or [])
+wanted = json.loads(sys.argv[1])
+out = []
+for extra, modules in wanted.items():
+    if extra not in declared:
+        out.append(f"this archguard ({dist.version}) has no {extra!r} extra")
+        continue
+    for text in dist.requires or []:
+        req = Requirement(text)
+        if req.marker is None or not req.marker.evaluate({"extra": extra}):
+            continue
+        if req.marker.evaluate({"extra": ""}):
+            continue
+        try:
+            version = metadata.version(req.name)
+        except metadata.PackageNotFoundError:
+            out.append(f"{req} (not installed)")
+            continue
+        if not req.specifier.contains(version, prereleases=True):
+            out.append(f"{req} ({version} installed)")
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except Exception as exc:
+            out.append(f"import {module} ({type(exc).__name__}: {exc})")
+print(json.dumps(out))
+"""
+
+
+def _check_extras(cell: Cell, python: Path, extras: Sequence[str]) -> None:
+    """Each of archguard's ``extras`` in the made cell, whole (uv installs a release that
+    lacks an extra with only a warning): :class:`CellEnvironmentFailed` naming what lacks."""
+    wanted = {e: list(IMPORTS.get(e, ())) for e in extras}
+    proc = run([str(python), "-c", _CHECK, json.dumps(wanted)], CellEnvironmentFailed)
+    try:
+        missing = json.loads(proc.stdout) if proc.returncode == 0 else None
+    except ValueError:
+        missing = None
+    if missing is None:
+        tail = "\n".join(proc.stderr.strip().splitlines()[-4:])
+        raise CellEnvironmentFailed(
+            f"cell {cell.name}: its archguard could not be checked for the extras "
+            f"{', '.join(extras)} (exit {proc.returncode}):\n{tail}"
+        )
+    if missing:
+        needs = "".join(f"; {e}: {NEEDED_BY[e]}" for e in extras if e in NEEDED_BY)
+        raise CellEnvironmentFailed(
+            f"cell {cell.name}: its environment lacks what archguard's extras "
+            f"{', '.join(extras)} need ({'; '.join(missing)}){needs}. Nothing of the cell was "
+            "built: make the cell's index offer them (extra-index-url, find-links), or "
+            "switch off what needs them."
+        )
+
+
 def _run(argv: list[str], what: str) -> None:
-    proc = run(argv, ConfigError, None)  # uv fetching a cell's torch: no time limit
+    proc = run(argv, CellEnvironmentFailed, None)  # uv fetching a cell's torch: no time limit
     if proc.returncode != 0:
         tail = "\n".join(proc.stderr.strip().splitlines()[-6:])
-        raise ConfigError(f"{what} failed (exit {proc.returncode}):\n{tail}")
+        raise CellEnvironmentFailed(f"{what} failed (exit {proc.returncode}):\n{tail}")
 
 
 HELD = "archguard-held.json"

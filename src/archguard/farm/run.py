@@ -25,8 +25,8 @@ from packaging.version import Version
 
 from archguard.core.cuda import CudaVersion
 from archguard.detect.machine import floor_note, glibc_version
-from archguard.errors import ArchguardError, ConfigError
-from archguard.farm.envs import cell_venv, record_held
+from archguard.errors import ArchguardError, CellEnvironmentFailed, ConfigError
+from archguard.farm.envs import cell_extras, cell_venv, record_held
 from archguard.farm.families import load_farm
 from archguard.farm.identity import archguard_environment, toolkit_identity
 from archguard.farm.jobs import JobRun, run_job
@@ -154,10 +154,10 @@ class _Run:
             lock = self.locks.setdefault(cell.name, threading.Lock())
         with lock:
             if cell.name in self.broken:
-                raise ConfigError(self.broken[cell.name])
+                raise CellEnvironmentFailed(self.broken[cell.name])
             if cell.name not in self.pythons:
                 try:
-                    python = cell_venv(cell, self.site)
+                    python = cell_venv(cell, self.site, cell_extras(self.manifest.variants))
                     self.pythons[cell.name] = (python, dict(record_held(python)))
                 except ArchguardError as exc:
                     log = self.site / cell.name / "logs" / "environment.log"
@@ -167,7 +167,7 @@ class _Run:
                         f"cell {cell.name}: its environment could not be made (see "
                         f"{log.relative_to(self.site)}): {last}"
                     )
-                    raise ConfigError(self.broken[cell.name]) from None
+                    raise CellEnvironmentFailed(self.broken[cell.name]) from None
             return self.pythons[cell.name]
 
     def env(self, job: Job) -> dict[str, str]:

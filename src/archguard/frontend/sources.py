@@ -1,6 +1,9 @@
 """What ``archguard wheel`` builds from: a source tree, an sdist file, an sdist URL pinned
 by its sha256 (``URL#sha256=HEX`` as pip writes it, or ``--sha256``), or ``name==version``
-(the release's sdist, fetched by pip from its configured index), as a farm's sources are.
+(the release's sdist, as a farm's sources are: taken from the project page of the indexes pip
+reads, its file chosen by the version in its name and checked against the sha256 the index
+publishes; nothing of the release runs to find it, where ``pip download`` would build its
+metadata, and a setuptools_scm package without its plugin says 0.0.0).
 
 An sdist is unpacked afresh for each build, at a path fixed for the same archive
 (``<cache>/src/<sha256 prefix>/<its top directory>``): pip would unpack it into a new
@@ -25,14 +28,17 @@ import tarfile
 import urllib.parse
 import urllib.request
 import zipfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
+from packaging.utils import InvalidSdistFilename, canonicalize_name, parse_sdist_filename
+from packaging.version import InvalidVersion, Version
+
 from archguard._fs import atomic_directory, atomic_file, own_directory
+from archguard.detect.index import IndexFile, index_urls, project_files
 from archguard.detect.sources import file_sha256
-from archguard.detect.tools import run
-from archguard.errors import ConfigError
+from archguard.errors import ConfigError, IndexUnreachable, ReleaseNotFetched
 
 _ARCHIVES = (".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".tar", ".zip")
 DOWNLOAD_TIMEOUT = 300  # seconds for one sdist
@@ -71,19 +77,22 @@ class Checkout(NamedTuple):
 
 
 @contextlib.contextmanager
-def checked_out(
+def checked_out(  # noqa: PLR0913 - each a seam: the cache, the pip whose index, its options
     spec: str,
     sha256: str | None = None,
     cache: Path | None = None,
     python: str | None = None,
     env: Mapping[str, str] | None = None,
+    *,
+    pip_args: Sequence[str] = (),
 ) -> Iterator[Checkout]:
     """The directory to build for ``spec`` (a tree, an sdist file, a pinned URL, or
-    ``name==version``, which ``python``'s pip fetches: the build's own Python, with the
-    package's own switches in ``env``, since pip runs the sdist's ``setup.py`` to read its
-    metadata); an unpacked sdist's directory is this build's alone until the block ends."""
+    ``name==version``, fetched from the indexes ``python``'s pip reads under ``env`` and
+    with ``pip_args``, the options given to pip); an unpacked sdist's directory is this
+    build's alone until the block ends."""
     root = cache or cache_root()
-    archive, found = _archive(spec, sha256, root, python or sys.executable, env or {})
+    pip = (python or sys.executable, env or {}, pip_args)
+    archive, found = _archive(spec, sha256, root, pip)
     if not found:  # a source tree: built where it is
         yield Checkout(archive, "")
         return
@@ -94,21 +103,26 @@ def checked_out(
 _HELD = contextlib.ExitStack()  # never closed: each descriptor goes when the process ends
 
 
-def source_tree(
+def source_tree(  # noqa: PLR0913 - checked_out's
     spec: str,
     sha256: str | None = None,
     cache: Path | None = None,
     python: str | None = None,
     env: Mapping[str, str] | None = None,
+    *,
+    pip_args: Sequence[str] = (),
 ) -> Path:
     """:func:`checked_out`'s directory, held until this process ends (``archguard wheel``
     builds it in this process, then exits); a long-lived caller uses :func:`checked_out`."""
-    return _HELD.enter_context(checked_out(spec, sha256, cache, python, env)).tree
+    return _HELD.enter_context(
+        checked_out(spec, sha256, cache, python, env, pip_args=pip_args)
+    ).tree
 
 
-def _archive(
-    spec: str, sha256: str | None, root: Path, python: str, env: Mapping[str, str]
-) -> tuple[Path, str]:
+_Pip = tuple[str, Mapping[str, str], Sequence[str]]  # a pip, its environment, its options
+
+
+def _archive(spec: str, sha256: str | None, root: Path, pip: _Pip) -> tuple[Path, str]:
     """The sdist ``spec`` names, checked against its pin, and its sha256; for a source tree,
     the tree and ""."""
     spec, pinned = split_pin(spec)
@@ -118,7 +132,7 @@ def _archive(
     ):
         raise ConfigError(f"archguard wheel: sha256 {sha256!r} for {spec} is not 64 hex digits.")
     if is_release(spec):
-        archive = _fetch_release(spec, root, python, env)
+        archive = _fetch_release(spec, root, pip, sha256)
         found = file_sha256(archive)
         if sha256 is not None and found != sha256:
             raise ConfigError(
@@ -159,9 +173,10 @@ def _archive(
     return path, found
 
 
-def _fetch_release(spec: str, root: Path, python: str, env: Mapping[str, str]) -> Path:
-    """``name==version``'s sdist, by ``pip download`` (the index pip is configured for),
-    kept under ``<cache>/downloads/release/<name>-<version>/`` and fetched once."""
+def _fetch_release(spec: str, root: Path, pip: _Pip, pinned: str | None) -> Path:
+    """``name==version``'s sdist, from the index's project page with the sha256 it publishes
+    (:func:`_download_release`; ``pinned`` where it publishes none), kept under
+    ``<cache>/downloads/release/<name>-<version>/`` and fetched once."""
     match = _RELEASE.fullmatch(spec)
     assert match is not None
     where = root / "downloads" / "release" / f"{match[1].lower()}-{match[2]}"
@@ -170,24 +185,103 @@ def _fetch_release(spec: str, root: Path, python: str, env: Mapping[str, str]) -
         return found[0]
     with atomic_directory(where) as partial:  # fetched once, whole, by one build at a time
         if partial is not None:
-            _pip_download(spec, partial, python, env)
+            python, env, pip_args = pip
+            indexes = index_urls(python, {**os.environ, **env}, pip_args)
+            index, file = find_release(match[1], match[2], indexes)
+            _download_release(spec, index, file, pinned, partial)
     found = [p for p in where.glob("*") if p.name.endswith(_ARCHIVES)]
     if len(found) != 1:
         raise ConfigError(f"archguard wheel: {where} holds {len(found)} sdists; remove it.")
     return found[0]
 
 
-def _pip_download(spec: str, into: Path, python: str, env: Mapping[str, str]) -> None:
-    """``name==version``'s sdist, by pip, into ``into`` (exactly one, or one error)."""
-    argv = [python, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:"]
-    argv += ["--no-build-isolation", "--disable-pip-version-check", "-d", str(into), spec]
-    proc = run(argv, ConfigError, DOWNLOAD_TIMEOUT, {**os.environ, **env})
-    archives = [p for p in into.glob("*") if p.name.endswith(_ARCHIVES)]
-    if proc.returncode != 0 or len(archives) != 1:
-        tail = "\n".join(proc.stderr.strip().splitlines()[-4:])
-        raise ConfigError(
-            f"archguard wheel: {spec}: pip download found no sdist of that release (exit "
-            f"{proc.returncode}):\n{tail}\nGive the sdist's URL with its sha256, or a file."
+_FIX = (
+    "Check the network and the version, name the index after `--` (archguard wheel "
+    "NAME==VERSION -- --index-url URL), or give the sdist's URL with its sha256 "
+    "(URL#sha256=HEX) or its file."
+)
+
+
+def _sdist_version(filename: str) -> tuple[str, Version] | None:
+    """(canonical name, version) of an sdist's file name (PEP 625, and the older
+    ``.tar.bz2``/``.zip`` spellings); None for a wheel or anything else."""
+    suffix = next((s for s in _ARCHIVES if filename.endswith(s)), None)
+    if suffix is None or Path(filename).name != filename:
+        return None
+    try:
+        name, version = parse_sdist_filename(filename[: -len(suffix)] + ".tar.gz")
+    except (InvalidSdistFilename, InvalidVersion):
+        return None
+    return canonicalize_name(name), version
+
+
+def find_release(name: str, version: str, indexes: Sequence[str]) -> tuple[str, IndexFile]:
+    """(the index, its file) of ``name``'s sdist whose version is ``version`` (PEP 440
+    equal: ``1.0`` is ``1.0.0``), from the first index that lists one; no metadata is built
+    to find it. :class:`ReleaseNotFetched` naming each index read when none does."""
+    release = f"{name}=={version}"
+    try:
+        wanted = Version(version)
+    except InvalidVersion:
+        raise ConfigError(f"archguard wheel: {release}: {version!r} is not a version.") from None
+    project = canonicalize_name(name)
+    if not indexes:
+        raise ReleaseNotFetched(
+            f"archguard wheel: {release}: pip is set to --no-index (PIP_NO_INDEX or its "
+            f"configuration), so there is no index to fetch the release's sdist from. {_FIX}"
+        )
+    said = []
+    for index in indexes:
+        try:
+            files = project_files(index, project)
+        except IndexUnreachable as exc:
+            said.append(f"{index}: {exc}")
+            continue
+        sdists = [(f, _sdist_version(f.filename)) for f in files]
+        for file, parsed in sdists:
+            if parsed is not None and parsed == (project, wanted):
+                return index, file
+        versions = sorted({p[1] for _, p in sdists if p is not None and p[0] == project})
+        shown = ", ".join(str(v) for v in versions[-5:]) or "none"
+        said.append(f"{index}: no sdist of {version} (its newest sdists: {shown})")
+    raise ReleaseNotFetched(
+        f"archguard wheel: {release}: no index pip reads has the release's sdist:\n"
+        + "\n".join(f"  {s}" for s in said)
+        + f"\n{_FIX}"
+    )
+
+
+def _download_release(
+    release: str, index: str, file: IndexFile, pinned: str | None, into: Path
+) -> None:
+    """The release's sdist ``file`` into ``into``, checked against the sha256 its index
+    publishes (else the one the caller pinned; the caller compares a pin with the file)."""
+    expected = file.sha256 or pinned
+    if expected is None:
+        raise ReleaseNotFetched(
+            f"archguard wheel: {release}: {index} lists {file.filename} without a sha256, so "
+            f"its download could not be checked. Pin the sha256 you trust (--sha256 HEX, or "
+            f"sha256 = in a farm manifest), or give {file.url}#sha256=HEX."
+        )
+    target = into / file.filename
+    try:
+        with (
+            urllib.request.urlopen(file.url, timeout=DOWNLOAD_TIMEOUT) as response,
+            target.open("wb") as out,
+        ):
+            shutil.copyfileobj(response, out)
+    except (OSError, ValueError) as exc:
+        raise ReleaseNotFetched(
+            f"archguard wheel: {release}: {file.url} (from {index}) could not be downloaded "
+            f"({getattr(exc, 'reason', exc)}). {_FIX}"
+        ) from None
+    found = file_sha256(target)
+    if found != expected:
+        whose = "the index publishes" if file.sha256 else "pinned"
+        raise ReleaseNotFetched(
+            f"archguard wheel: {release}: {file.filename} from {index} has sha256 {found}, not "
+            f"the {expected} {whose}: refused before anything is unpacked. Fetch it again "
+            "later (a broken download or mirror), or ask the index's owner."
         )
 
 

@@ -444,7 +444,7 @@ def run_wheel(
         raise ConfigError(f"archguard wheel --config {options.config}: no such file.")
     if options.local_version is not None:
         _check_template(options.local_version, "--local-version")
-    trees = [source_tree(s, options.sha256) for s in sources]
+    trees = [source_tree(s, options.sha256, pip_args=options.pip_args) for s in sources]
     out.mkdir(parents=True, exist_ok=True)
     results = []
     for source in trees:
