@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from archguard.errors import ConfigError
+from archguard.errors import ConfigError, ToolError
 from archguard.frontend import buildenv
 from archguard.frontend.failures import cause, switches
 
@@ -331,3 +331,10 @@ def test_extra_build_requirements_are_installed_as_the_declared_ones(
     assert plain.installed == [] and plain.extra == [] and plain.overlay is None
     with pytest.raises(ConfigError, match=r"added for it \(build-requires\): the requirement"):
         buildenv.prepare(source, os.environ, extra=["not a requirement!"])
+    # a requirement no index gives: pip's failure, its own words, never a config error
+    with pytest.raises(ToolError) as failed:
+        buildenv.prepare(source, os.environ, extra=["agbuilddep==9.9"])
+    assert failed.value.code == "tool-failed" and not isinstance(failed.value, ConfigError)
+    assert "could not be resolved" in failed.value.message and "agbuilddep==9.9" in str(
+        failed.value
+    )

@@ -160,6 +160,15 @@ class CellEnvironmentFailed(ArchguardError):
     code = "cell-environment-failed"
 
 
+class ToolError(ArchguardError):
+    """A tool archguard runs for a build or a watch (pip resolving or installing a package's
+    build requirements, pip downloading a wheel) exited with an error: its own last lines are
+    quoted. Never a config error: the input may be right and the tool, its index or the
+    network wrong."""
+
+    code = "tool-failed"
+
+
 class SiteUnreadable(ArchguardError):
     """``archguard which`` could not read a farm's site (no site.json, unreachable, not one)."""
 
@@ -245,6 +254,7 @@ ALL_ERRORS: tuple[type[ArchguardError], ...] = (
     IndexUnreachable,
     ReleaseNotFetched,
     CellEnvironmentFailed,
+    ToolError,
     SiteUnreadable,
     PipTooOld,
     VariantsUnavailable,

@@ -33,7 +33,7 @@ from packaging.utils import canonicalize_name
 
 from archguard._fs import atomic_directory
 from archguard.detect.tools import BUILD_TIMEOUT_S, run
-from archguard.errors import ConfigError
+from archguard.errors import ConfigError, ToolError
 from archguard.frontend.sources import cache_root
 from archguard.settings.config import read_toml
 
@@ -166,10 +166,10 @@ def _resolve(requirements: list[Requirement], where: str, tmp: Path) -> list[str
     argv = [sys.executable, "-m", "pip", "install", "--dry-run", "--quiet", "--report"]
     argv += [str(report), "--disable-pip-version-check", "-c", str(_constraints(tmp))]
     argv += [str(r) for r in requirements]
-    proc = run(argv, ConfigError, BUILD_TIMEOUT_S)
+    proc = run(argv, ToolError, BUILD_TIMEOUT_S)
     if proc.returncode != 0:
         tail = "\n".join(proc.stderr.strip().splitlines()[-6:])
-        raise ConfigError(
+        raise ToolError(
             f"{where}: the build requirements {', '.join(map(str, requirements))} could not "
             f"be resolved beside the cell's environment (pip exit {proc.returncode}):\n{tail}"
         )
@@ -200,10 +200,10 @@ def _install(pins: list[str], where: str) -> Path:
         if partial is not None:
             argv = [sys.executable, "-m", "pip", "install", "--no-deps", "--quiet", "--target"]
             argv += [str(partial), "--disable-pip-version-check", *pins]
-            proc = run(argv, ConfigError, BUILD_TIMEOUT_S)
+            proc = run(argv, ToolError, BUILD_TIMEOUT_S)
             if proc.returncode != 0:
                 tail = "\n".join(proc.stderr.strip().splitlines()[-6:])
-                raise ConfigError(f"{where}: installing {', '.join(pins)} failed:\n{tail}")
+                raise ToolError(f"{where}: pip installing {', '.join(pins)} failed:\n{tail}")
             (partial / ".archguard-complete").write_text("\n".join(pins) + "\n")
     return overlay
 

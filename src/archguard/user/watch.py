@@ -32,7 +32,13 @@ from archguard.core.toolkit import Toolkit
 from archguard.core.torchbuild import BundledBuild, bundled_builds, release_minor
 from archguard.detect.ptxas import probe_ptxas
 from archguard.detect.tools import DOWNLOAD_TIMEOUT_S, INDEX_TIMEOUT_S, ToolFailed, run
-from archguard.errors import ArchguardError, ConfigError, IndexUnreachable, PipTooOld
+from archguard.errors import (
+    ArchguardError,
+    ConfigError,
+    IndexUnreachable,
+    PipTooOld,
+    ToolError,
+)
 
 if TYPE_CHECKING:
     import subprocess
@@ -175,7 +181,7 @@ def download(
     found = sorted(dest.glob(f"{project.replace('-', '_')}-{version}-*.whl"))
     if proc.returncode != 0 or not found:
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        raise ConfigError(f"pip could not download {project} {version}: {last}")
+        raise ToolError(f"pip could not download {project} {version}: {last}")
     return found[0]
 
 
