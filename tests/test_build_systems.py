@@ -126,20 +126,31 @@ def test_a_setup_py_driving_cmake_with_find_package_torch_builds_on_the_nvcc_onl
 
 
 def test_cmake_files_that_force_their_arches_are_named_with_their_lines(tmp_path: Path) -> None:
-    """A set() in the CMakeLists wins over CUDAARCHS: the read-back finds other arches and
-    the failure names the line; a forced arch this toolkit cannot emit stops nvcc, named the
-    same way."""
-    forced = skbuild(tmp_path / "a", 'set(CMAKE_CUDA_ARCHITECTURES "86-real")')
-    proc = wheel(forced, tmp_path / "out-a", ARCHGUARD_ARCH_LIST="8.0")
+    """What the check before the build cannot prove literal is built, and named after it:
+    -gencode in CMAKE_CUDA_FLAGS adds its own arch, which the read-back finds; an arch a
+    function of the package picks (50, gone in CUDA 13) stops nvcc; both name the line. (A
+    literal list is refused before the build: tests/test_cmake_files.py.)"""
+    flags = skbuild(
+        tmp_path / "a", 'string(APPEND CMAKE_CUDA_FLAGS " -gencode arch=compute_86,code=sm_86")'
+    )
+    proc = wheel(flags, tmp_path / "out-a", ARCHGUARD_ARCH_LIST="8.0")
     assert proc.returncode == 1, proc.stdout + proc.stderr[-3000:]
-    assert "missing sm_80 compute_80, unexpected sm_86" in proc.stdout
-    assert 'CMakeLists.txt:3: set(CMAKE_CUDA_ARCHITECTURES "86-real")' in proc.stdout
+    assert "missing nothing, unexpected sm_86" in proc.stdout
+    assert (
+        'CMakeLists.txt:3: string(APPEND CMAKE_CUDA_FLAGS " -gencode arch=compute_86,code=sm_86")'
+        in proc.stdout
+    )
     assert list((tmp_path / "out-a" / "refused").glob("*.whl"))
-    dropped = skbuild(tmp_path / "b", "set(CMAKE_CUDA_ARCHITECTURES 50)")  # gone in CUDA 13
-    proc = wheel(dropped, tmp_path / "out-b", ARCHGUARD_ARCH_LIST="8.0")
+    picked = skbuild(
+        tmp_path / "b",
+        "function(pick_arches out)\n  set(${out} 50 PARENT_SCOPE)\nendfunction()\n"
+        "pick_arches(ARCH)\nset(CMAKE_CUDA_ARCHITECTURES ${ARCH})",
+    )
+    proc = wheel(picked, tmp_path / "out-b", ARCHGUARD_ARCH_LIST="8.0")
     assert proc.returncode == 1, proc.stdout + proc.stderr[-3000:]
+    assert "refused before building" not in proc.stdout
     last = proc.stdout.strip().splitlines()[-1]
-    assert "CMakeLists.txt:3: set(CMAKE_CUDA_ARCHITECTURES 50)" in last, proc.stdout
+    assert "CMakeLists.txt:7: set(CMAKE_CUDA_ARCHITECTURES ${ARCH})" in last, proc.stdout
     # a default guarded for builds that give none is left to CUDAARCHS, and not named
     guarded = skbuild(
         tmp_path / "c",
@@ -147,6 +158,37 @@ def test_cmake_files_that_force_their_arches_are_named_with_their_lines(tmp_path
     )
     proc = wheel(guarded, tmp_path / "out-c", ARCHGUARD_ARCH_LIST="8.0")
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+
+
+def test_a_packages_own_arch_variable_in_its_cmake_files_gets_the_list(tmp_path: Path) -> None:
+    """Its CMakeLists reads MYPKG_CUDA_ARCHITECTURES (a literal default of six arches) and
+    forces it over CUDAARCHS, as a cache entry with FORCE and as the target's property:
+    archguard sets the variable to the list in that default's spelling, said and recorded,
+    and nvcc compiles that list alone (CUDACXX, a script, logs each nvcc command)."""
+    pytest.importorskip("scikit_build_core")
+    root = copy_tree(PACKAGES / "skbuildenv", tmp_path / "skbuildenv")
+    ran = tmp_path / "nvcc-ran.log"
+    nvcc = tmp_path / "nvcc"
+    nvcc.write_text(f'#!/bin/sh\necho "$@" >> {ran}\nexec {CUDA_HOME}/bin/nvcc "$@"\n')
+    nvcc.chmod(0o755)
+    out = tmp_path / "out"
+    env = build_env(ARCHGUARD_ARCH_LIST="8.0", CUDACXX=str(nvcc))
+    proc = cli("wheel", str(root), "-w", str(out), "--format", "json", env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
+    assert (
+        "its CMake files read MYPKG_CUDA_ARCHITECTURES, an arch variable (default "
+        "'75;80;86;89;90;120', CMakeLists.txt:7): set to the effective list in that spelling, "
+        "MYPKG_CUDA_ARCHITECTURES='80'"
+    ) in proc.stderr
+    (build,) = json.loads(proc.stdout)["builds"]
+    assert build["ok"] and build["environment"]["MYPKG_CUDA_ARCHITECTURES"] == "80"
+    built = only_wheel(out)
+    assert wheel_so_targets(built, tmp_path) == ["sm_80", "compute_80"]
+    compiles = [line for line in ran.read_text().splitlines() if "kernel.cu" in line]
+    assert compiles and all("arch=compute_80" in line for line in compiles), compiles
+    assert not re.search(r"compute_(?:75|86|89|90|120)\b", "\n".join(compiles)), compiles
+    verify = cli("verify", str(built))
+    assert verify.returncode == 0 and "result: OK (1 CUDA binary checked" in verify.stdout
 
 
 OPTIONAL_CUDA = """\

@@ -114,3 +114,18 @@ def test_the_list_in_a_packages_own_spelling(sample: str, cmake: bool, spelled: 
 
     entries = [ArchEntry(Arch(8, 0)), ArchEntry(Arch(9, 0), True), ArchEntry(Arch(9, 0, "a"))]
     assert spelled_like(sample, entries, cmake) == spelled
+
+
+def test_a_cmake_number_says_ptx_and_a_dotted_one_does_not() -> None:
+    """``80`` bound for CMAKE_CUDA_ARCHITECTURES is a cubin and PTX: no "PTX left out" note;
+    a dotted ``8.0`` (TORCH_CUDA_ARCH_LIST-like, no +PTX) does leave it out."""
+    from archguard.core.arch import parse_arch_list
+    from archguard.core.toolkit import known_arches
+    from archguard.nvcc.flags import dropped_ptx, spelled_like
+
+    entries = parse_arch_list("8.0+PTX", "t", known=known_arches())
+    spelled = spelled_like("75;80", entries, cmake=True)
+    assert spelled == "80"
+    assert not dropped_ptx("75;80", spelled, entries, cmake=True)
+    assert dropped_ptx("7.5;8.0", "8.0", entries)
+    assert not dropped_ptx("75;80", "80-real;80-virtual", entries, cmake=True)

@@ -351,3 +351,101 @@ LOG_READERS = [
 @pytest.mark.parametrize("read", LOG_READERS)
 def test_hostile_build_logs_and_cmake_files(read: Callable[[], object]) -> None:
     within_bound(read)
+
+
+# --- the CMake reader before the build (frontend/cmake.py's CMakeFiles, toolkit.cmake_arches) -
+
+
+def cmake_plan(text: str) -> object:
+    import tempfile
+
+    from archguard.core.arch import parse_arch_list
+    from archguard.core.toolkit import known_arches
+    from archguard.frontend.toolkit import cmake_arches
+
+    entries = parse_arch_list("8.0;9.0+PTX", "the test", known=known_arches())
+    given = {"CUDAARCHS": "80-real;90"}
+    with tempfile.TemporaryDirectory() as tree:
+        Path(tree, "CMakeLists.txt").write_text(text, newline="")
+        return cmake_arches(Path(tree), entries, {}, given)
+
+
+def chain(n: int, last: str) -> str:
+    """``set(A1 ${A0})`` ... ``set(An ${An-1})``, then ``set(A0 last)``, used by the arches."""
+    links = "".join(f"set(A{i + 1} ${{A{i}}})\n" for i in reversed(range(n)))
+    return f"set(CMAKE_CUDA_ARCHITECTURES ${{A{n}}})\n{links}set(A0 {last})\n"
+
+
+CMAKE_READERS = [
+    pytest.param(lambda: cmake_plan(" " * 1_000_000 + "\n"), id="1MB-whitespace"),
+    pytest.param(
+        lambda: cmake_plan(
+            "if(A)\n" * 20_000 + "set(CMAKE_CUDA_ARCHITECTURES 75)\n" + "endif()\n" * 20_000
+        ),
+        id="20k-nested-ifs",
+    ),
+    pytest.param(lambda: cmake_plan('set(X "' + 'a\\"' * 200_000), id="unclosed-quote"),
+    pytest.param(lambda: cmake_plan("set(X [==[" + "]=]" * 200_000), id="unclosed-bracket"),
+    pytest.param(lambda: cmake_plan("#[[" * 200_000), id="bracket-comment-openers"),
+    pytest.param(lambda: cmake_plan("[=" * 200_000), id="bracket-almost-openers"),
+    pytest.param(lambda: cmake_plan("set(X " + "(" * 200_000 + ")"), id="200k-open-parens"),
+    pytest.param(lambda: cmake_plan("set(X " + "\\x" * 200_000 + ")"), id="200k-escapes"),
+    pytest.param(lambda: cmake_plan("a" * 1_000_000), id="a-1MB-word"),
+    pytest.param(
+        lambda: cmake_plan(
+            "set(CMAKE_CUDA_ARCHITECTURES " + "${" * 50_000 + "X" + "}" * 50_000 + ")\n"
+        ),
+        id="50k-nested-references",
+    ),
+    pytest.param(lambda: cmake_plan(chain(10_000, "75")), id="10k-variable-chain"),
+    pytest.param(
+        lambda: cmake_plan("set(CMAKE_CUDA_ARCHITECTURES 75)\r\n" * 20_000),
+        id="20k-forced-lines",
+    ),
+    pytest.param(
+        lambda: cmake_plan("set_property(TARGET t PROPERTY CUDA_ARCHITECTURES OFF)\n" * 20_000),
+        id="20k-off-properties",
+    ),
+    pytest.param(
+        lambda: cmake_plan(
+            "if("
+            + " ".join(f"A{i}" for i in range(10_000))
+            + ")\n"
+            + "elseif(B)\n" * 20_000
+            + "endif()\n"
+        ),
+        id="20k-elseifs-after-a-wide-condition",
+    ),
+    pytest.param(
+        lambda: cmake_plan(
+            "".join(
+                f"if(NOT DEFINED ENV{{P{i}_ARCH}})\n  set(V{i} 80)\nelse()\n"
+                f"  set(V{i} $ENV{{P{i}_ARCH}})\nendif()\n"
+                for i in range(5_000)
+            )
+        ),
+        id="5k-own-arch-variables",
+    ),
+    pytest.param(
+        lambda: cmake_plan(
+            "function(f)\n"
+            + "if(CMAKE_CUDA_ARCHITECTURES)\nreturn()\nendif()\n" * 10_000
+            + "set(CMAKE_CUDA_ARCHITECTURES 75 PARENT_SCOPE)\nendfunction()\n"
+        ),
+        id="10k-early-returns",
+    ),
+    pytest.param(
+        lambda: cmake_plan(
+            "".join(f"set(B{i} " + "${C} " * 100 + ")\n" for i in range(500))
+            + "set(C 75)\nset(CMAKE_CUDA_ARCHITECTURES "
+            + " ".join(f"${{B{i}}}" for i in range(500))
+            + ")\n"
+        ),
+        id="a-value-of-wide-values",
+    ),
+]
+
+
+@pytest.mark.parametrize("read", CMAKE_READERS)
+def test_hostile_cmake_files_before_the_build(read: Callable[[], object]) -> None:
+    within_bound(read)

@@ -43,7 +43,7 @@ from archguard.frontend.release import declared_release, not_the_release
 from archguard.frontend.result import WHEEL_SCHEMA, Built, WheelResult
 from archguard.frontend.setup_py import SetupPy, read_setup_py
 from archguard.frontend.sources import source_tree
-from archguard.frontend.toolkit import BuildToolkit, build_toolkit
+from archguard.frontend.toolkit import BuildToolkit, build_toolkit, cmake_arches
 from archguard.nvcc.flags import dropped_ptx, spelled_like
 from archguard.reports.text import build_variables, render_error
 from archguard.settings.config import ENV_CONFIG, env_wheel_variant
@@ -66,6 +66,7 @@ class Cell:
     resolution: Resolution
     toolkit: BuildToolkit | None = None  # the one toolkit root every build system sees
     notes: tuple[str, ...] = ()  # what was set for the package's own variables, and why
+    refused: str = ""  # its CMake files force other arches: why it is not built
 
 
 def own_arch_variables(
@@ -95,7 +96,7 @@ def own_arch_variables(
             + (
                 " (its spelling cannot say PTX: the PTX of the list is left out there; the "
                 "read-back says what the build made of it)"
-                if dropped_ptx(default or "", spelled, res.effective)
+                if dropped_ptx(default or "", spelled, res.effective, setup_py.cmake_arches)
                 else ""
             )
         )
@@ -127,9 +128,12 @@ def cell_environment(
     if config is not None:
         out[ENV_CONFIG] = str(config)
     notes = list(own_arch_variables(setup_py, res, environ, out))
+    cmake = cmake_arches(source, res.effective, environ, out)  # its CMake files' own variables
+    out.update(cmake.values)
+    notes += cmake.notes
     label = local_version or (package.local_version if package else "auto")
     _check_template(label, "--local-version" if local_version else "local_version")
-    return Cell(out, wanted, label, res, toolkit, tuple(notes))
+    return Cell(out, wanted, label, res, toolkit, tuple(notes), cmake.refusal)
 
 
 def _check_template(template: str, where: str) -> None:
@@ -202,6 +206,10 @@ def build_one(source: Path, out: Path, options: WheelOptions) -> Built:
     setup_py = read_setup_py(source / "setup.py")
     cell = cell_environment(source, setup_py, options.config, options.local_version)
     env_vars = cell.environment
+    if cell.refused:  # before anything is installed or compiled
+        built = Built(str(source), -1, env_vars, setup_py.reads)
+        built.problems.append(cell.refused)
+        return built
     declared = buildenv.prepare(source, {**os.environ, **env_vars}, options.build_requires)
     if declared.installed:
         _say(

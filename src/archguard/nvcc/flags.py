@@ -110,10 +110,16 @@ def _known(token: str) -> bool:
     return any(a.digits == digits for a in known_arches())
 
 
-def dropped_ptx(sample: str, spelled: str, entries: Sequence[ArchEntry]) -> bool:
-    """Whether ``spelled`` (in ``sample``'s spelling) leaves out PTX the list holds."""
+def dropped_ptx(
+    sample: str, spelled: str, entries: Sequence[ArchEntry], cmake: bool = False
+) -> bool:
+    """Whether ``spelled`` (in ``sample``'s spelling) leaves out PTX the list holds. Numbers
+    that go to CMake (``cmake``) say PTX bare (``80``: a cubin and PTX) or ``-virtual``."""
     has_ptx = any(e.ptx for e in entries)
     says = "+PTX" in spelled.upper() or "compute_" in spelled or "-real" in spelled
+    if cmake:
+        tokens = spelled.replace(",", ";").replace(" ", ";").split(";")
+        says = says or any(t.isdigit() or t.endswith("-virtual") for t in tokens)
     return has_ptx and not says
 
 
