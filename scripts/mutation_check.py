@@ -73,9 +73,10 @@ MUTATIONS = [
     Mutation(
         "farm-index-from-this-run-only",
         "src/archguard/farm/publish.py",
-        "    current = [records[j] for j in jobs if j in records]\n    for cell in cells:",
+        "    current = [records[j] for j in jobs if j in records]\n"
+        "    current = [r for r in current if all(p.is_file() for p in r.pooled(site))]",
         "    current = [records[j] for j in list(jobs)[:1] if j in records]\n"
-        "    for cell in cells:",
+        "    current = [r for r in current if all(p.is_file() for p in r.pooled(site))]",
         (
             "tests/test_farm_publish.py::test_the_indexes_come_from_every_record_and_a_removed_job_leaves",
         ),
@@ -83,7 +84,7 @@ MUTATIONS = [
     Mutation(
         "farm-job-id-digests-the-path",
         "src/archguard/farm/plan.py",
-        '        return {"tree": tree_digest(path, cache)}',
+        '        return {"tree": tree_digest(path, cache), "git": git_describe(path)}',
         '        return {"tree": str(path)}',
         (
             "tests/test_farm_publish.py::test_the_same_manifest_at_two_paths_plans_the_same_ids",
@@ -123,7 +124,7 @@ MUTATIONS = [
     Mutation(
         "farm-environment-failure-unrecorded",
         "src/archguard/farm/run.py",
-        "            self.record(failed)  # --assemble (another runner) names the cause",
+        "            self.record(failed, attempted=False)  # --assemble (another runner) names the cause",  # noqa: E501
         "            pass",
         (
             "tests/test_farm_plan.py::test_a_cell_whose_environment_fails_is_recorded_for_the_assembly",
@@ -295,7 +296,7 @@ MUTATIONS = [
     ),
     Mutation(
         "lint-ignores-feature-macros",
-        "src/archguard/lint/guards.py",
+        "src/archguard/lint/targets.py",
         '        if arch.suffix == "a":\n            out["__CUDA_ARCH_SPECIFIC__"]',
         '        if False:\n            out["__CUDA_ARCH_SPECIFIC__"]',
         (
@@ -531,7 +532,7 @@ MUTATIONS = [
     Mutation(
         "farm-resume-drops-the-wheels-facts",
         "src/archguard/farm/records.py",
-        '            list(data.get("details") or []),',
+        '            [WheelFacts.from_json(d) for d in data.get("details") or []],',
         "            [],",
         ("tests/test_farm_publish.py::test_a_kept_record_keeps_its_wheels_facts",),
     ),
@@ -556,7 +557,7 @@ MUTATIONS = [
     Mutation(
         "stable-abi-wheel-not-preferred-on-the-line",
         "src/archguard/farm/wheelmeta.py",
-        "            if any(_serves(s, torch) for s in stable.get((owner, public), [])):",
+        "            if any(_serves(s, torch) and _covers(t, tags) for s, t in serving):",
         "            if False:",
         (
             "tests/test_farm_publish.py::test_a_cuda_lines_index_lists_every_cell_with_metadata_beside_each_wheel",
@@ -575,7 +576,7 @@ MUTATIONS = [
     Mutation(
         "variants-json-not-published",
         "src/archguard/farm/publish.py",
-        "    wheels = [*wheels, *(pool_bytes(site, n, data) for n, data in variants_json(site, wheels))]",
+        "    wheels = [*wheels, *(pool_bytes(site, n, data) for n, data in variants_json(site, wheels))]",  # noqa: E501
         "    wheels = list(wheels)",
         (
             "tests/test_farm_publish.py::test_variants_are_published_beside_their_wheel_and_uv_installs_the_one_that_serves",
@@ -591,7 +592,7 @@ MUTATIONS = [
     Mutation(
         "which-ignores-the-torch-pin",
         "src/archguard/user/which.py",
-        '        out.reasons.append(f"no wheel for this torch: it requires {pin}, you have {here.torch}")',
+        '        out.reasons.append(f"no wheel for this torch: it requires {pin}, you have {here.torch}")',  # noqa: E501
         "        pass",
         ("tests/test_which.py::test_the_command_for_each_torch_pins_the_wheel_built_for_it",),
     ),
@@ -600,21 +601,48 @@ MUTATIONS = [
         "src/archguard/frontend/cmake.py",
         "            if _SET_LIST.match(line) or _PROPERTY.search(line) or _FLAGS.search(line):",
         "            if _FLAGS.search(line):",
-        ("tests/test_cmake_files.py::test_each_line_that_forces_arches_is_named_and_a_guarded_default_is_not",),
+        (
+            "tests/test_cmake_files.py::test_each_line_that_forces_arches_is_named_and_a_guarded_default_is_not",
+        ),
     ),
     Mutation(
         "toolkit-root-shadows-the-toolkit",
         "src/archguard/detect/cudalibs.py",
         "        if name not in own_include",
         "        if True",
-        ("tests/test_cudalibs.py::test_an_assembled_root_links_the_toolkit_then_what_the_wheels_add",),
+        (
+            "tests/test_cudalibs.py::test_an_assembled_root_links_the_toolkit_then_what_the_wheels_add",
+        ),
     ),
     Mutation(
         "wrapper-nvcc-taken-as-the-toolkit",
         "src/archguard/detect/nvcc.py",
         "        real = _behind_wrapper(found)",
         "        real = None",
-        ("tests/test_build_systems.py::test_an_nvcc_on_path_that_is_a_wrapper_script_names_the_toolkit_behind_it",),
+        (
+            "tests/test_build_systems.py::test_an_nvcc_on_path_that_is_a_wrapper_script_names_the_toolkit_behind_it",
+        ),
+    ),
+    Mutation(
+        "row-is-the-toolkits-own",
+        "src/archguard/core/resolve.py",
+        "    return RowChoice(\n        torch.cuda,\n",
+        "    return RowChoice(\n        toolkit.version,\n",
+        ("tests/test_row_rule.py::test_a_newer_minor_takes_the_torch_builds_row_clamped_by_its_own_facts",),
+    ),
+    Mutation(
+        "rule-cell-pins-a-range",
+        "src/archguard/farm/families.py",
+        'Requirement(f"torch=={release.version}")',
+        'Requirement(f"torch>={release.version}")',
+        ("tests/test_families.py::test_each_minor_becomes_its_latest_release_for_each_python_it_has",),
+    ),
+    Mutation(
+        "requires-python-not-skipped",
+        "src/archguard/farm/plan.py",
+        "            excluded = excludes(package.source, cell.python)",
+        "            excluded = None",
+        ("tests/test_families.py::test_a_package_that_excludes_a_cells_python_is_skipped_at_plan_time",),
     ),
     Mutation(
         "arch-variable-spelled-without-cmake-words",

@@ -25,12 +25,12 @@ Needs network access to the package index and about 250 MB of temporary disk.
 from __future__ import annotations
 
 import argparse
-import re
 import subprocess
 import sys
 import tempfile
-import zipfile
 from pathlib import Path
+
+from archguard.user.watch import row_lines, wheel_row
 
 # CUDA release -> the wheel that carries its ptxas (and, for 13.x, a full nvcc): the latest
 # patch release of each minor on the index when its row was added (`pip index versions
@@ -50,19 +50,6 @@ PACKAGES: dict[str, str] = {
 
 REPO = Path(__file__).resolve().parent.parent
 OUTPUT = REPO / "defaults" / "toolkits.yml"
-
-KERNEL = """.version {isa}
-.target {target}
-.address_size 64
-.visible .entry archguard_probe()
-{{
-\tret;
-}}
-"""
-
-
-def run(argv: list[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(argv, capture_output=True, text=True, check=False)
 
 
 def download(requirement: str, cache: Path) -> Path:
@@ -90,82 +77,13 @@ def download(requirement: str, cache: Path) -> Path:
     return found[0]
 
 
-def unpack(wheel: Path, dest: Path) -> dict[str, Path]:
-    tools: dict[str, Path] = {}
-    with zipfile.ZipFile(wheel) as zf:
-        for info in zf.infolist():
-            base = info.filename.rsplit("/", 1)[-1]
-            if "/bin/" in info.filename and base in ("ptxas", "nvcc"):
-                target = dest / base
-                target.write_bytes(zf.read(info))
-                target.chmod(0o755)
-                tools[base] = target
-    if "ptxas" not in tools:
-        raise SystemExit(f"{wheel.name} has no bin/ptxas")
-    return tools
-
-
-def allowed_gpu_names(ptxas: Path) -> list[str]:
-    text = run([str(ptxas), "--help"]).stdout
-    start = text.index("--gpu-name")
-    block = text[start:]
-    block = block[block.index("Allowed values") :]
-    block = block[: block.index("Default value")] if "Default value" in block else block
-    return re.findall(r"'((?:sm|compute)_[0-9]+[af]?)'", block)
-
-
-def current_isa(ptxas: Path, workdir: Path) -> str:
-    probe = workdir / "isa.ptx"
-    probe.write_text(KERNEL.format(isa="99.9", target="sm_75"))
-    err = run([str(ptxas), "-arch=sm_75", str(probe), "-o", str(workdir / "isa.cubin")]).stderr
-    match = re.search(r"current version is '([0-9.]+)'", err)
-    if not match:
-        raise SystemExit(f"{ptxas}: could not read the current PTX ISA from: {err!r}")
-    return match.group(1)
-
-
-def accepts(ptxas: Path, target: str, isa: str, workdir: Path) -> bool:
-    kernel = workdir / f"{target}.ptx"
-    sass = target.replace("compute_", "sm_")
-    kernel.write_text(KERNEL.format(isa=isa, target=sass))
-    out = workdir / f"{target}.cubin"
-    return run([str(ptxas), f"-arch={target}", str(kernel), "-o", str(out)]).returncode == 0
-
-
-def sort_key(target: str) -> tuple[int, int, str]:
-    digits = re.search(r"_([0-9]+)([af]?)$", target)
-    assert digits
-    number = int(digits.group(1))
-    return (number // 10, number % 10, digits.group(2))
-
-
 def probe(cuda: str, requirement: str, cache: Path) -> dict[str, object]:
-    wheel = download(requirement, cache)
-    with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp)
-        tools = unpack(wheel, work)
-        ptxas = tools["ptxas"]
-        version_line = run([str(ptxas), "--version"]).stdout.strip().splitlines()[-2]
-        if f"release {cuda}," not in version_line:
-            raise SystemExit(f"{requirement}: ptxas says {version_line!r}, expected {cuda}")
-        isa = current_isa(ptxas, work)
-        names = sorted(set(allowed_gpu_names(ptxas)), key=sort_key)
-        cubins = [t for t in names if t.startswith("sm_") and accepts(ptxas, t, isa, work)]
-        ptx = [t for t in names if t.startswith("compute_") and accepts(ptxas, t, isa, work)]
-        rejected = [t for t in names if t not in cubins and t not in ptx]
-        row: dict[str, object] = {
-            "source": f"ptxas from the {requirement} wheel ({version_line.strip()})",
-            "ptx_isa": isa,
-            "cubins": cubins,
-            "ptx": ptx,
-        }
-        if rejected:
-            row["listed_but_rejected"] = rejected
-        if "nvcc" in tools:
-            nvcc = str(tools["nvcc"])
-            row["nvcc_list_gpu_code"] = run([nvcc, "--list-gpu-code"]).stdout.split()
-            row["nvcc_list_gpu_arch"] = run([nvcc, "--list-gpu-arch"]).stdout.split()
-        return row
+    """The row for ``cuda``: archguard's own probe of the wheel (``wheel_row``: its ptxas
+    assembles every listed target; its nvcc's lists), as ``archguard watch --probe`` runs it."""
+    row = wheel_row(download(requirement, cache), requirement)
+    if f"release {cuda}," not in str(row["source"]):
+        raise SystemExit(f"{requirement}: its ptxas says {row['source']!r}, expected {cuda}")
+    return row
 
 
 def render(rows: dict[str, dict[str, object]]) -> str:
@@ -180,12 +98,7 @@ def render(rows: dict[str, dict[str, object]]) -> str:
         "toolkits:",
     ]
     for cuda, row in rows.items():
-        lines.append(f'  "{cuda}":')
-        for key, value in row.items():
-            if isinstance(value, list):
-                lines.append(f"    {key}: [{', '.join(value)}]")
-            else:
-                lines.append(f'    {key}: "{value}"')
+        lines += row_lines(cuda, row)
     return "\n".join(lines) + "\n"
 
 

@@ -155,14 +155,17 @@ def test_ptxas_13_5_puts_10_7_in_the_10x_family(nvcc_wheels: Path, tmp_path: Pat
     """The coverage rule's PTX answer for 10.x devices, 10.7 included, is what the real
     ptxas 13.5 accepts: an f image of 10.0 or 10.3 serves 10.7, an a image does not, and
     none crosses into 11.0."""
+    from archguard.detect.ptxas import KERNEL, probe_ptxas
+    from archguard.user.watch import unpack_tools
+
     script = probe_script()
     wheel = fetched(script.PACKAGES["13.5"], nvcc_wheels)
-    ptxas = script.unpack(wheel, tmp_path)["ptxas"]
-    isa = script.current_isa(ptxas, tmp_path)
+    ptxas = unpack_tools(wheel, tmp_path)["ptxas"]
+    isa = probe_ptxas(str(ptxas)).isa
     accepted = {}
     for ptx, device in FAMILY_PAIRS:
         source = tmp_path / f"{ptx}.ptx"
-        source.write_text(script.KERNEL.format(isa=isa, target=ptx))
+        source.write_text(KERNEL.format(isa=isa, target=ptx))
         arch = device + "a" if ptx.endswith("a") else device
         out = tmp_path / f"{ptx}-{arch}.cubin"
         argv = [str(ptxas), f"-arch={arch}", str(source), "-o", str(out)]

@@ -185,44 +185,56 @@ def download(
     return found[0]
 
 
-def probe_toolkit_wheel(wheel: Path, version: Version) -> str:
-    """A toolkits.yml row for the nvcc wheel's release: its ptxas's accepted targets
-    (``detect.ptxas``, as the table's own probe script) and its nvcc's lists, with the
-    policy rows a build with it takes, as the row rule resolves them."""
+def wheel_row(wheel: Path, requirement: str) -> dict[str, object]:
+    """A toolkits.yml row from a CUDA compiler wheel: its ptxas's accepted targets
+    (``detect.ptxas``) and, where the wheel carries a full nvcc, its lists. The one probe of
+    the bundled table (``scripts/probe_toolkits.py``) and of ``watch --probe``."""
     with tempfile.TemporaryDirectory(prefix="archguard-watch-") as tmp:
         tools = unpack_tools(wheel, Path(tmp))
         if "ptxas" not in tools:
             raise ConfigError(f"{wheel.name} holds no bin/ptxas: not a CUDA compiler wheel")
         found = probe_ptxas(str(tools["ptxas"]))
-        lists = {
-            flag: run([str(tools["nvcc"]), flag], None).stdout.split()
-            for flag in ("--list-gpu-code", "--list-gpu-arch")
-            if "nvcc" in tools
+        row: dict[str, object] = {
+            "source": f"ptxas from the {requirement} wheel ({found.version_line})",
+            "ptx_isa": found.isa,
+            "cubins": list(found.cubins),
+            "ptx": list(found.ptx),
         }
-    cuda = CudaVersion(version.major, version.minor)
-    row = {
-        "source": f"ptxas from the {NVCC_PROJECT}=={version} wheel ({found.version_line})",
-        "ptx_isa": found.isa,
-        "cubins": list(found.cubins),
-        "ptx": list(found.ptx),
-        "listed_but_rejected": list(found.rejected),
-        "nvcc_list_gpu_code": lists.get("--list-gpu-code", []),
-        "nvcc_list_gpu_arch": lists.get("--list-gpu-arch", []),
-    }
-    lines = [f'  "{cuda.text}":']
+        if found.rejected:
+            row["listed_but_rejected"] = list(found.rejected)
+        if "nvcc" in tools:
+            for key, flag in (
+                ("nvcc_list_gpu_code", "--list-gpu-code"),
+                ("nvcc_list_gpu_arch", "--list-gpu-arch"),
+            ):
+                row[key] = run([str(tools["nvcc"]), flag], None).stdout.split()
+    return row
+
+
+def row_lines(cuda: str, row: dict[str, object]) -> list[str]:
+    """One toolkits.yml row as the table writes it."""
+    lines = [f'  "{cuda}":']
     for key, value in row.items():
         if isinstance(value, list):
-            if value:
-                lines.append(f"    {key}: [{', '.join(value)}]")
+            lines.append(f"    {key}: [{', '.join(str(v) for v in value)}]")
         else:
             lines.append(f'    {key}: "{value}"')
+    return lines
+
+
+def probe_toolkit_wheel(wheel: Path, version: Version) -> str:
+    """A toolkits.yml row for the nvcc wheel's release, with the policy rows a build with it
+    takes, as the row rule resolves them."""
+    row = wheel_row(wheel, f"{NVCC_PROJECT}=={version}")
+    cuda = CudaVersion(version.major, version.minor)
     toolkit = Toolkit(
         cuda,
-        frozenset(Arch.from_target(t) for t in found.cubins),
-        frozenset(Arch.from_target(t) for t in found.ptx),
+        frozenset(Arch.from_target(str(t)) for t in row["cubins"]),  # type: ignore[attr-defined]
+        frozenset(Arch.from_target(str(t)) for t in row["ptx"]),  # type: ignore[attr-defined]
         f"{NVCC_PROJECT}=={version}",
     )
-    return "\n".join(lines + [f"    # {line}" for line in rows_taken(toolkit)]) + "\n"
+    lines = row_lines(cuda.text, row) + [f"    # {line}" for line in rows_taken(toolkit)]
+    return "\n".join(lines) + "\n"
 
 
 def rows_taken(toolkit: Toolkit) -> list[str]:
