@@ -14,6 +14,7 @@ cell's environment made with uv), real nvcc, cuobjdump and auditwheel.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -325,6 +326,10 @@ def test_each_builder_input_rebuilds_exactly_its_jobs(
     assert toolkit.returncode == 0, toolkit.stderr[-3000:]
     assert "2 built, 0 already built" in toolkit.stdout
     assert toolkit.stderr.count("built again: its inputs changed (toolkit)") == 2
-    # built with 13.2, labelled for it; alpha's wheels untouched in every index
-    assert all(any(w.startswith("beta-1.0+cu132-") for w in ws) for ws in names(site).values())
+    # built with 13.2 beside the cells' cu130 torch: labelled and lined for the torch's index
+    # (the row rule), the toolkit that wrote its PTX named in site.json; alpha's untouched
+    assert all(any(w.startswith("beta-1.0+cu130") for w in ws) for ws in names(site).values())
+    data = json.loads((site / "site.json").read_text())
+    compiled = {(w["package"], w.get("compiled_with")) for w in data["wheels"]}
+    assert compiled == {("beta", "13.2"), ("alpha", None)}, compiled
     assert cli("farm", "verify", str(site), env=env_for_farm()).returncode == 0
