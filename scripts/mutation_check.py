@@ -625,7 +625,7 @@ MUTATIONS = [
     ),
     Mutation(
         "row-is-the-toolkits-own",
-        "src/archguard/core/resolve.py",
+        "src/archguard/core/rows.py",
         "    return RowChoice(\n        torch.cuda,\n",
         "    return RowChoice(\n        toolkit.version,\n",
         ("tests/test_row_rule.py::test_a_newer_minor_takes_the_torch_builds_row_clamped_by_its_own_facts",),

@@ -21,7 +21,8 @@ import pytest
 
 from archguard.errors import ConfigError, ToolError
 from archguard.frontend import buildenv
-from archguard.frontend.failures import cause, switches
+from archguard.frontend.failures import cause
+from archguard.frontend.switches import switches
 
 # --- pip's own words, from real runs (pip 25, setuptools 80, torch 2.13.0+cu130) -----------
 

@@ -234,7 +234,7 @@ def test_the_workflow_passes_actionlint_and_runs_the_plan(tmp_path: Path) -> Non
 
 def test_a_range_plans_against_its_lowest_bound_and_names_are_checked(tmp_path: Path) -> None:
     from archguard.farm.plan import torch_version
-    from archguard.frontend.failures import switches
+    from archguard.frontend.switches import switches
 
     ranged = MANIFEST.replace('torch = "torch==2.14.1"', 'torch = "torch<2.15,>=2.14.1"')
     cells = load_manifest(manifest(tmp_path, ranged)).cells

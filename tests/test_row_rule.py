@@ -17,7 +17,8 @@ from archguard.binaries.record import read_record, resolution_record
 from archguard.core.arch import parse_targets
 from archguard.core.cuda import CudaVersion
 from archguard.core.policy import load_policy
-from archguard.core.resolve import choose_row, resolve
+from archguard.core.resolve import resolve
+from archguard.core.rows import choose_row
 from archguard.core.site import SiteWheel
 from archguard.core.toolkit import Toolkit, bundled_rows, bundled_toolkit, known_arches
 from archguard.core.torchbuild import TorchBuild, bundled_torch

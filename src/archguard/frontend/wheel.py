@@ -37,12 +37,13 @@ from archguard.detect.tools import BUILD_TIMEOUT_S, run
 from archguard.errors import ArchguardError, ConfigError
 from archguard.frontend import buildenv
 from archguard.frontend.cmake import forced_note, no_cuda_said
-from archguard.frontend.failures import cause, switches
+from archguard.frontend.failures import cause
 from archguard.frontend.recorded import frontend_part, write_frontend_record
 from archguard.frontend.release import declared_release, not_the_release
 from archguard.frontend.result import WHEEL_SCHEMA, Built, WheelResult
 from archguard.frontend.setup_py import SetupPy, read_setup_py
 from archguard.frontend.sources import source_tree
+from archguard.frontend.switches import switches
 from archguard.frontend.toolkit import BuildToolkit, build_toolkit, cmake_arches
 from archguard.nvcc.flags import dropped_ptx, spelled_like
 from archguard.reports.text import build_variables, render_error

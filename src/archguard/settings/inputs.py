@@ -22,7 +22,8 @@ from archguard.core.cuda import CudaVersion
 from archguard.core.modes import DEFAULT_ARCH_SPECIFIC
 from archguard.core.plain_yaml import load_plain_yaml, read_yaml_text
 from archguard.core.policy import Policy, load_policy
-from archguard.core.resolve import Resolution, RowChoice, choose_row, resolve
+from archguard.core.resolve import Resolution, resolve
+from archguard.core.rows import RowChoice, choose_row
 from archguard.core.toolkit import (
     Toolkit,
     ToolkitRow,
