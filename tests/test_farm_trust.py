@@ -172,9 +172,13 @@ class Reader(threading.Thread):
             time.sleep(0.01)
 
 
-def killed_at(manifest: Path, site: Path, pattern: str, delay: float) -> str:
+def killed_at(
+    manifest: Path, site: Path, pattern: str, delay: float, then: tuple[str, str] | None = None
+) -> str:
     """A farm run, killed (SIGKILL, its whole process group: pip, nvcc, uv) ``delay``
-    seconds after a line of its log matches ``pattern``; the log up to then."""
+    seconds after a line of its log matches ``pattern`` (and, with ``then``, a line of the
+    site's file ``then[0]`` matches ``then[1]``: a moment inside a job, which a fixed delay
+    misses on a fast machine); the log up to then."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "archguard", "farm", "run", str(manifest), "-o", str(site)],
         stdout=subprocess.DEVNULL,
@@ -189,6 +193,8 @@ def killed_at(manifest: Path, site: Path, pattern: str, delay: float) -> str:
         for line in proc.stderr:
             lines.append(line)
             if re.search(pattern, line):
+                if then is not None:
+                    wait_for_line(site / then[0], then[1], proc)
                 time.sleep(delay)
                 break
         else:
@@ -199,6 +205,18 @@ def killed_at(manifest: Path, site: Path, pattern: str, delay: float) -> str:
     return "".join(lines)
 
 
+def wait_for_line(path: Path, pattern: str, proc: subprocess.Popen[str]) -> None:
+    """Until a line of ``path`` (a job's log, written as it builds) matches ``pattern``."""
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        if path.exists() and re.search(pattern, path.read_text(errors="replace"), re.M):
+            return
+        if proc.poll() is not None:
+            pytest.fail(f"the run ended before {path.name} said {pattern!r}")
+        time.sleep(0.05)
+    pytest.fail(f"{path} never said {pattern!r}")
+
+
 # Six moments over a run of 2 packages x 2 cells (each run resumes what the last left):
 MOMENTS = [
     (r"cell torch2\.13: making its environment", 3.0),  # uv installing the cell's torch
@@ -206,7 +224,12 @@ MOMENTS = [
     (r"\[1/4\] alpha in torch2\.13: built in", 0.0),  # its record written, the site publishing
     (r"\[2/4\] alpha in torch2\.14: building", 0.5),  # pip starting, in a fresh cell
     (r"\[3/4\] beta in torch2\.13: built in", 0.0),
-    (r"\[4/4\] beta in torch2\.14: building", 15.0),  # the read-back, auditwheel
+    # pip done, the wheel's read-back and auditwheel running (after what its log says last)
+    (
+        r"\[4/4\] beta in torch2\.14: building",
+        0.3,
+        ("torch2.14/logs/beta.log", r"^Successfully built beta"),
+    ),
 ]
 
 
@@ -220,8 +243,8 @@ def test_a_farm_killed_at_six_moments_resumes_to_the_uninterrupted_site(
     reader.start()
     logs = []
     try:
-        for pattern, delay in MOMENTS:
-            logs.append(killed_at(manifest, site, pattern, delay))
+        for moment in MOMENTS:
+            logs.append(killed_at(manifest, site, *moment))
         final = farm_run(manifest, site)
     finally:
         reader.stopping.set()
