@@ -91,3 +91,11 @@ def test_the_layers_are_the_package_docstrings() -> None:
         for unit in sorted(units):
             assert f"``{unit}``" in doc, unit
     assert "core" in doc.split("<-")[0]
+
+
+def test_the_farm_runs_archguard_wheel_and_never_imports_the_frontend() -> None:
+    """A farm job runs ``archguard wheel`` in its cell (a process); what both need (the
+    cache, a build's source) stands on a floor below both (``detect.fetch``)."""
+    found = edges()
+    assert any(u == "farm" and v == "detect" for u, v, _ in found)
+    assert not [where for u, v, where in found if u == "farm" and v == "frontend"]

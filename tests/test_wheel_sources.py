@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from archguard.detect.fetch import checked_out, source_tree, split_pin
 from archguard.detect.index import index_urls
 from archguard.errors import ConfigError, ReleaseNotFetched
-from archguard.frontend.sources import checked_out, source_tree, split_pin
 from realtools import build_env, cli, not_fetched, run_main
 
 

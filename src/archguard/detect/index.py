@@ -85,14 +85,6 @@ def _pypi() -> str:
     return str(PyPI.simple_url)
 
 
-def default_index_url(python: str = sys.executable) -> str:
-    """The index pip would use: ``PIP_INDEX_URL``, pip's configured ``index-url``, else
-    pip's own default."""
-    config = pip_config(python)
-    found = _setting(config, "index-url", (":env:", "global", "install", "download"))
-    return found.split()[0] if found and found.split() else _pypi()
-
-
 def _options(pip_args: Sequence[str], names: Sequence[str]) -> list[str]:
     """The values of the options ``names`` (``--index-url``, ``-i``) in pip's arguments,
     written ``--name VALUE``, ``--name=VALUE`` or, for a short one, ``-iVALUE``."""

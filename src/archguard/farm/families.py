@@ -24,9 +24,10 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import Version
 
 from archguard.core.cuda import CudaVersion
-from archguard.detect.index import IndexFile, default_index_url, project_files, wheel_metadata
-from archguard.errors import ArchguardError, ConfigError
+from archguard.detect.index import IndexFile, index_urls, project_files, wheel_metadata
+from archguard.errors import ArchguardError, ConfigError, IndexUnreachable
 from archguard.farm.manifest import Cell, CellFamily, Manifest, load_manifest
+from archguard.farm.records import say
 
 # the distributions whose pin in torch's metadata names its CUDA build
 _CUDA_DISTS = ("cuda-toolkit", "nvidia-cuda-runtime", "nvidia-cuda-runtime-cu12")
@@ -181,10 +182,23 @@ def _index_cuda(index_url: str | None) -> CudaVersion | None:
 
 
 def listed(family: CellFamily) -> tuple[list[Release], dict[Version, CudaVersion]]:
-    """Ask the family's index (default: pip's) for torch's releases, and the CUDA of those
-    whose files do not say it (one wheel's metadata each)."""
-    index = family.index_url or default_index_url()
-    found = releases(project_files(index, "torch"), family)
+    """Ask the family's indexes for torch's releases (its ``index-url`` and
+    ``extra-index-url``; without an ``index-url``, every index pip reads, as its install
+    will), and the CUDA of those whose files do not say it (one wheel's metadata each)."""
+    indexes = [family.index_url] if family.index_url else index_urls()
+    indexes += [url for url in family.extra_index_urls if url not in indexes]
+    files: list[IndexFile] = []
+    unread: list[IndexUnreachable] = []
+    for index in indexes:
+        try:
+            files += project_files(index, "torch")
+        except IndexUnreachable as exc:
+            unread.append(exc)
+    if unread and len(unread) == len(indexes):
+        raise unread[0]
+    for problem in unread:  # as pip does with an index it cannot read: said, the others used
+        say(f"torch's releases: an index was not read ({problem.message}); the others were")
+    found = releases(files, family)
     by_index = _index_cuda(family.index_url)
     cudas: dict[Version, CudaVersion] = {}
     for release in found:

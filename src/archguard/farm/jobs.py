@@ -20,13 +20,13 @@ from typing import Any
 
 from archguard._fs import own_directory
 from archguard.binaries.facts import WheelFacts
+from archguard.detect.fetch import cache_root, checked_out, is_release
 from archguard.errors import ArchguardError, ConfigError
 from archguard.farm.identity import JUNK_DIRS
 from archguard.farm.manifest import Package
 from archguard.farm.plan import Job
 from archguard.farm.publish import pool_wheel
 from archguard.farm.records import STATE, Outcome, Status, write_atomic
-from archguard.frontend.sources import cache_root, checked_out, is_release
 
 # Builds of the same inputs give the same bytes: the zip entries' dates (setuptools'
 # bdist_wheel, wheel pack, auditwheel) from here, not the clock; 1980-01-01, zip's first day.

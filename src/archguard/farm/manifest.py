@@ -15,8 +15,8 @@ from packaging.requirements import InvalidRequirement, Requirement
 
 from archguard.core.cuda import CudaVersion
 from archguard.core.problems import Problems, closest
+from archguard.detect.fetch import is_release
 from archguard.errors import ArchguardError, ConfigError
-from archguard.frontend.sources import is_release
 from archguard.settings.config import parse_config, read_toml
 from archguard.settings.model import PackageConfig
 

@@ -24,6 +24,7 @@ from archguard.core.policy import Policy, load_policy
 from archguard.core.resolve import resolve
 from archguard.core.toolkit import bundled_toolkit
 from archguard.core.torchbuild import bundled_torch, parse_torch_version
+from archguard.detect.fetch import cache_root, is_release
 from archguard.detect.machine import floor_note, glibc_version
 from archguard.detect.sources import file_sha256
 from archguard.errors import ArchguardError, ConfigError
@@ -32,7 +33,6 @@ from archguard.farm.families import load_farm
 from archguard.farm.identity import code_digest, digest_of, git_describe, tree_digest
 from archguard.farm.manifest import Cell, Manifest, Package
 from archguard.farm.requires import excludes
-from archguard.frontend.sources import cache_root, is_release
 
 PLAN_SCHEMA = "archguard.farm-plan/1"
 GITHUB_MAX_JOBS = 256  # GitHub Actions' limit per matrix

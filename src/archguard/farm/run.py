@@ -24,6 +24,7 @@ from typing import Any
 from packaging.version import Version
 
 from archguard.core.cuda import CudaVersion
+from archguard.detect.fetch import cache_root
 from archguard.detect.machine import floor_note, glibc_version
 from archguard.errors import ArchguardError, CellEnvironmentFailed, ConfigError
 from archguard.farm.envs import cell_extras, cell_venv, record_held
@@ -48,7 +49,6 @@ from archguard.farm.records import (
     write_job_record,
 )
 from archguard.farm.sitejson import site_data, write_site_json
-from archguard.frontend.sources import cache_root
 
 __all__ = ["Outcome", "RunOptions", "publish_site", "run_farm", "write_page"]
 

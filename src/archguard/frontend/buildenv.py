@@ -32,9 +32,9 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from archguard._fs import atomic_directory
+from archguard.detect.fetch import cache_root
 from archguard.detect.tools import BUILD_TIMEOUT_S, run
 from archguard.errors import ConfigError, ToolError
-from archguard.frontend.sources import cache_root
 from archguard.settings.config import read_toml
 
 # What the cell holds for the build and the user's install: never changed for one package

@@ -42,8 +42,8 @@ from pathlib import Path
 from archguard.core.arch import ArchEntry
 from archguard.core.resolve import Resolution
 from archguard.detect.cudalibs import assemble_root
+from archguard.detect.fetch import cache_root
 from archguard.frontend.cmake import CMakeFiles, ForcedLine, forced_lines, own_variables
-from archguard.frontend.sources import cache_root
 from archguard.nvcc.flags import cmake_architectures, dropped_ptx, spelled_like
 
 _CMAKE_ARCH = re.compile(r"([0-9]{2,3}[af]?)(-real|-virtual)?")

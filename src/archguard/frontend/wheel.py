@@ -33,6 +33,7 @@ from archguard.core.arch import Targets
 from archguard.core.cuda import CudaVersion
 from archguard.core.resolve import Resolution
 from archguard.detect.cuobjdump import find_cuobjdump
+from archguard.detect.fetch import source_tree
 from archguard.detect.tools import BUILD_TIMEOUT_S, run
 from archguard.errors import ArchguardError, ConfigError
 from archguard.frontend import buildenv
@@ -42,7 +43,6 @@ from archguard.frontend.recorded import frontend_part, write_frontend_record
 from archguard.frontend.release import declared_release, not_the_release
 from archguard.frontend.result import WHEEL_SCHEMA, Built, WheelResult
 from archguard.frontend.setup_py import SetupPy, read_setup_py
-from archguard.frontend.sources import source_tree
 from archguard.frontend.switches import switches
 from archguard.frontend.toolkit import BuildToolkit, build_toolkit, cmake_arches
 from archguard.nvcc.flags import dropped_ptx, spelled_like
