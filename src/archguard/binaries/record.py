@@ -393,10 +393,11 @@ def parse_record(text: str, where: str) -> dict[str, object]:
 
 def read_record(text: str, where: str) -> RecordedTargets:
     """What a record promises (:class:`BinaryReadError` if it is not a record)."""
-    return _recorded(parse_record(text, where), where)
+    return recorded_targets(parse_record(text, where), where)
 
 
-def _recorded(data: dict[str, object], where: str) -> RecordedTargets:
+def recorded_targets(data: dict[str, object], where: str) -> RecordedTargets:
+    """A record's data (as :func:`parse_record` gives it) as its typed value."""
     try:
         targets = targets_from_record(data["targets"], where)
         extensions: dict[str, tuple[str, Targets]] = {}
@@ -449,4 +450,4 @@ def read_wheel_record(wheel: zipfile.ZipFile, where: str) -> RecordedTargets | N
     """The record inside an open wheel (None when it has none; :class:`BinaryReadError` if
     it is unreadable)."""
     found = wheel_record_data(wheel, where)
-    return None if found is None else _recorded(*found)
+    return None if found is None else recorded_targets(*found)

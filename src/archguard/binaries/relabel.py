@@ -104,15 +104,16 @@ def _pack(root: Path, target: Path) -> None:
         wf.write_files(str(root))
 
 
-def write_wheel_record(wheel: Path, record: dict[str, object]) -> None:
+def write_wheel_record(wheel: Path, record: dict[str, object]) -> str:
     """``wheel`` rewritten in place with ``record`` as its ``.dist-info/archguard.json``
-    (a record it had is replaced)."""
+    (a record it had is replaced); where it is (``WHEEL!member``)."""
     _require_wheel()
     with tempfile.TemporaryDirectory(prefix="archguard-record-", dir=wheel.parent) as tmp:
         root = _unpack(wheel, Path(tmp, "tree"))
         info = next(root.glob("*.dist-info"))
         (info / RECORD_NAME).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
         _pack(root, wheel)
+    return f"{wheel.name}!{info.name}/{RECORD_NAME}"
 
 
 def _pinned(wheel: Path, pin: str) -> bool:

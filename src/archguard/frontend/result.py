@@ -12,14 +12,16 @@ from archguard.binaries.facts import WheelFacts
 from archguard.core.abi import Serves
 
 if TYPE_CHECKING:
+    from archguard.binaries.record import RecordedTargets
     from archguard.binaries.verify import Checked
 
 WHEEL_SCHEMA = "archguard.wheel/1"
 
 
-@dataclass
+@dataclass(frozen=True)
 class WheelResult:
-    """One wheel a build produced, and what was done to it."""
+    """One wheel a build produced, and what was done to it: each step after the build
+    (:mod:`archguard.frontend.finish`) gives a new one."""
 
     wheel: Path
     cuda_binaries: int
@@ -27,6 +29,8 @@ class WheelResult:
     ok: bool  # every CUDA binary read back as recorded
     differences: list[str] = field(default_factory=list)
     checked: list[Checked] = field(default_factory=list, repr=False)  # the read-back
+    # the record the front-end wrote into it (None: no CUDA binary, nothing recorded)
+    record: RecordedTargets | None = field(default=None, repr=False, compare=False)
     # the cell's label and pin (archguard.binaries.relabel)
     label: str | None = None
     label_note: str | None = None

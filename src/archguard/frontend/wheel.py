@@ -17,40 +17,39 @@ import json
 import os
 import re
 import sys
-import tempfile
-import zipfile
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from archguard.binaries.record import read_wheel_record
-from archguard.binaries.relabel import check_label, relabel
-from archguard.binaries.repair import never_grafted, repair
-from archguard.binaries.verify import check
-from archguard.core.abi import cell_label, minor, serves
-from archguard.core.arch import Targets
-from archguard.core.cuda import CudaVersion
+from archguard.binaries.relabel import check_label
 from archguard.core.resolve import Resolution
-from archguard.detect.cuobjdump import find_cuobjdump
 from archguard.detect.fetch import source_tree
 from archguard.detect.tools import BUILD_TIMEOUT_S, run
 from archguard.errors import ArchguardError, ConfigError
 from archguard.frontend import buildenv
-from archguard.frontend.cmake import forced_note, no_cuda_said
+from archguard.frontend.cmake import forced_note
 from archguard.frontend.failures import cause
-from archguard.frontend.recorded import frontend_part, write_frontend_record
+from archguard.frontend.finish import (
+    each,
+    judged,
+    labeller,
+    recorder,
+    refused,
+    repairer,
+    varianter,
+    verified,
+)
+from archguard.frontend.recorded import frontend_part
 from archguard.frontend.release import declared_release, not_the_release
-from archguard.frontend.result import WHEEL_SCHEMA, Built, WheelResult
+from archguard.frontend.result import WHEEL_SCHEMA, Built
 from archguard.frontend.setup_py import SetupPy, read_setup_py
-from archguard.frontend.switches import switches
 from archguard.frontend.toolkit import BuildToolkit, build_toolkit, cmake_arches
 from archguard.nvcc.flags import dropped_ptx, spelled_like
 from archguard.reports.text import build_variables, render_error
 from archguard.settings.config import ENV_CONFIG, env_wheel_variant
 from archguard.settings.inputs import Query, gather
 from archguard.settings.optin import ENV_ENABLE
-from archguard.user import variant
 
 # nvcc refusing an arch (one a CMake file or setup.py forced), or archguard's in-build check
 _ARCH_REFUSED = re.compile(r"Unsupported gpu architecture|\[verify-failed\]")
@@ -156,37 +155,6 @@ def _wheels_in(out: Path) -> dict[Path, float]:
     return {p: p.stat().st_mtime for p in out.glob("*.whl")} if out.is_dir() else {}
 
 
-def _verify(wheels: list[Path]) -> list[WheelResult]:
-    """Each wheel's binaries read back and compared with its record (the read-back kept
-    with it, for the variant copy)."""
-
-    cuobjdump = find_cuobjdump(None, needed_by="archguard wheel (it verifies every wheel)")
-    out = []
-    for wheel in wheels:
-        results = check([wheel], cuobjdump)
-        cuda = [r for r in results if r.found is not None]
-        out.append(
-            WheelResult(
-                wheel,
-                len(cuda),
-                Targets(
-                    frozenset(a for r in cuda if r.found for a in r.found.cubins),
-                    frozenset(a for r in cuda if r.found for a in r.found.ptx),
-                ).names(),
-                bool(cuda) and all(r.ok and r.expected is not None for r in cuda),
-                [
-                    f"{r.label}: missing {' '.join(r.missing) or 'nothing'}, unexpected "
-                    f"{' '.join(r.unexpected) or 'nothing'}"
-                    for r in cuda
-                    if not r.ok
-                ]
-                + [f"{r.label}: no recorded resolution" for r in cuda if r.expected is None],
-                results,
-            )
-        )
-    return out
-
-
 @dataclass(frozen=True)
 class WheelOptions:
     """``archguard wheel``'s options for every source."""
@@ -244,40 +212,52 @@ def build_one(source: Path, out: Path, options: WheelOptions) -> Built:
             why += forced_note(source)
         built.problems.append(f"pip wheel failed (exit {proc.returncode}): {why}")
         return built
+    return _finished(
+        built,
+        made,
+        cell=cell,
+        backend=declared.backend,
+        setup_py=setup_py,
+        log=log,
+        options=options,
+        out=out,
+    )
+
+
+def _finished(  # noqa: PLR0913 - what the steps after pip need, each from build_one
+    built: Built,
+    made: list[Path],
+    *,
+    cell: Cell,
+    backend: str,
+    setup_py: SetupPy,
+    log: str,
+    options: WheelOptions,
+    out: Path,
+) -> Built:
+    """The build's wheels through the steps after pip (:mod:`archguard.frontend.finish`),
+    each step's new results passed to the next; a step runs only while no problem is met."""
+    source = Path(built.source)
+    problems: list[str] = []
     release = declared_release(source)
     if release is not None:
-        built.problems += [p for w in made if (p := not_the_release(w, release, source))]
-    built.wheels = _verify(made)
-    _record(built, cell, declared.backend, source)
-    _judge(built, setup_py, log, source)
-    if not made:
-        built.problems.append("pip reported success but wrote no wheel")
-    if not built.problems:
-        _label(built, cell.local_version)
-    if options.repair and not built.problems:
-        _repair(built)
-    if cell.variants and not built.problems:
-        _variants(built, out)
-    return built
-
-
-def _record(built: Built, cell: Cell, backend: str, source: Path) -> None:
-    """Each CUDA wheel's record gets the front-end's part; a wheel whose backend wrote none
-    (no setuptools hook ran) gets the whole record, and is read back against it."""
+        problems += [p for w in made if (p := not_the_release(w, release, source))]
     part = frontend_part(built.build_env, built.toolkit)
-    for i, w in enumerate(built.wheels):
-        if not w.cuda_binaries:
-            continue
-        if write_frontend_record(
-            w.wheel, cell.resolution, w.checked, cell.environment, backend, part
-        ):
-            _say(
-                source,
-                f"{w.wheel.name}: a CUDA binary its build made that archguard's hook never saw "
-                f"(its backend, {backend}, or a CMake step of its own): the front-end recorded "
-                "the list it gave the build, each such binary expected to hold it",
-            )
-            built.wheels[i] = _verify([w.wheel])[0]
+    step = recorder(cell.resolution, cell.environment, backend, part, lambda t: _say(source, t))
+    wheels, said = each(verified(made), step)
+    problems += said + judged(wheels, setup_py, _setup_text(source), log, built)
+    if not made:
+        problems.append("pip reported success but wrote no wheel")
+    if not problems:
+        wheels, said = each(wheels, labeller(cell.local_version))
+        problems += said
+    if options.repair and not problems:
+        wheels, said = each(wheels, repairer())
+        problems += said
+    if cell.variants and not problems:
+        wheels, said = each(wheels, varianter(out))
+        problems += said
+    return replace(built, wheels=wheels, problems=[*built.problems, *problems])
 
 
 def _setup_text(source: Path) -> str:
@@ -285,157 +265,6 @@ def _setup_text(source: Path) -> str:
         return (source / "setup.py").read_text(encoding="utf-8", errors="replace")
     except OSError:
         return ""
-
-
-def _judge(built: Built, setup_py: SetupPy, log: str, source: Path) -> None:
-    """A problem for each wheel with no CUDA code (with what its setup.py reads and the
-    conditions it did not meet, or CMake's words) or other arches than recorded."""
-    for w in built.wheels:
-        if not w.cuda_binaries:
-            offered = [
-                r
-                for r in switches(setup_py.reads, _setup_text(source))
-                if r not in built.environment
-            ]
-            conditions = setup_py.conditions
-            said = no_cuda_said(log)
-            built.problems.append(
-                f"{w.wheel.name} holds no CUDA device code: the package built "
-                "without its CUDA extension (a CPU fallback, chosen when no GPU is visible?)"
-                + (
-                    ". Conditions in its setup.py a farm's build does not meet: "
-                    + "; ".join(conditions)
-                    if conditions
-                    else ""
-                )
-                + (
-                    f". Its setup.py reads {', '.join(offered)}: set the one that forces the "
-                    "CUDA build (e.g. FORCE_CUDA=1) for this cell"
-                    if offered
-                    else ""
-                )
-                + (f". CMake said: {said!r}" if said else "")
-            )
-        elif not w.ok:
-            built.problems.append(
-                f"{w.wheel.name} does not hold what was recorded: "
-                + "; ".join(w.differences)
-                + forced_note(source)
-            )
-
-
-def _label(built: Built, template: str) -> None:
-    """Each verified wheel relabelled for its cell: its local version and its torch pin,
-    from what its binaries bind to (the record's ``abi``, its CUDA and torch)."""
-    if template == "off":
-        return
-    for w in built.wheels:
-        wheel = w.wheel
-        try:
-            with zipfile.ZipFile(wheel) as zf:
-                record = read_wheel_record(zf, wheel.name)
-        except (OSError, zipfile.BadZipFile) as exc:
-            built.problems.append(f"{wheel.name}: not labelled: {exc}")
-            continue
-        if record is None or record.cuda is None or record.torch is None or not record.abi:
-            w.label_note = "not labelled: its record says nothing of what it binds to"
-            continue
-        cuda = CudaVersion.parse(record.line_cuda or record.cuda, wheel.name)
-        chosen = cell_label(list(record.abi.values()), cuda, record.torch)
-        if chosen is None:
-            w.label_note = "not labelled: it holds no extension"
-            continue
-        label = chosen.label
-        if template != "auto":
-            major, minor_ = minor(record.torch)
-            label = check_label(
-                template.format(cuda=cuda.tag, torch=f"{major}.{minor_}"), "local_version"
-            )
-        try:
-            labelled = relabel(wheel, label, chosen.pin)
-        except ArchguardError as exc:
-            built.problems.append(f"{wheel.name}: not labelled: {exc}")
-            continue
-        tags = "-".join(labelled.name[: -len(".whl")].split("-")[-3:-1])
-        w.wheel, w.label, w.pin, w.label_why = labelled, label, chosen.pin or None, chosen.why
-        w.compiled_with = record.cuda
-        w.serves = serves(chosen, list(record.abi.values()), tags)
-
-
-def _repair(built: Built) -> None:
-    """Each labelled wheel made manylinux (:mod:`archguard.binaries.repair`), its cubins read
-    back again, and put in place of the plain wheel only then."""
-    cuobjdump = find_cuobjdump(None, needed_by="archguard wheel --repair (it reads back)")
-    for w in built.wheels:
-        wheel = w.wheel
-        with tempfile.TemporaryDirectory(prefix="archguard-repair-", dir=wheel.parent) as tmp:
-            try:
-                repaired = repair(wheel, Path(tmp))
-            except ArchguardError as exc:
-                built.problems.append(f"{wheel.name}: not repaired: {exc}")
-                continue
-            bad = never_grafted(repaired.grafted)
-            if bad:
-                built.problems.append(
-                    f"{wheel.name}: refused: auditwheel grafted {', '.join(bad)}, which only "
-                    "the user's torch may bring; the plain wheel is kept"
-                )
-                continue
-            results = check([repaired.wheel], cuobjdump)
-            cuda = [r for r in results if r.found is not None]
-            if not cuda or not all(r.ok for r in cuda):
-                built.problems.append(
-                    f"{wheel.name}: refused: the repaired wheel's binaries do not read back "
-                    "as recorded; the plain wheel is kept"
-                )
-                continue
-            target = wheel.parent / repaired.wheel.name
-            repaired.wheel.replace(target)
-        if target != wheel:
-            wheel.unlink()
-        w.wheel, w.checked = target, results
-        w.platform, w.lowest_platform = repaired.platform, repaired.lowest
-        w.grafted, w.not_grafted = list(repaired.grafted), list(repaired.not_grafted)
-        w.retagged = repaired.retagged or None
-
-
-def _variants(built: Built, out: Path) -> None:
-    """A wheel-variant copy of each verified wheel, in ``out/variants``, from the binaries
-    already read back."""
-
-    for w in built.wheels:
-        planned, problems = variant.from_checked(w.wheel, w.checked)
-        if planned is None:
-            built.problems += [f"{w.wheel.name}: no variant: {p}" for p in problems]
-            continue
-        w.variant = str(variant.write(planned, out / "variants"))
-        w.variant_notes = list(planned.notes)
-
-
-REFUSED = "refused"
-
-
-def _refuse(built: Built, out: Path, before: dict[Path, float]) -> None:
-    """Every wheel a failed build left in ``out`` moved to ``out/refused/``, each with a note
-    saying why (``NAME.whl.why.txt``): ``out/*.whl`` is always publishable."""
-    left = [p for p, t in _wheels_in(out).items() if before.get(p) != t]
-    if not left:
-        return
-    where = out / REFUSED
-    where.mkdir(exist_ok=True)
-    why = "\n".join(built.problems) or "the build failed"
-    for wheel in left:
-        target = where / wheel.name
-        wheel.replace(target)
-        (where / f"{wheel.name}.why.txt").write_text(
-            f"archguard wheel refused {wheel.name} (built from {built.source}):\n{why}\n"
-        )
-        for w in built.wheels:
-            if w.wheel == wheel:
-                w.wheel = target
-    built.problems.append(
-        f"refused: {', '.join(p.name for p in left)} moved to {where} (each with a note why)"
-    )
 
 
 def run_wheel(
@@ -464,7 +293,8 @@ def run_wheel(
             built = Built(str(source), -1, {}, read_setup_py(source / "setup.py").reads)
             built.problems.append(render_error(exc))
         if not built.ok:
-            _refuse(built, out, before)
+            left = [p for p, t in _wheels_in(out).items() if before.get(p) != t]
+            built = refused(built, left, out)
         results.append(built)
     ok = all(r.ok for r in results)
     if fmt == "json":
