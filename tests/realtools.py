@@ -24,15 +24,37 @@ CUDA_HOME = os.environ.get("AG_TEST_CUDA_HOME", "/usr/local/cuda")
 
 
 @cache
-def torch_cuda() -> str | None:
-    """torch.version.cuda of this Python's torch ('' for a CPU build, None if absent)."""
-    proc = subprocess.run(
-        [sys.executable, "-c", "import torch; print(torch.version.cuda or '')"],
+def _torch_facts() -> subprocess.CompletedProcess[str]:
+    """One child Python importing the installed torch (seconds each time), for all three
+    facts below: ``torch.version.cuda``, its package directory, its version, one a line."""
+    return subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import os, torch\n"
+            "print(torch.version.cuda or '')\n"
+            "print(os.path.dirname(torch.__file__))\n"
+            "print(torch.__version__)",
+        ],
         capture_output=True,
         text=True,
         check=False,
     )
-    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def _torch_fact(line: int) -> str:
+    """Fact ``line`` (0, 1, 2) of :func:`_torch_facts`; a torch that does not import raises."""
+    proc = _torch_facts()
+    if proc.returncode != 0:
+        raise subprocess.CalledProcessError(
+            proc.returncode, proc.args, output=proc.stdout, stderr=proc.stderr
+        )
+    return proc.stdout.splitlines()[line - 3].strip()  # the last three: whatever torch printed
+
+
+def torch_cuda() -> str | None:
+    """torch.version.cuda of this Python's torch ('' for a CPU build, None if absent)."""
+    return _torch_fact(0) if _torch_facts().returncode == 0 else None
 
 
 def is_cu130() -> bool:
@@ -46,27 +68,14 @@ def is_cu130() -> bool:
     return cuda == "13.0"
 
 
-@cache
 def torch_dir() -> Path:
     """The installed torch's package directory (torch imported in a child process)."""
-    out = subprocess.run(
-        [sys.executable, "-c", "import torch, os; print(os.path.dirname(torch.__file__))"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    return Path(out)
+    return Path(_torch_fact(1))
 
 
-@cache
 def torch_version() -> str:
     """The installed torch's public version (2.13.0, not 2.13.0+cu130: the index has no tag)."""
-    return subprocess.run(
-        [sys.executable, "-c", "import torch; print(torch.__version__.split('+')[0])"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
+    return _torch_fact(2).split("+")[0]
 
 
 @cache
@@ -134,6 +143,15 @@ def module_c(name: str) -> str:
 
 # a built example: the pip wheel run and its output directory (conftest's example_noiso)
 Built = tuple[subprocess.CompletedProcess[str], Path]
+# conftest's example_80: the example built at one arch, farm mode, stubs off, MAX_JOBS=0,
+# which tests/test_user_side.py (the lint's hazards in the record, no disassembly) and
+# tests/test_parallel_build.py (MAX_JOBS=0 ignored; explain runs with the same settings) read
+EXAMPLE_80 = {
+    "ARCHGUARD_ENABLE": "1",
+    "ARCHGUARD_ARCH_LIST": "8.0",
+    "ARCHGUARD_STUBS": "0",
+    "MAX_JOBS": "0",
+}
 
 
 def tool_path(path: str | None, what: str) -> str:

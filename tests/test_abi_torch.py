@@ -14,6 +14,7 @@ scripts/setup_env.sh makes it with ``pip install --isolated torch==2.14.1``)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -61,7 +62,9 @@ MODULES = {
 GONE = "_ZN2at17toDLPackNonOwningERKNS_6TensorEP8DLTensor"
 
 
+@functools.cache
 def other_torch_dir() -> Path:
+    """The other torch's directory (its Python imports torch: seconds), asked once."""
     out = subprocess.run(
         [
             OTHER,

@@ -25,7 +25,6 @@ from realtools import (
     TORCH_IMPORT,
     Built,
     archguard_list,
-    archguard_wheel,
     build_env,
     cli,
     copy_tree,
@@ -64,10 +63,11 @@ def targets_of(listing: dict[str, object]) -> list[str]:
 
 
 @pytest.fixture(scope="session")
-def archguard_wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("wheelhouse")
-    archguard_wheel(out)
-    return out
+def archguard_wheelhouse(archguard_built: Path) -> Path:
+    """A wheel directory of torch-archguard alone: conftest's archguard_built (the session's
+    one build of it) sits alone in its directory."""
+    assert list(archguard_built.parent.iterdir()) == [archguard_built]
+    return archguard_built.parent
 
 
 @needs_cu130
@@ -225,6 +225,12 @@ def test_example_own_test_imports_the_built_extension(
 # --- small CUDA packages for the edge cases ---------------------------------------------
 
 
+def one_arch() -> dict[str, str]:
+    """One arch, for the cases whose point is not the list (the wrapping, the front doors):
+    what the binary holds is still checked against `archguard list` under the same override."""
+    return build_env(ARCHGUARD_ARCH_LIST="8.0")
+
+
 def minicuda(
     tmp: Path,
     *,
@@ -252,12 +258,36 @@ def build_and_check(
     """Build, then assert the binary holds exactly what `archguard list` says."""
     env = env or build_env()
     proc = pip_wheel(root, tmp / "out", env=env)
+    return check_built(root, tmp, proc, tmp / "out", env)
+
+
+def check_built(
+    root: Path, tmp: Path, proc: subprocess.CompletedProcess[str], out: Path, env: dict[str, str]
+) -> tuple[str, list[str], dict[str, object]]:
+    """What build_and_check asserts, of a build already run: it built, and the binary holds
+    exactly what `archguard list` says for the same inputs."""
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-5000:]
-    found = wheel_so_targets(only_wheel(tmp / "out"), tmp)
+    found = wheel_so_targets(only_wheel(out), tmp)
     expected = archguard_list(root, env)
     assert found == targets_of(expected)
     return log, found, expected
+
+
+# minicuda as it is: no override, no preset list, no GPU (the cu130 row), PYTHONHASHSEED=1
+DefaultBuild = tuple[Path, subprocess.CompletedProcess[str], Path, dict[str, str]]
+
+
+@pytest.fixture(scope="module")
+def default_minicuda(tmp_path_factory: pytest.TempPathFactory) -> DefaultBuild:
+    """minicuda as it is, built once for this module: the archguard build that
+    test_no_gpu_and_no_arch_list_plain_torch_crashes_archguard_builds checks, and the first
+    of test_json_record_is_deterministic_across_builds' two (each built its own before).
+    Its source tree, its pip wheel run, its wheel directory, its environment."""
+    tmp = tmp_path_factory.mktemp("minicuda-default")
+    root = minicuda(tmp)
+    env = build_env(PYTHONHASHSEED="1")
+    return root, pip_wheel(root, tmp / "out", env=env), tmp / "out", env
 
 
 @needs_cu130
@@ -344,7 +374,7 @@ def test_tool_setuptools_cmdclass_is_wrapped(tmp_path: Path) -> None:
         "[tool.setuptools.cmdclass]\n"
         'build_ext = "torch.utils.cpp_extension.BuildExtension"\n',
     )
-    log, _, _ = build_and_check(root, tmp_path)
+    log, _, _ = build_and_check(root, tmp_path, one_arch())
     assert log.count("archguard: extension _minicuda: nvcc gets") == 1
 
 
@@ -356,24 +386,30 @@ def test_with_options_and_subclass_are_wrapped_once(tmp_path: Path) -> None:
         "        super().run()\n"
     )
     root = minicuda(tmp_path, prelude=prelude, cmdclass='cmdclass={"build_ext": MyBuild},')
-    log, _, _ = build_and_check(root, tmp_path)
+    log, _, _ = build_and_check(root, tmp_path, one_arch())
     assert "MyBuild.run" in log
     assert log.count("archguard: extension _minicuda: nvcc gets") == 1
 
 
 def test_drop_in_wrapper_with_the_hook_active_is_not_applied_twice(tmp_path: Path) -> None:
     root = minicuda(tmp_path, imports="from archguard.cpp_extension import BuildExtension")
-    log, _, _ = build_and_check(root, tmp_path)
+    log, _, _ = build_and_check(root, tmp_path, one_arch())
     assert log.count("archguard: extension _minicuda: nvcc gets") == 1
 
 
-def test_no_gpu_and_no_arch_list_plain_torch_crashes_archguard_builds(tmp_path: Path) -> None:
+def test_no_gpu_and_no_arch_list_plain_torch_crashes_archguard_builds(
+    default_minicuda: DefaultBuild, tmp_path: Path
+) -> None:
     root = minicuda(tmp_path)
     plain = pip_wheel(root, tmp_path / "plain", env=build_env(ARCHGUARD_DISABLE="1"))
     log = plain.stdout + plain.stderr
     assert "archguard: disabled by ARCHGUARD_DISABLE=1" in log
     assert plain.returncode != 0 and "IndexError" in log  # pytorch#137261
-    build_and_check(root, tmp_path)  # the same package, archguard on: builds
+    # the same package, archguard on: builds (the module's build of minicuda as it is)
+    built, proc, out, env = default_minicuda
+    assert (built / "setup.py").read_text() == (root / "setup.py").read_text()
+    assert "ARCHGUARD_DISABLE" not in env and "TORCH_CUDA_ARCH_LIST" not in env
+    check_built(built, tmp_path, proc, out, env)
 
 
 def test_preset_torch_cuda_arch_list_is_replaced_with_a_warning(tmp_path: Path) -> None:
@@ -447,24 +483,27 @@ def test_invalid_config_stops_the_build_with_file_key_and_fix(tmp_path: Path) ->
 
 
 def test_setup_py_build_ext_and_editable_wheel(tmp_path: Path) -> None:
+    """Both front doors besides pip wheel, at one arch (they build the list, whichever list:
+    the cu130 row's is the example's and the edge cases' above)."""
     root = minicuda(tmp_path)
-    proc = run_in(root, sys.executable, "setup.py", "build_ext", "--inplace")
+    env = one_arch()
+    proc = run_in(root, sys.executable, "setup.py", "build_ext", "--inplace", env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     (so,) = root.glob("_minicuda*.so")
     from archguard.detect.cuobjdump import read_binary
     from realtools import cuobjdump
 
     found = read_binary(so, tool_path(cuobjdump(), "cuobjdump")).targets
-    assert found is not None and found.names() == targets_of(archguard_list(root))
+    assert found is not None and found.names() == targets_of(archguard_list(root, env))
     so.unlink()
     # PEP 660 editable build (what `pip install -e .` runs), without installing anything
     code = (
         "from setuptools import build_meta as b; import sys; print(b.build_editable(sys.argv[1]))"
     )
-    proc = run_in(root, sys.executable, "-c", code, str(tmp_path / "ed"))
+    proc = run_in(root, sys.executable, "-c", code, str(tmp_path / "ed"), env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     editable = tmp_path / "ed" / proc.stdout.strip().splitlines()[-1]
-    assert wheel_record(editable)["effective"] == archguard_list(root)["effective"]
+    assert wheel_record(editable)["effective"] == archguard_list(root, env)["effective"]
 
 
 def test_cpu_only_torch_gets_its_own_clear_message(tmp_path: Path) -> None:
@@ -496,12 +535,15 @@ def test_cpu_only_torch_gets_its_own_clear_message(tmp_path: Path) -> None:
     assert "archguard: no CUDA sources among the extensions: no arch list to choose" in log
 
 
-def test_json_record_is_deterministic_across_builds(tmp_path: Path) -> None:
-    root = minicuda(tmp_path)
-    a = pip_wheel(root, tmp_path / "a", env=build_env(PYTHONHASHSEED="1"))
+def test_json_record_is_deterministic_across_builds(
+    default_minicuda: DefaultBuild, tmp_path: Path
+) -> None:
+    # a: the module's build of minicuda (PYTHONHASHSEED=1); b: the same tree built again
+    root, a, a_out, a_env = default_minicuda
+    assert a_env["PYTHONHASHSEED"] == "1"
     b = pip_wheel(root, tmp_path / "b", env=build_env(PYTHONHASHSEED="2"))
     assert a.returncode == 0 and b.returncode == 0
-    ra = zipfile.ZipFile(only_wheel(tmp_path / "a")).read("minicuda-1.0.dist-info/archguard.json")
+    ra = zipfile.ZipFile(only_wheel(a_out)).read("minicuda-1.0.dist-info/archguard.json")
     rb = zipfile.ZipFile(only_wheel(tmp_path / "b")).read("minicuda-1.0.dist-info/archguard.json")
     assert ra == rb
     assert json.loads(ra)["effective"] == archguard_list(root)["effective"]

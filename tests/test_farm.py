@@ -283,7 +283,7 @@ def _uv() -> str | None:
 @pytest.mark.skipif(_uv() is None, reason="no uv (pip install uv)")
 @needs_cu130
 def test_uv_extra_build_dependencies_bring_archguard_into_an_isolated_build(
-    tmp_path: Path,
+    archguard_built: Path, tmp_path: Path
 ) -> None:
     """uv's extra-build-dependencies, from a uv.toml the farm passes with --config-file: an
     isolated build of a package that never names archguard, with archguard and the pinned
@@ -292,11 +292,12 @@ def test_uv_extra_build_dependencies_bring_archguard_into_an_isolated_build(
     pip's cache already holds torch."""
     if os.environ.get("AG_TEST_SKIP_ISOLATED") == "1":
         pytest.skip("AG_TEST_SKIP_ISOLATED=1 (the isolated build installs torch again)")
-    from realtools import archguard_wheel
-
     version = torch_version()
     wheels = tmp_path / "wheels"
-    ours = archguard_wheel(wheels)
+    wheels.mkdir()
+    # the session's one build of torch-archguard (conftest's archguard_built), copied: pip
+    # download adds torch and the rest to this directory
+    ours = Path(shutil.copy2(archguard_built, wheels))
     download = subprocess.run(  # torch, archguard's own requirements, setuptools
         [
             sys.executable,

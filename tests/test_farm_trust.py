@@ -218,12 +218,13 @@ def wait_for_line(path: Path, pattern: str, proc: subprocess.Popen[str]) -> None
 
 
 # Six moments over a run of 2 packages x 2 cells (each run resumes what the last left):
-MOMENTS = [
-    (r"cell torch2\.13: making its environment", 3.0),  # uv installing the cell's torch
-    (r"\[1/4\] alpha in torch2\.13: building", 6.0),  # nvcc compiling
-    (r"\[1/4\] alpha in torch2\.13: built in", 0.0),  # its record written, the site publishing
-    (r"\[2/4\] alpha in torch2\.14: building", 0.5),  # pip starting, in a fresh cell
-    (r"\[3/4\] beta in torch2\.13: built in", 0.0),
+MOMENTS: list[tuple[str, float, tuple[str, str] | None]] = [
+    (r"cell torch2\.13: making its environment", 3.0, None),  # uv installing the cell's torch
+    (r"\[1/4\] alpha in torch2\.13: building", 6.0, None),  # nvcc compiling
+    # its record written, the site publishing
+    (r"\[1/4\] alpha in torch2\.13: built in", 0.0, None),
+    (r"\[2/4\] alpha in torch2\.14: building", 0.5, None),  # pip starting, in a fresh cell
+    (r"\[3/4\] beta in torch2\.13: built in", 0.0, None),
     # pip done, the wheel's read-back and auditwheel running (after what its log says last)
     (
         r"\[4/4\] beta in torch2\.14: building",

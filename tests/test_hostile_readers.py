@@ -31,10 +31,12 @@ T = TypeVar("T")
 
 
 def within_bound(read: Callable[[], T]) -> T:
-    start = time.perf_counter()
+    """``read()``, in under BOUND seconds of this process's CPU (the suite shares the cores
+    with builds: wall time would measure them too)."""
+    start = time.process_time()
     result = read()
-    took = time.perf_counter() - start
-    assert took < BOUND, f"took {took:.2f} s"
+    took = time.process_time() - start
+    assert took < BOUND, f"took {took:.2f} s of CPU"
     return result
 
 

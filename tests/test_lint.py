@@ -550,6 +550,7 @@ def test_cuda_version_after_a_header_no_probe_knows_is_undecided_and_says_which(
     assert [f.device.cc for f in report.findings] == [(8, 9)]
 
 
+@pytest.mark.slow  # the probe runs nvcc -E once per header: 547 runs, over a minute on 2 cores
 @needs_nvcc
 @needs_cuda_torch
 @needs_cu130  # the bundled table was probed with torch cu130 and nvcc 13.0

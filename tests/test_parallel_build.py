@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from realtools import (
+    EXAMPLE_80,
     REPO,
+    Built,
     build_env,
     cli,
     copy_tree,
@@ -137,16 +139,21 @@ _SUMMARY = (
 )
 
 
-def test_explain_and_the_build_of_the_example_agree_on_who_decided(tmp_path: Path) -> None:
+def test_explain_and_the_build_of_the_example_agree_on_who_decided(
+    example_80: Built, tmp_path: Path
+) -> None:
     """MAX_JOBS=0 on example_package, whose setup.py gives nvcc `--threads 2`: explain (which
     reads setup.py's flag lists, never runs it) and the build (which reads the extension's
-    flags) both ignore MAX_JOBS, give nvcc the package's 2 threads and choose the jobs."""
+    flags) both ignore MAX_JOBS, give nvcc the package's 2 threads and choose the jobs. The
+    build is conftest's example_80 (8.0, farm mode, MAX_JOBS=0, shared with
+    tests/test_user_side.py); explain reads a fresh copy with the same settings."""
+    assert EXAMPLE_80["MAX_JOBS"] == "0" and EXAMPLE_80["ARCHGUARD_ENABLE"] == "1"
     root = copy_tree(REPO / "example_package", tmp_path / "example_package")
-    env = build_env(ARCHGUARD_ENABLE="1", ARCHGUARD_ARCH_LIST="8.0", MAX_JOBS="0")
+    env = build_env(**EXAMPLE_80)
     explain = cli("explain", "--project", str(root), env=env)
     said = re.search(r"Build parallelism here: " + _SUMMARY, " ".join(explain.stdout.split()))
     assert said, explain.stdout
-    proc = pip_wheel(root, tmp_path / "out", env=env)
+    proc, _ = example_80
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-5000:]
     did = re.search(r"archguard: parallel: extension archguard_example\._C: " + _SUMMARY, log)

@@ -92,8 +92,11 @@ print(json.dumps({
 """
 
 
-@pytest.fixture
-def observed(tmp_path: Path) -> dict[str, Any]:
+@pytest.fixture(scope="module")
+def observed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One observed run (a fresh interpreter importing torch, probing nvcc), which the three
+    tests below read; none of them changes it."""
+    tmp_path = tmp_path_factory.mktemp("observed")
     project = tmp_path / "proj"
     project.mkdir()
     (project / "pyproject.toml").write_text(

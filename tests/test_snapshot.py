@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from realtools import (
     needs_cuda_torch,
     needs_cuobjdump,
     not_fetched,
+    run_main,
     torch_cuda,
     torch_dir,
     torch_version,
@@ -27,9 +29,31 @@ from realtools import (
 pytestmark = [needs_cuda_torch, needs_cuobjdump]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _one_probe_of_the_installed_torch() -> Iterator[None]:
+    """The installed torch's binaries read once (cuobjdump over every CUDA library: the slow
+    part) for the three `probe-torch` runs of it here, each run in this process (run_main)
+    through the command line as a user runs it; the reading is the same each time, what each
+    renders from it (the table, the policy, text or JSON) is its own."""
+    from archguard.detect import torchlibs
+
+    real = torchlibs.probe
+    read: dict[tuple[Path, str], torchlibs.TorchProbe] = {}
+
+    def probe(path: Path, cuobjdump: str) -> torchlibs.TorchProbe:
+        key = (Path(path).resolve(), cuobjdump)
+        if key not in read:
+            read[key] = real(path, cuobjdump)
+        return read[key]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(torchlibs, "probe", probe)
+        yield
+
+
 @pytest.fixture(scope="module")
 def installed() -> dict[str, Any]:
-    proc = cli("probe-torch", str(torch_dir()), "--check", "--format", "json")
+    proc = run_main("probe-torch", str(torch_dir()), "--check", "--format", "json")
     assert proc.returncode in (0, 1), proc.stderr
     return json.loads(proc.stdout)  # type: ignore[no-any-return]
 
@@ -72,7 +96,7 @@ def test_a_table_that_differs_fails_check_and_names_the_difference(tmp_path: Pat
     policy.write_text(
         f"schema: 1\nrows:\n  {tag}: {{arch_list: '8.0;9.0;11.0;12.0', reason: farm}}\n"
     )
-    proc = cli(
+    proc = run_main(
         "probe-torch",
         str(torch_dir()),
         "--check",

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from realtools import REPO, archguard_wheel, build_env
+from realtools import REPO, build_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.network]  # a fresh venv installs setuptools
 
@@ -106,12 +106,12 @@ def fresh_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_unrelated_packages_build_identically_with_archguard_installed(
-    fresh_python: Path, tmp_path: Path
+    fresh_python: Path, archguard_built: Path, tmp_path: Path
 ) -> None:
     work = tmp_path / "w"
     without = build_all(fresh_python, work, "without")
     assert without["purepy"][0] == 0 and without["cext"][0] == 0 and without["cfgonly"][0] == 0
-    archguard = archguard_wheel(tmp_path / "wh")
+    archguard = archguard_built  # the session's one build of torch-archguard (conftest)
     subprocess.run(
         [str(fresh_python), "-m", "pip", "install", "-q", str(archguard)],
         check=True,

@@ -2,9 +2,10 @@
 the binaries as read back, written through variantlib and read back with it) and
 `archguard doctor` (for a machine's GPUs, the image each installed package loads).
 
-The example is built once per session (conftest's ``example_noiso``, the full cu130 row);
-the arch-specific and record-less wheels are tiny torch-free kernels. GPUs are named with
-``--device`` (no GPU here); ``doctor --path DIR`` reads a ``pip install --target DIR``."""
+The example is built once per session (conftest's ``example_noiso``, the full cu130 row;
+``example_80``, one arch with stubs off); the arch-specific and record-less wheels are tiny
+torch-free kernels. GPUs are named with ``--device`` (no GPU here); ``doctor --path DIR``
+reads a ``pip install --target DIR``."""
 
 from __future__ import annotations
 
@@ -18,11 +19,10 @@ from pathlib import Path
 import pytest
 
 from realtools import (
+    EXAMPLE_80,
     HOPPER,
-    REPO,
     Built,
     build_env,
-    copy_tree,
     extension,
     module_c,
     needs_cuda_torch,
@@ -88,8 +88,17 @@ def hopper_wheel(tmp: Path, nvcc: list[str], record: bool = True) -> Path:
     return only_wheel(tmp / "out")
 
 
-def test_an_sm_90a_only_wheel_gets_the_explicit_note(tmp_path: Path) -> None:
-    wheel = hopper_wheel(tmp_path, ["-gencode", "arch=compute_90a,code=sm_90a"])
+@pytest.fixture(scope="module")
+def sm90a_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sm_90a-only wheel (with its record), built once for the two tests that read it
+    (each writes only beside it)."""
+    return hopper_wheel(
+        tmp_path_factory.mktemp("sm90a"), ["-gencode", "arch=compute_90a,code=sm_90a"]
+    )
+
+
+def test_an_sm_90a_only_wheel_gets_the_explicit_note(sm90a_wheel: Path, tmp_path: Path) -> None:
+    wheel = sm90a_wheel
     made = run_main("variant", str(wheel), "-o", str(tmp_path / "v"))
     assert made.returncode == 0, made.stdout + made.stderr
     assert "holds sm_90a: the provider's vocabulary has no a/f values" in made.stdout
@@ -98,8 +107,10 @@ def test_an_sm_90a_only_wheel_gets_the_explicit_note(tmp_path: Path) -> None:
     assert variant_properties(variant) == [f"nvidia :: cuda_version_lower_bound :: {torch_cuda()}"]
 
 
-def test_a_wheel_whose_binaries_disagree_with_its_record_is_refused(tmp_path: Path) -> None:
-    wheel = hopper_wheel(tmp_path, ["-gencode", "arch=compute_90a,code=sm_90a"])
+def test_a_wheel_whose_binaries_disagree_with_its_record_is_refused(
+    sm90a_wheel: Path, tmp_path: Path
+) -> None:
+    wheel = sm90a_wheel
     forged = tmp_path / "forged" / wheel.name
     forged.parent.mkdir()
     with zipfile.ZipFile(wheel) as src, zipfile.ZipFile(forged, "w") as dst:
@@ -167,18 +178,18 @@ def test_doctor_reads_a_wheel_built_without_archguard_from_its_binaries(tmp_path
 
 
 def test_doctor_names_the_fp8_trap_from_the_lint_where_the_build_did_not_disassemble(
-    tmp_path: Path,
+    example_80: Built, tmp_path: Path
 ) -> None:
     """A farm without nvdisasm (here ARCHGUARD_STUBS=0, the same record): the wheel has no
     stub classification, and doctor takes the build's recorded lint hazards for the image the
-    GPU loads, and says that is what it used."""
-    src = copy_tree(REPO / "example_package", tmp_path / "src")
-    env = build_env(ARCHGUARD_ARCH_LIST="8.0", ARCHGUARD_STUBS="0")
-    proc = pip_wheel(src, tmp_path / "out", env=env)
+    GPU loads, and says that is what it used. The example at 8.0 with ARCHGUARD_STUBS=0 is
+    conftest's example_80 (shared with tests/test_parallel_build.py)."""
+    assert EXAMPLE_80["ARCHGUARD_ARCH_LIST"] == "8.0" and EXAMPLE_80["ARCHGUARD_STUBS"] == "0"
+    proc, out = example_80
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-4000:]
     assert "stubs: off (ARCHGUARD_STUBS)" in log
-    wheel = only_wheel(tmp_path / "out")
+    wheel = only_wheel(out)
     site = install(wheel, tmp_path / "site")
     ada = doctor("--path", str(site), "--device", "8.9")
     assert ada.returncode == 0, ada.stdout + ada.stderr
