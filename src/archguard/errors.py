@@ -160,6 +160,14 @@ class CellEnvironmentFailed(ArchguardError):
     code = "cell-environment-failed"
 
 
+class ContainerRuntimeMissing(ArchguardError):
+    """A farm cell names ``container = "IMAGE"`` and neither docker nor podman is on
+    ``PATH`` to run its jobs in that image (``farm plan`` and ``farm run`` refuse it before
+    anything is made)."""
+
+    code = "container-runtime-missing"
+
+
 class ToolError(ArchguardError):
     """A tool archguard runs for a build or a watch (pip resolving or installing a package's
     build requirements, pip downloading a wheel) exited with an error: its own last lines are
@@ -254,6 +262,7 @@ ALL_ERRORS: tuple[type[ArchguardError], ...] = (
     IndexUnreachable,
     ReleaseNotFetched,
     CellEnvironmentFailed,
+    ContainerRuntimeMissing,
     ToolError,
     SiteUnreadable,
     PipTooOld,

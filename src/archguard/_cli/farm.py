@@ -23,6 +23,7 @@ def cmd_farm(args: argparse.Namespace) -> int:
             args.assemble,
             args.jobs,
             args.wait,
+            args.in_container,
         )
         status, text = run_farm(args.manifest, options)
         write(text)

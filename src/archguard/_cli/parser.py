@@ -385,6 +385,12 @@ def _farm_plan_command(sub: Subparsers) -> None:
         action="store_true",
         help="when another run holds SITE, wait for it (default: refuse, naming it)",
     )
+    run.add_argument(
+        "--in-container",
+        action="store_true",
+        help="this runner is the cells' image (farm workflow's build jobs): run the jobs of "
+        "a cell with a container here, not in docker or podman",
+    )
     check = steps.add_parser(
         "verify",
         help="re-read every wheel a site's indexes publish against the index and its job record",

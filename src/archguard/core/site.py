@@ -38,6 +38,10 @@ class SiteWheel:
     # the toolkit that compiled it, where its minor is not the line's ("13.5"): its PTX
     # JIT-compiles only on a driver for that CUDA or newer
     compiled_with: str | None = None
+    # what its platform tag asks of a machine: the glibc ("2.28"; None: not a manylinux
+    # tag) and in words, "glibc >= 2.28 (RHEL 8, Ubuntu 20.04 and newer)"
+    glibc: str | None = None
+    platform_floor: str | None = None
 
 
 @dataclass(frozen=True)
@@ -118,6 +122,8 @@ def parse_site(data: object, where: str, error: type[Exception]) -> Site:
                 _text(w, "record", at, error),
                 _text(w, "path", at, error),
                 _maybe(w, "compiled_with"),
+                _maybe(w, "glibc"),
+                _maybe(w, "platform_floor"),
             )
         )
     return Site(

@@ -160,3 +160,76 @@ def floor_note(glibc: tuple[int, int] | None) -> str | None:
         "may find no wheel of this farm's. Build where torch is built: `archguard farm "
         "workflow` runs its jobs in pytorch/manylinux2_28-builder:cudaX.Y."
     )
+
+
+# The glibc of each long-term release of the two distributions a farm's users name most:
+# a wheel whose tag needs glibc X.Y installs on the first of each at or above it, and later.
+DISTRIBUTIONS: tuple[tuple[str, tuple[tuple[str, tuple[int, int]], ...]], ...] = (
+    ("RHEL", (("7", (2, 17)), ("8", (2, 28)), ("9", (2, 34)), ("10", (2, 39)))),
+    (
+        "Ubuntu",
+        (
+            ("14.04", (2, 19)),
+            ("16.04", (2, 23)),
+            ("18.04", (2, 27)),
+            ("20.04", (2, 31)),
+            ("22.04", (2, 35)),
+            ("24.04", (2, 39)),
+        ),
+    ),
+)
+# PEP 600's aliases: the legacy manylinux tags and the glibc each promises
+_LEGACY = {"manylinux1": (2, 5), "manylinux2010": (2, 12), "manylinux2014": (2, 17)}
+
+
+def platform_glibc(platform: str) -> tuple[int, int] | None:
+    """The glibc a wheel's platform tag needs (``manylinux_2_28_x86_64`` -> (2, 28),
+    ``manylinux2014_x86_64`` -> (2, 17)); a compressed set (``a.b``) needs the lowest of its
+    tags; None where no tag is manylinux (``linux_x86_64``, musllinux)."""
+    found = []
+    for tag in platform.split("."):
+        legacy = next((v for k, v in _LEGACY.items() if tag.startswith(f"{k}_")), None)
+        parts = tag.split("_")
+        if legacy is not None:
+            found.append(legacy)
+        elif (
+            parts[0] == "manylinux" and len(parts) > 3 and parts[1].isdigit() and parts[2].isdigit()
+        ):
+            found.append((int(parts[1]), int(parts[2])))
+    return min(found) if found else None
+
+
+def glibc_floor_text(glibc: tuple[int, int]) -> str:
+    """``glibc >= 2.28 (RHEL 8, Ubuntu 20.04 and newer)``: the glibc and the first long-term
+    release of each distribution that has it."""
+    first = []
+    for name, releases in DISTRIBUTIONS:
+        release = next((r for r, has in releases if has >= glibc), None)
+        if release is not None:
+            first.append(f"{name} {release}")
+    where = (
+        f" ({', '.join(first)} and newer)"
+        if first
+        else " (newer than every RHEL and Ubuntu LTS release archguard knows)"
+    )
+    return f"glibc >= {glibc[0]}.{glibc[1]}{where}"
+
+
+def platform_floor(platform: str) -> str:
+    """What a wheel's platform tag asks of a machine, in words: its glibc floor and the
+    distributions at or above it, and, above torch's own ``manylinux_2_28``, which machines
+    install torch and not the wheel; a tag that is not manylinux says so."""
+    glibc = platform_glibc(platform)
+    if glibc is None:
+        return (
+            f"no glibc floor stated: {platform} is not a manylinux tag (not repaired: it "
+            "needs at least its builder's glibc)"
+        )
+    text = glibc_floor_text(glibc)
+    if glibc > TORCH_FLOOR:
+        text += (
+            f"; above torch's own manylinux_{TORCH_FLOOR[0]}_{TORCH_FLOOR[1]}: a machine with "
+            f"glibc {TORCH_FLOOR[0]}.{TORCH_FLOOR[1]}-{glibc[0]}.{glibc[1] - 1} installs torch "
+            "and not this wheel"
+        )
+    return text

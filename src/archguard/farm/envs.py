@@ -11,21 +11,34 @@ import contextlib
 import json
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import metadata
 from pathlib import Path
 
 from archguard._fs import write_atomic
 from archguard.detect.tools import run
 from archguard.errors import CellEnvironmentFailed, ConfigError
+from archguard.farm.container import CellContainer
 from archguard.farm.identity import code_digest, held
 from archguard.farm.manifest import Cell
 from archguard.farm.records import STATE, say
 
+Wrap = Callable[[list[str]], list[str]]  # a command as it runs: here, or in a cell's container
+
+
+def wrap_for(container: CellContainer | None) -> Wrap:
+    """How the cell's commands run: as they are, or in its container."""
+    return list if container is None else container.argv
+
+
+def uv_path() -> str | None:
+    """uv beside this Python, else on PATH; None: not installed."""
+    here = Path(sys.executable).parent / "uv"
+    return str(here) if here.is_file() else shutil.which("uv")
+
 
 def _uv() -> str:
-    here = Path(sys.executable).parent / "uv"
-    found = str(here) if here.is_file() else shutil.which("uv")
+    found = uv_path()
     if not found:
         raise ConfigError(
             "archguard farm run makes each cell's environment with uv, which is not "
@@ -59,11 +72,17 @@ def archguard_requirement(extras: Sequence[str] = FARM) -> str:
     return f"{name}=={dist.version}"
 
 
-def cell_venv(cell: Cell, site: Path, extras: Sequence[str] = FARM) -> Path:
+def cell_venv(
+    cell: Cell,
+    site: Path,
+    extras: Sequence[str] = FARM,
+    container: CellContainer | None = None,
+) -> Path:
     """The cell's Python, in an environment made once and reused while the cell (and the
     archguard ``extras`` it needs: :func:`cell_extras`) is the same (uv's cache makes the
     next cell's torch a link, not a download). An extra it cannot have is refused here,
-    before any job of the cell compiles."""
+    before any job of the cell compiles. With ``container`` (the cell's image), uv runs in
+    it, so the environment is made from the image's Python and runs only there."""
     root = site / STATE / "envs" / cell.name
     python = root / "bin" / "python"
     requirement = archguard_requirement(extras)
@@ -72,19 +91,23 @@ def cell_venv(cell: Cell, site: Path, extras: Sequence[str] = FARM) -> Path:
         sort_keys=True,
     )
     marker = root / "archguard-cell.json"
-    if python.is_file() and marker.is_file() and marker.read_text() == wanted:
+    # made in a container, its python links to the image's: there, not here
+    made = python.is_file() or python.is_symlink()
+    if made and marker.is_file() and marker.read_text() == wanted:
         return python
-    if cell.interpreter and not Path(cell.interpreter).is_file():
+    wrap = wrap_for(container)
+    if cell.interpreter and container is None and not Path(cell.interpreter).is_file():
         raise ConfigError(
             f"cell {cell.name}: interpreter = {cell.interpreter!r} is not on this machine; "
             f"give the path of a Python {cell.python} here, or leave interpreter out (uv then "
             "finds one on PATH)."
         )
     uv = _uv()
-    say(f"cell {cell.name}: making its environment (Python {cell.python}, {cell.torch})")
+    inside = f", in {cell.container}" if container is not None else ""
+    say(f"cell {cell.name}: making its environment (Python {cell.python}, {cell.torch}{inside})")
     if root.exists():
         shutil.rmtree(root)
-    _make_venv(uv, cell, root)
+    _make_venv(uv, cell, root, wrap)
     where = [f"--index-url={cell.index_url}"] if cell.index_url else []
     where += [f"--extra-index-url={u}" for u in cell.extra_index_urls]
     where += [f"--find-links={u}" for u in cell.find_links]
@@ -105,18 +128,20 @@ def cell_venv(cell: Cell, site: Path, extras: Sequence[str] = FARM) -> Path:
             "ninja",
         ],
         f"uv pip install for {cell.name} ({cell.torch}, {requirement}{why})",
+        wrap,
     )
-    _check_extras(cell, python, extras)
+    _check_extras(cell, python, extras, wrap)
     write_atomic(marker, wanted)  # last, and whole: a killed run leaves no marker
     return python
 
 
-def _make_venv(uv: str, cell: Cell, root: Path) -> None:
+def _make_venv(uv: str, cell: Cell, root: Path, wrap: Wrap = list) -> None:
     """The cell's bare environment at ``root``, of the cell's Python."""
     try:
         _run(
             [uv, "venv", "--seed", "--python", cell.interpreter or cell.python, str(root)],
             f"uv venv for {cell.name}",
+            wrap,
         )
     except CellEnvironmentFailed as exc:
         if cell.interpreter:
@@ -127,8 +152,9 @@ def _make_venv(uv: str, cell: Cell, root: Path) -> None:
         ) from None
     python = root / "bin" / "python"
     made = run(
-        [str(python), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+        wrap([str(python), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"]),
         CellEnvironmentFailed,
+        None,  # a container's first run may pull its image
     ).stdout.strip()
     if made != cell.python:
         raise CellEnvironmentFailed(
@@ -174,11 +200,11 @@ print(json.dumps(out))
 """
 
 
-def _check_extras(cell: Cell, python: Path, extras: Sequence[str]) -> None:
+def _check_extras(cell: Cell, python: Path, extras: Sequence[str], wrap: Wrap = list) -> None:
     """Each of archguard's ``extras`` in the made cell, whole (uv installs a release that
     lacks an extra with only a warning): :class:`CellEnvironmentFailed` naming what lacks."""
     wanted = {e: list(IMPORTS.get(e, ())) for e in extras}
-    proc = run([str(python), "-c", _CHECK, json.dumps(wanted)], CellEnvironmentFailed)
+    proc = run(wrap([str(python), "-c", _CHECK, json.dumps(wanted)]), CellEnvironmentFailed)
     try:
         missing = json.loads(proc.stdout) if proc.returncode == 0 else None
     except ValueError:
@@ -199,8 +225,8 @@ def _check_extras(cell: Cell, python: Path, extras: Sequence[str]) -> None:
         )
 
 
-def _run(argv: list[str], what: str) -> None:
-    proc = run(argv, CellEnvironmentFailed, None)  # uv fetching a cell's torch: no time limit
+def _run(argv: list[str], what: str, wrap: Wrap = list) -> None:
+    proc = run(wrap(argv), CellEnvironmentFailed, None)  # uv fetching a cell's torch: no limit
     if proc.returncode != 0:
         tail = "\n".join(proc.stderr.strip().splitlines()[-6:])
         raise CellEnvironmentFailed(f"{what} failed (exit {proc.returncode}):\n{tail}")
@@ -209,10 +235,10 @@ def _run(argv: list[str], what: str) -> None:
 HELD = "archguard-held.json"
 
 
-def record_held(python: Path) -> dict[str, str | None]:
+def record_held(python: Path, container: CellContainer | None = None) -> dict[str, str | None]:
     """What the cell's environment of ``python`` holds now (read every run: an environment
     changed by hand is a new input), kept beside it for ``farm plan --site``."""
-    found = held(python)
+    found = held(python, wrap_for(container))
     with contextlib.suppress(OSError):  # only plan's display reads it
         write_atomic(python.parent.parent / HELD, json.dumps(found, sort_keys=True))
     return found

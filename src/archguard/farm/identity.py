@@ -10,7 +10,7 @@ import contextlib
 import hashlib
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from archguard.detect.nvcc import find_nvcc
@@ -176,11 +176,12 @@ print(json.dumps(out))
 """
 
 
-def held(python: Path) -> dict[str, str | None]:
+def held(python: Path, wrap: Callable[[list[str]], list[str]] = list) -> dict[str, str | None]:
     """What the environment of ``python`` really holds: its Python's exact version, the torch
     distribution's version and ``torch.__version__`` (with its local label, ``+cu130``), and
-    torch's CUDA; read from the installed files, without importing torch."""
-    proc = run([str(python), "-c", HELD_PROBE], ConfigError, QUERY_TIMEOUT_S)
+    torch's CUDA; read from the installed files, without importing torch. ``wrap``: how the
+    command runs (in the cell's container, where its environment was made)."""
+    proc = run(wrap([str(python), "-c", HELD_PROBE]), ConfigError, QUERY_TIMEOUT_S)
     try:
         data = json.loads(proc.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):

@@ -22,6 +22,7 @@ from archguard._fs import own_directory
 from archguard.binaries.facts import WheelFacts
 from archguard.detect.fetch import cache_root, checked_out, is_release
 from archguard.errors import ArchguardError, ConfigError
+from archguard.farm.container import CellContainer
 from archguard.farm.identity import JUNK_DIRS
 from archguard.farm.manifest import Package
 from archguard.farm.plan import Job
@@ -90,16 +91,19 @@ def _tree_copy(tree: Path, digest: str) -> Iterator[Path]:
 
 
 @contextlib.contextmanager
-def _source(job: Job, python: Path, env: Mapping[str, str]) -> Iterator[tuple[Path, str]]:
+def _source(job: Job, python: Path | None, env: Mapping[str, str]) -> Iterator[tuple[Path, str]]:
     """The directory to build, this job's alone until the block ends, and, for a release,
-    the sha256 prefix of the sdist it fetched (its unpacked path, ``<cache>/src/<prefix>``)."""
+    the sha256 prefix of the sdist it fetched (its unpacked path, ``<cache>/src/<prefix>``),
+    by ``python``'s pip (None: this archguard's, for a cell whose Python runs in its
+    container). Both under archguard's cache, which a cell's container mounts."""
     package = job.package
     digest = job.inputs.get("source", {}).get("tree")
     if isinstance(digest, str):
         with _tree_copy(Path(package.source), digest) as tree:
             yield tree, ""
         return
-    with checked_out(package.source, package.sha256, python=str(python), env=env) as out:
+    pip = str(python) if python is not None else None
+    with checked_out(package.source, package.sha256, python=pip, env=env) as out:
         yield out.tree, (out.sha256[:16] if is_release(package.source) else "")
 
 
@@ -124,9 +128,15 @@ def _pool_verified(outcome: Outcome, site: Path, variants: bool) -> None:
     outcome.details = pooled
 
 
-def run_job(job: Job, python: Path, options: JobRun, extra_env: dict[str, str]) -> Outcome:
+def run_job(
+    job: Job,
+    python: Path,
+    options: JobRun,
+    extra_env: dict[str, str],
+    container: CellContainer | None = None,
+) -> Outcome:
     """One job: its source (its own directory while it builds), then archguard wheel in its
-    cell; its verified wheels pooled."""
+    cell (in the cell's ``container`` where it names one); its verified wheels pooled."""
     site = options.site
     log = _log(site, job)
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -136,12 +146,13 @@ def run_job(job: Job, python: Path, options: JobRun, extra_env: dict[str, str]) 
     started = time.monotonic()
     with contextlib.ExitStack() as held:
         try:
-            tree, outcome.fetched = held.enter_context(_source(job, python, extra_env))
+            fetcher = python if container is None else None
+            tree, outcome.fetched = held.enter_context(_source(job, fetcher, extra_env))
         except (ArchguardError, OSError) as exc:
             outcome.why = exc.message if isinstance(exc, ArchguardError) else str(exc)
             log.write_text(outcome.why + "\n")
             return outcome
-        proc = _build(job, tree, python, options, extra_env)
+        proc = _build(job, tree, python, options, extra_env, container=container)
         outcome.seconds = time.monotonic() - started
         try:
             report = json.loads(proc.stdout)
@@ -171,10 +182,17 @@ def _log(site: Path, job: Job) -> Path:
     return site / job.cell.name / "logs" / f"{job.package.name}.log"
 
 
-def _build(
-    job: Job, tree: Path, python: Path, options: JobRun, extra_env: dict[str, str]
+def _build(  # noqa: PLR0913 - the job, its tree, its cell's Python and container, the run's
+    job: Job,
+    tree: Path,
+    python: Path,
+    options: JobRun,
+    extra_env: dict[str, str],
+    *,
+    container: CellContainer | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """``archguard wheel`` of ``tree`` in the job's cell, its stderr in the job's log."""
+    """``archguard wheel`` of ``tree`` in the job's cell, its stderr in the job's log; in
+    the cell's ``container``, with the job's environment and the files it names mounted."""
     site = options.site
     # the job's own folder: jobs side by side never see each other's wheels (archguard wheel
     # tells its wheels by what appeared in its folder); verified wheels move to the pool
@@ -189,11 +207,17 @@ def _build(
         argv.append("--repair")
     for requirement in job.package.build_requires:
         argv += ["--build-requires", requirement]
-    env = {**os.environ, "SOURCE_DATE_EPOCH": SOURCE_DATE_EPOCH, **extra_env}
+    own_env = {"SOURCE_DATE_EPOCH": SOURCE_DATE_EPOCH, **extra_env}
     if options.variants:
-        env["ARCHGUARD_WHEEL_VARIANT"] = "1"
+        own_env["ARCHGUARD_WHEEL_VARIANT"] = "1"
     if options.policy:
-        env["ARCHGUARD_POLICY"] = str(Path(options.policy).resolve())
+        own_env["ARCHGUARD_POLICY"] = str(Path(options.policy).resolve())
+    env = {**os.environ, **own_env}
+    if container is not None:  # the files the job names, where the container sees them
+        named = [own_env.get("ARCHGUARD_POLICY"), str(tree)]
+        if job.package.config is not None and job.package.config.policy is not None:
+            named.append(str(job.package.config.policy))
+        argv = container.argv(argv, own_env, [n for n in named if n])
     with _log(site, job).open("w") as out:
         return subprocess.run(
             argv, stdout=subprocess.PIPE, stderr=out, text=True, env=env, check=False

@@ -30,6 +30,8 @@ CELL_KEYS = {
     "extra-index-url": "more indexes",
     "find-links": "directories or pages of wheels",
     "installer-options": "more options for the installer (uv pip install ...)",
+    "container": "an image to build the cell's jobs in with docker or podman, e.g. "
+    '"pytorch/manylinux2_28-builder:cuda13.0" (its glibc is the wheels\' platform floor)',
 }
 FAMILY_KEYS = {
     "name": "a prefix for its cells' names (default: none): <prefix>-cu130-torch2.13-py311",
@@ -74,9 +76,12 @@ class Cell:
     installer_options: tuple[str, ...] = ()
     interpreter: str | None = None  # a path; None: uv finds Python X.Y
     rule: str | None = None  # the [[cells]] rule that made it (never an input of a job)
+    container: str | None = None  # an image its jobs run in (docker or podman)
 
     def as_json(self) -> dict[str, object]:
         where = {"interpreter": self.interpreter} if self.interpreter else {}
+        if self.container:  # an input of every job of the cell: a new image builds again
+            where["container"] = self.container
         return {
             **where,
             "name": self.name,
@@ -273,7 +278,22 @@ def _cell(table: dict[str, Any], index: int, path: Path, problems: Problems) -> 
         _texts(table, "find-links", where, problems),
         _texts(table, "installer-options", where, problems),
         _interpreter(table, path, where, problems),
+        container=_container(table, where, problems),
     )
+
+
+def _container(table: dict[str, Any], where: str, problems: Problems) -> str | None:
+    """The cell's image (``container = "IMAGE"``): a non-empty string without spaces; whether
+    docker or podman can run it is checked where the plan is made (``farm.container``)."""
+    text = _text(table, "container", where, problems)
+    if text is not None and (any(c.isspace() for c in text) or text.startswith("-")):
+        problems.add(
+            f"container = {text!r} is not an image name: write one image reference, e.g. "
+            '"pytorch/manylinux2_28-builder:cuda13.0"',
+            where,
+        )
+        return None
+    return text
 
 
 def _family(table: dict[str, Any], index: int, path: Path, problems: Problems) -> CellFamily | None:

@@ -1,7 +1,7 @@
 """``SITE/index.html``: every package x cell of the manifest, built or why not, with each
-wheel's facts (verified, its coverage tiers, what it binds to, its platform, its sha256 and
-the job record it came from), the install command of each cell's index, and, while a run goes,
-how many jobs are done."""
+wheel's facts (verified, its coverage tiers, what it binds to, its platform and the glibc
+floor that asks of a machine, its sha256 and the job record it came from), the install
+command of each cell's index, and, while a run goes, how many jobs are done."""
 
 from __future__ import annotations
 
@@ -14,9 +14,11 @@ from archguard.core.coverage import Tier, coverage, known_devices
 from archguard.core.cuda import CudaVersion
 from archguard.core.site import Site
 from archguard.core.toolkit import known_arches
+from archguard.detect.machine import platform_floor
 from archguard.farm.finder import finder_html
 from archguard.farm.manifest import Cell, Manifest
 from archguard.farm.records import POOL, Outcome, write_atomic
+from archguard.farm.wheelmeta import platform_of
 
 
 def tiers(targets: Sequence[str], cuda: CudaVersion) -> dict[Tier, list[str]]:
@@ -44,8 +46,10 @@ def _wheel_html(cell: Cell, name: str, outcome: Outcome) -> str:
         f"job {html.escape(outcome.job)}</a></span>"
     )
     w = next((d for d in outcome.details if d.name == name), None)
-    if w is None:  # served by another cell's wheel: its facts are on that cell's entry
-        return link
+    platform = platform_of(name)  # the tag pip judges: its name's
+    floor = f"platform {platform}: {platform_floor(platform)}"
+    if w is None:  # served by another cell's wheel: its other facts are on that cell's entry
+        return f'{link}<ul class="facts"><li>{html.escape(floor)}</li></ul>'
     targets = list(w.targets)
     by_tier = tiers(targets, cell.cuda)
     verified = "verified" if w.ok else "NOT verified"
@@ -62,8 +66,7 @@ def _wheel_html(cell: Cell, name: str, outcome: Outcome) -> str:
         lines.append(f"ABI: {w.label_note}")
     if w.serves:
         lines.append(f"serves {w.serves} (stable ABI, abi3)")
-    if w.platform:
-        lines.append(f"platform {w.platform}")
+    lines.append(floor)
     rows = "".join(f"<li>{html.escape(line)}</li>" for line in lines)
     return f'{link}<ul class="facts">{rows}</ul>'
 

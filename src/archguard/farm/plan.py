@@ -28,6 +28,7 @@ from archguard.detect.fetch import cache_root, is_release
 from archguard.detect.machine import floor_note, glibc_version
 from archguard.detect.sources import file_sha256
 from archguard.errors import ArchguardError, ConfigError
+from archguard.farm.container import builder_image, require_runtime
 from archguard.farm.envs import known_held
 from archguard.farm.families import load_farm
 from archguard.farm.identity import code_digest, digest_of, git_describe, tree_digest
@@ -201,6 +202,7 @@ def render(
                 "torch": str(j.cell.torch),
                 "cuda": j.cell.cuda.text,
                 "arch_list": j.arch_list,
+                "container": builder_image(j.cell),
             }
             for j in built
         ]
@@ -221,6 +223,7 @@ def render(
                             "cell": j.cell.name,
                             "arch_list": j.arch_list,
                             "skipped": j.skipped or None,
+                            "container": j.cell.container,
                         }
                         for j in jobs
                     ],
@@ -245,7 +248,7 @@ def render(
     if held:
         lines.append("")
     floor = floor_note(glibc_version())
-    if floor:
+    if floor and any(not j.cell.container for j in jobs):  # a container's floor is its own
         lines += [f"  {floor}", ""]
     if ruled:
         said = "" if site is not None else " (farm plan --site SITE says which are new)"
@@ -256,7 +259,8 @@ def render(
     for j in jobs:
         what = j.arch_list if j.arch_list is not None else j.skipped
         lines.append(f"  {j.package.name:<24} {j.cell.name:<28} {what}")
-        lines.append(f"  {'':<24} {'':<28} job {j.id}")
+        inside = f" in {j.cell.container}" if j.cell.container else ""
+        lines.append(f"  {'':<24} {'':<28} job {j.id}{inside}")
     return "\n".join(lines) + "\n"
 
 
@@ -266,6 +270,7 @@ def plan_manifest(
     """The plan of a manifest file, rendered; with ``site``, what each cell's environment
     there held when a run last looked (the torch its jobs' records name)."""
     manifest = load_farm(path)
+    require_runtime(path, manifest.cells)  # a cell's container needs docker or podman here
     jobs = plan(manifest, policy, Flags(repair), cache_root())
     held = {}
     for cell in manifest.cells if site is not None else ():

@@ -27,7 +27,8 @@ from archguard.core.cuda import CudaVersion
 from archguard.detect.fetch import cache_root
 from archguard.detect.machine import floor_note, glibc_version
 from archguard.errors import ArchguardError, CellEnvironmentFailed, ConfigError
-from archguard.farm.envs import cell_extras, cell_venv, record_held
+from archguard.farm.container import CellContainer, cell_container, image_id, require_runtime
+from archguard.farm.envs import cell_extras, cell_venv, record_held, uv_path
 from archguard.farm.families import load_farm
 from archguard.farm.identity import archguard_environment, toolkit_identity
 from archguard.farm.jobs import JobRun, run_job
@@ -112,6 +113,7 @@ class RunOptions:
     assemble: bool = False  # build nothing: the indexes and the page from the jobs' records
     jobs: int = 1  # packages built at once
     wait: bool = False  # another run holds SITE: wait for it (default: refuse)
+    in_container: bool = False  # this runner is the cells' image (farm workflow's build jobs)
 
 
 def selected(jobs: Sequence[Job], only: str | None) -> list[Job]:
@@ -139,6 +141,7 @@ class _Run:
         self.total = len(jobs)
         self.done: dict[str, Outcome] = {}  # job id -> its outcome in this run
         self.pythons: dict[str, tuple[Path, dict[str, Any]]] = {}
+        self.containers: dict[str, CellContainer | None] = {}  # cell -> where it runs
         self.toolkits: dict[tuple[str, ...], dict[str, str]] = {}
         self.locks: dict[str, threading.Lock] = {}
         self.broken: dict[str, str] = {}  # cell -> why its environment could not be made
@@ -157,8 +160,10 @@ class _Run:
                 raise CellEnvironmentFailed(self.broken[cell.name])
             if cell.name not in self.pythons:
                 try:
-                    python = cell_venv(cell, self.site, cell_extras(self.manifest.variants))
-                    self.pythons[cell.name] = (python, dict(record_held(python)))
+                    box = self.container(cell)
+                    extras = cell_extras(self.manifest.variants)
+                    python = cell_venv(cell, self.site, extras, box)
+                    self.pythons[cell.name] = (python, dict(record_held(python, box)))
                 except ArchguardError as exc:
                     log = self.site / cell.name / "logs" / "environment.log"
                     write_atomic(log, exc.message + "\n")
@@ -169,6 +174,16 @@ class _Run:
                     )
                     raise CellEnvironmentFailed(self.broken[cell.name]) from None
             return self.pythons[cell.name]
+
+    def container(self, cell: Cell) -> CellContainer | None:
+        """Where the cell's commands run: its container, unless it names none or this
+        runner is already its image (``--in-container``)."""
+        if cell.name not in self.containers:
+            box = None
+            if not self.options.in_container:
+                box = cell_container(cell, self.site, self.manifest.path, uv_path())
+            self.containers[cell.name] = box
+        return self.containers[cell.name]
 
     def env(self, job: Job) -> dict[str, str]:
         """What the job's build adds to the environment: its package's switches, and with
@@ -184,8 +199,13 @@ class _Run:
         package's switches, which may name one) and what its cell's environment holds."""
         environ = {**os.environ, **job.package.env}
         key = tuple(environ.get(k, "") for k in ("CUDA_HOME", "CUDA_PATH", "PATH"))
+        box = self.containers.get(job.cell.name)
         with self.guard:
-            if key not in self.toolkits:
+            if box is not None:  # the image's toolkit: the image, by the id it has here
+                key = ("container", box.image)
+                if key not in self.toolkits:
+                    self.toolkits[key] = {"container": box.image, "id": image_id(box) or "unknown"}
+            elif key not in self.toolkits:
                 self.toolkits[key] = toolkit_identity(environ, cache_root())
             toolkit = self.toolkits[key]
         inherited = archguard_environment(environ)
@@ -274,7 +294,8 @@ class _Run:
             say(f"{head}: not built: {why}")
             return served
         say(f"{head}: building ({job.arch_list})")
-        outcome = run_job(job, python, self.job_run, self.env(job))
+        box = self.containers.get(job.cell.name)
+        outcome = run_job(job, python, self.job_run, self.env(job), box)
         outcome.inputs = inputs
         offers.extend(servings(outcome, job))
         self.record(outcome)
@@ -321,11 +342,13 @@ def run_farm(manifest_path: Path, options: RunOptions) -> tuple[int, str]:
     flags = Flags(repair=options.repair)
     every = plan(manifest, options.policy, flags, cache=cache_root())
     jobs = selected(every, options.only)
+    if not options.assemble and not options.in_container:  # before anything is made
+        require_runtime(manifest.path, {j.cell.name: j.cell for j in jobs}.values())
     site = options.site.resolve()
     command = "archguard " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     floor = floor_note(glibc_version())
-    if floor:
-        say(floor)
+    if floor and (options.in_container or any(not j.cell.container for j in jobs)):
+        say(floor)  # a cell built in its container has the image's floor
     with site_lock(site, options.wait, command):
         farm = _Run(options, manifest, every)
         farm.total = len(jobs)

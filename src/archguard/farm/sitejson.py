@@ -10,10 +10,11 @@ from pathlib import Path
 
 from archguard.binaries.facts import WheelFacts
 from archguard.core.site import SITE_JSON, Site, SiteCell, SiteWheel
+from archguard.detect.machine import platform_floor, platform_glibc
 from archguard.farm.manifest import Manifest
 from archguard.farm.publish import INDEX
 from archguard.farm.records import POOL, PUBLISHED, STATE, Outcome, write_atomic
-from archguard.farm.wheelmeta import split_variant
+from archguard.farm.wheelmeta import platform_of, split_variant
 
 
 def _facts(records: Iterable[Outcome]) -> dict[str, WheelFacts]:
@@ -52,6 +53,7 @@ def site_data(
                 continue
             fact = own.get(name) or facts.get(name)
             sha = record.sha256.get(name, "")
+            glibc = platform_glibc(platform_of(name))
             wheels.append(
                 SiteWheel(
                     name,
@@ -64,6 +66,8 @@ def site_data(
                     f"{STATE}/jobs/{record.job}.json",
                     f"{POOL}/{sha}/{name}",
                     _compiled_with(fact.compiled_with if fact else None, cell.cuda.text),
+                    f"{glibc[0]}.{glibc[1]}" if glibc else None,
+                    platform_floor(platform_of(name)),
                 )
             )
     return Site(

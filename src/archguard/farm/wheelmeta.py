@@ -72,6 +72,12 @@ def split_variant(name: str) -> tuple[str, str | None]:
     return f"{stem}.whl", label
 
 
+def platform_of(name: str) -> str:
+    """A wheel's platform tag, from its file name (a variant's label left out):
+    ``x-1.0-cp311-cp311-manylinux_2_28_x86_64.whl`` -> ``manylinux_2_28_x86_64``."""
+    return split_variant(name)[0].removesuffix(".whl").rpartition("-")[2]
+
+
 def variants_json(site: Path, wheels: Sequence[tuple[str, str]]) -> list[tuple[str, bytes]]:
     """For each (name, version) with variant wheels among ``wheels``: its
     ``NAME-VERSION-variants.json``, every variant's properties from its own

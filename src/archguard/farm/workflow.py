@@ -2,12 +2,12 @@
 farm outgrows one machine. A plan job writes the matrix (``farm plan --format github``), one
 build job per shard of at most 256 jobs (GitHub's limit) runs ``archguard farm run ... --only
 JOB`` for each of its jobs inside PyTorch's own wheel-building image (manylinux_2_28 with the
-cell's CUDA toolkit, so the wheels' platform floor is torch's), with a timeout under the
-6-hour cap so that the cache is saved before GitHub cancels the job, sccache through GitHub's
-cache backend, and the job's SITE as an artifact; a last job assembles the indexes and the
-page from every job's record and attests every published wheel (GitHub's build-provenance
-attestation: ``gh attestation verify WHEEL --repo OWNER/REPO``, which ``archguard which``
-prints, checks it)."""
+cell's CUDA toolkit, so the wheels' platform floor is torch's; a cell's own ``container`` in
+its place), with a timeout under the 6-hour cap so that the cache is saved before GitHub
+cancels the job, sccache through GitHub's cache backend, and the job's SITE as an artifact;
+a last job assembles the indexes and the page from every job's record and attests every
+published wheel (GitHub's build-provenance attestation: ``gh attestation verify WHEEL --repo
+OWNER/REPO``, which ``archguard which`` prints, checks it)."""
 
 from __future__ import annotations
 
@@ -53,8 +53,11 @@ def workflow(
     lines = _plan_job(manifest_in_repo, shards, chosen, cron)
     if watch:
         lines += _watch_job()
+    # a cell's own container replaces PyTorch's image for its jobs: each job's image is then
+    # the matrix's (farm plan --format github names it), and farm run runs in it as it is
+    own = any(c.container for c in manifest.cells)
     for i in range(shards):
-        lines += _build_job(i, manifest_in_repo, chosen)
+        lines += _build_job(i, manifest_in_repo, chosen, own)
     lines += _assemble_job(manifest_in_repo, shards, chosen)
     return "\n".join(line for line in lines if line) + "\n"
 
@@ -101,7 +104,9 @@ def _watch_job() -> list[str]:
     ]
 
 
-def _build_job(i: int, manifest: str, policy: str) -> list[str]:
+def _build_job(i: int, manifest: str, policy: str, own_images: bool = False) -> list[str]:
+    image = "${{ matrix.container }}" if own_images else BUILDER_IMAGE
+    inside = " --in-container" if own_images else ""
     return [
         f"  build-{i}:",
         "    needs: plan",
@@ -111,7 +116,7 @@ def _build_job(i: int, manifest: str, policy: str) -> list[str]:
         "      fail-fast: false",
         f"      matrix: ${{{{ fromJSON(needs.plan.outputs.shard{i}) }}}}",
         "    container:",
-        f"      image: {BUILDER_IMAGE}",
+        f"      image: {image}",
         "    env:",
         '      CUDA_VISIBLE_DEVICES: ""',
         "      CUDA_HOME: /usr/local/cuda",
@@ -122,7 +127,7 @@ def _build_job(i: int, manifest: str, policy: str) -> list[str]:
         "      - uses: mozilla-actions/sccache-action@v0.0.9",
         f"      - run: python -m pip install {ARCHGUARD}",
         "      - run: >-",
-        f"          python -m archguard farm run {manifest}{policy} -o site",
+        f"          python -m archguard farm run {manifest}{policy} -o site{inside}",
         "          --only ${{ matrix.job }}",
         "      - uses: actions/upload-artifact@v4",
         "        if: always()",
