@@ -98,6 +98,77 @@ compile failure: archguard's targets are not the cause
 """
 
 
+# diso 0.1.4's released sdist (CC BY-NC 4.0; its setup.py only read, not vendored), built
+# by `archguard wheel diso==0.1.4` with no GPU: setup.py:24 asks torch for the GPU and,
+# without one (and without FORCE_CUDA=1), builds a CppExtension of src/pybind.cpp alone,
+# whose header src/cumc.h includes cuda_runtime.h; its compile line has no toolkit include
+# directory. An excerpt of the real log (its tree shortened to /s/diso-0.1.4, the venv to
+# /env, the c++ line and the traceback's setuptools frames cut)
+DISO_LOG = """\
+  W1206 06:05:11.301000 6769 torch/utils/cpp_extension.py:178] No CUDA runtime is found, \
+using CUDA_HOME='/root/.cache/archguard/cuda-root/cuda-13-2754aea688910e9d'
+  sources: ['src/pybind.cpp']
+  running build_ext
+  building 'diso._C' extension
+  [1/1] c++ -MMD -MF /s/diso-0.1.4/build/temp.linux-x86_64-cpython-311/src/pybind.o.d -O3 \
+-Wall -fPIC -Isrc -I/env/lib/python3.11/site-packages/torch/include -c -c \
+/s/diso-0.1.4/src/pybind.cpp -o /s/diso-0.1.4/build/temp.linux-x86_64-cpython-311/src/pybind.o \
+-DTORCH_API_INCLUDE_EXTENSION_H -DTORCH_EXTENSION_NAME=_C -std=c++20
+  FAILED: /s/diso-0.1.4/build/temp.linux-x86_64-cpython-311/src/pybind.o
+  In file included from /s/diso-0.1.4/src/pybind.cpp:1:
+  /s/diso-0.1.4/src/cumc.h:2:10: fatal error: cuda_runtime.h: No such file or directory
+      2 | #include <cuda_runtime.h>
+        |          ^~~~~~~~~~~~~~~~
+  compilation terminated.
+  ninja: build stopped: subcommand failed.
+  Traceback (most recent call last):
+    File "/env/lib/python3.11/site-packages/torch/utils/cpp_extension.py", line 2893, in \
+_run_ninja_build
+      subprocess.run(
+    File "/root/.pyenv/versions/3.11.7/lib/python3.11/subprocess.py", line 571, in run
+      raise CalledProcessError(retcode, process.args,
+  subprocess.CalledProcessError: Command '['ninja', '-v', '-j', '1']' returned non-zero exit \
+status 1.
+
+  The above exception was the direct cause of the following exception:
+
+  Traceback (most recent call last):
+    File "/env/lib/python3.11/site-packages/setuptools/build_meta.py", line 317, in run_setup
+      exec(code, locals())  # noqa: S102 # exec is intentional here
+      ^^^^^^^^^^^^^^^^^^^^
+    File "<string>", line 55, in <module>
+    File "/env/lib/python3.11/site-packages/torch/utils/cpp_extension.py", line 2910, in \
+_run_ninja_build
+      raise RuntimeError(message) from e
+  RuntimeError: Error compiling objects for extension
+  error: subprocess-exited-with-error
+"""
+# torch-points-kernels 0.7.0's released sdist (MIT), the same build: setup.py:16 asks for the
+# GPU; setuptools' own compile of its CPU extension names its files relative to the tree
+POINTS_KERNELS_LOG = """\
+  building 'torch_points_kernels.points_cpu' extension
+  g++ -Wsign-compare -DNDEBUG -g -fwrapv -O3 -Wall -fPIC -Icpu/include -c cpu/src/knn.cpp -o \
+build/temp.linux-x86_64-cpython-311/cpu/src/knn.o -O3 -std=c++20
+  In file included from cpu/src/knn.cpp:2:
+  cpu/src/neighbors.cpp: In function 'int nanoflann_neighbors(std::vector<scalar_t>&, ...)':
+  cpu/src/neighbors.cpp:47:10: error: 'unique_ptr' is not a member of 'std'
+     47 |     std::unique_ptr<my_kd_tree_t> index(new my_kd_tree_t(3, pcd, tree_params));
+        |          ^~~~~~~~~~
+  cpu/src/neighbors.cpp:7:1: note: 'std::unique_ptr' is defined in header '<memory>'
+  error: command '/usr/bin/g++' failed with exit code 1
+  error: subprocess-exited-with-error
+"""
+DISO_SETUP = """\
+import os
+
+import torch
+from torch.utils.cpp_extension import CUDA_HOME
+
+if (torch.cuda.is_available() and (CUDA_HOME is not None)) or os.getenv("FORCE_CUDA", "0") == "1":
+    nvcc_flags = os.getenv("NVCC_FLAGS", "")
+"""
+
+
 def test_a_python_the_package_refuses_is_the_last_line() -> None:
     said = cause(REQUIRES_PYTHON_LOG.splitlines(), ["FORCE_CUDA"], {})
     assert said.startswith(
@@ -126,6 +197,40 @@ def test_a_module_its_setup_py_imports_is_named_before_the_gpu(tmp_path: Path) -
     # an import name whose distribution is named otherwise is declared by that name
     yaml = PYBIND11_LOG.replace("'pybind11'", "'yaml'")
     assert 'build-requires = ["PyYAML"]' in cause(yaml.splitlines(), [], {}, str(tmp_path))
+
+
+def test_a_compile_error_of_the_cpu_fallback_is_first_not_the_gpu(tmp_path: Path) -> None:
+    """diso 0.1.4: its setup.py asks for the GPU (line 24) and raises at line 55, but it did
+    not stop there: it compiled its CPU fallback, which failed. The compiler's first error
+    comes first, with its file and line, then the fallback and the switch; never "stopped
+    because no GPU is visible"."""
+    tree = tmp_path / "diso-0.1.4"
+    tree.mkdir()
+    (tree / "setup.py").write_text(DISO_SETUP)
+    log = DISO_LOG.replace("/s/diso-0.1.4", str(tree)).splitlines()
+    said = cause(log, ["FORCE_CUDA", "NVCC_FLAGS"], {}, str(tree), ["setup.py:24"])
+    assert said.startswith(
+        "its compile does not find cuda_runtime.h, at src/cumc.h:2 (a CUDA header, in a C++ "
+        "extension's compile: that line has no toolkit include directory); the package built "
+        "its CPU fallback (no CUDA compile ran: chosen because no GPU is visible: it asks "
+        "torch for the GPU, at setup.py:24; a farm has none) and that failed to compile"
+    ), said
+    assert "FORCE_CUDA=1, in the farm manifest's env table for this package" in said
+    assert "stopped because no GPU is visible" not in said
+    # built with FORCE_CUDA set, the same error: the plain build's words (no fallback named)
+    forced = cause(log, [], {}, str(tree))
+    assert forced.startswith("its compile does not find cuda_runtime.h, at src/cumc.h:2 (a "), (
+        forced
+    )
+    assert "CPU fallback" not in forced
+    # a file named relative to the tree is the package's own: quoted first, then the fallback
+    kernels = POINTS_KERNELS_LOG.splitlines()
+    said = cause(kernels, ["FORCE_CUDA", "FORCE_ONLY_CPU"], {}, str(tree), ["setup.py:16"])
+    assert said.startswith(
+        "the package's own source does not compile, at cpu/src/neighbors.cpp:47: \"'unique_ptr' "
+        "is not a member of 'std'\" (the host compiler's first error"
+    ), said
+    assert "; the package built its CPU fallback (no CUDA compile ran: chosen because" in said
 
 
 def test_a_link_that_fails_is_the_linkers_words_not_a_compile() -> None:

@@ -188,8 +188,16 @@ def cause(
     if certain:
         return certain
     quoted = f"; it raised, at {own_words.at}: {own_words.what!r}" if own_words else ""
+    # a compile that ran and failed with no nvcc in the log: the setup.py did not stop at
+    # its GPU question, it went on (to its CPU fallback), and the compiler's error is first
+    compile_error = (
+        _on_a_line(_ERROR_WORD, _C_SOURCE, text)
+        or _GCC_ERROR.search(text)
+        or _host_error(text, source)
+    )
+    no_nvcc = not _NVCC.search(text)
     stopped = _NO_GPU.search(text) or (asks_gpu and _SETUP_RAISED.search(text))
-    if stopped and not _NVCC.search(text):
+    if stopped and no_nvcc and not compile_error:
         at = f", at {', '.join(asks_gpu)}" if asks_gpu else ""
         # what its message names, unless that is only an on/off switch (FORCE_CUDA=1)
         named = named_variables(own_words.what) if own_words else []
@@ -216,11 +224,24 @@ def cause(
             "lacks its own sources (its MANIFEST.in leaves them out); build from the project's "
             "source tree or a fixed sdist"
         )
-    compile_error = _on_a_line(_ERROR_WORD, _C_SOURCE, text) or _GCC_ERROR.search(text)
-    if compile_error and not _NVCC.search(text) and own:
+    if compile_error and no_nvcc and (own or asks_gpu):
+        first = _source_error(text, source, fallback=True)
+        why = (
+            f"because no GPU is visible: it asks torch for the GPU, at {', '.join(asks_gpu)}; "
+            "a farm has none"
+            if asks_gpu
+            else "because no GPU is visible?"
+        )
         return (
-            "the package built its CPU fallback (no CUDA compile ran: chosen because no GPU is "
-            "visible?) and that failed to compile" + _where_to_set(own, environment)
+            (f"{first}; " if first else "")
+            + f"the package built its CPU fallback (no CUDA compile ran: chosen {why}) and "
+            + "that failed to compile"
+            + _where_to_set(
+                own,
+                environment,
+                "; it reads no switch that forces the CUDA build: build it where a GPU is "
+                "visible, or patch that line",
+            )
         )
     return _last_word(text, own_words, own, environment, source)
 
@@ -306,24 +327,45 @@ def _missing_module(own_words: Raised | None) -> str | None:
     )
 
 
-def _source_error(text: str, source: str) -> str | None:
+def _host_error(text: str, source: str) -> re.Match[str] | None:
+    """A host compiler's first error in the package's own files (under its tree, or named
+    relative to it, as setuptools' own compiles name them): not the toolkit's headers, not
+    nvcc's tmpxft files."""
+    if not source:
+        return None
+    tree = source.rstrip("/") + "/"
+    return next(
+        (
+            m
+            for m in _HOST_ERROR.finditer(text)
+            if m["file"].startswith(tree) or not m["file"].startswith("/")
+        ),
+        None,
+    )
+
+
+def _source_error(text: str, source: str, fallback: bool = False) -> str | None:
     """A host compiler's first error in the package's C/C++ source (no nvcc target is in
     that compile: no arch list changes it), quoted with its file and line; a header it does
-    not find, named with where it should come from."""
-    tree = source.rstrip("/") + "/"
-    host = next(
-        (m for m in _HOST_ERROR.finditer(text) if source and m["file"].startswith(tree)), None
-    )  # in the package's own files only: not the toolkit's headers, not nvcc's tmpxft files
+    not find, named with where it should come from (``fallback``: the compile is the CPU
+    fallback's, a C++ extension, whose line never has the toolkit's include directory)."""
+    host = _host_error(text, source)
     if not host or _NVCC_ERROR.search(text):
         return None
-    where = host["file"].removeprefix(tree)
+    where = host["file"].removeprefix(source.rstrip("/") + "/")
     missing = _NO_HEADER.match(host["msg"].strip())
     if missing:
         header = missing["header"]
-        return f"its compile does not find {header}, at {where}:{host['line']}" + (
-            " (a CUDA header: the toolkit's include directory is not on that compile "
+        cuda = (
+            " (a CUDA header, in a C++ extension's compile: that line has no toolkit include "
+            "directory)"
+            if fallback
+            else " (a CUDA header: the toolkit's include directory is not on that compile "
             "line; archguard wheel names one toolkit root that has it in CUDA_HOME, "
             "a plain build needs CUDA_HOME to name such a toolkit)"
+        )
+        return f"its compile does not find {header}, at {where}:{host['line']}" + (
+            cuda
             if _CUDA_HEADER.match(header)
             else " (a header its build requirements or its sdist should provide)"
         )
