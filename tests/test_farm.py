@@ -384,6 +384,17 @@ def mini_package(root: Path, setup_py: str) -> Path:
     return root
 
 
+def test_a_pure_python_release_is_refused_as_such_not_as_a_cpu_fallback(tmp_path: Path) -> None:
+    """A release with no extension at all (simple-knn 2.0.1 on the index is a pure-Python
+    kNN, not the CUDA package of that name): refused, saying it holds no compiled extension,
+    never guessing a CPU fallback chosen for want of a GPU."""
+    root = copy_tree(REPO / "tests" / "packages" / "purepy", tmp_path / "purepy")
+    proc = cli("wheel", str(root), "-w", str(tmp_path / "out"), env=build_env())
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "holds no CUDA device code and no compiled extension at all" in proc.stdout
+    assert "CPU fallback" not in proc.stdout
+
+
 def test_archguard_wheel_fails_a_cpu_fallback_and_names_the_switch(tmp_path: Path) -> None:
     """`archguard wheel`: a wheel with no CUDA device code is a failure, naming the variable
     the package's setup.py reads; with it set, the same source builds and verifies."""

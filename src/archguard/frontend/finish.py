@@ -12,9 +12,10 @@ zip again.
 from __future__ import annotations
 
 import tempfile
+import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from archguard.binaries.relabel import check_label, relabel
 from archguard.binaries.repair import never_grafted, repair
@@ -121,8 +122,14 @@ def judged(
             conditions = setup_py.conditions
             said = no_cuda_said(log)
             problems.append(
-                f"{w.wheel.name} holds no CUDA device code: the package built "
-                "without its CUDA extension (a CPU fallback, chosen when no GPU is visible?)"
+                (
+                    f"{w.wheel.name} holds no CUDA device code: the package built "
+                    "without its CUDA extension (a CPU fallback, chosen when no GPU is visible?)"
+                    if _compiled(w.wheel)
+                    else f"{w.wheel.name} holds no CUDA device code and no compiled extension "
+                    "at all: a pure-Python wheel (is this release the CUDA package meant, or "
+                    "does its setup.py leave every extension out here?)"
+                )
                 + (
                     ". Conditions in its setup.py a farm's build does not meet: "
                     + "; ".join(conditions)
@@ -144,6 +151,15 @@ def judged(
                 + forced_note(source)
             )
     return problems
+
+
+def _compiled(wheel: Path) -> bool:
+    """Does the wheel hold a compiled extension (any shared object)?"""
+    try:
+        with zipfile.ZipFile(wheel) as zf:
+            return any(".so" in PurePosixPath(n).suffixes for n in zf.namelist())
+    except (OSError, zipfile.BadZipFile):
+        return True  # unreadable: the read-back said so; the usual words
 
 
 def labeller(template: str) -> Step:
