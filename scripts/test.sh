@@ -25,4 +25,4 @@ export AG_TEST_NETWORK=required
 # every core busy: one pytest worker per core (AG_TEST_WORKERS=0 runs in one process); a
 # build shared by several tests is made once per run whatever the workers (tests/conftest.py)
 step "pytest"
-exec "$VPY" -m pytest -n "${AG_TEST_WORKERS:-auto}" --dist loadgroup "$@"
+exec "$VPY" -m pytest -n "${AG_TEST_WORKERS:-auto}" --dist loadgroup --durations=30 "$@"
