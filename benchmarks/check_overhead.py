@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from build_speed import base_env
 
-from archguard.frontend.sources import source_tree
+from archguard.detect.fetch import source_tree
 
 DEFAULT = ("cugpt==0.1.0", "torch_ms_deform_attn==0.1.1", "fused_lncc==0.1.0")
 OFF = {"ARCHGUARD_LINT": "off", "ARCHGUARD_VERIFY": "off", "ARCHGUARD_STUBS": "0"}
