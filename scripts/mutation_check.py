@@ -39,6 +39,24 @@ class Mutation:
 
 MUTATIONS = [
     Mutation(
+        "nvcc-temporary-named-by-pid",
+        "src/archguard/_integration/reproducible.py",
+        '        nvcc.insert(0, "-objtemp")',
+        "        pass",
+        (
+            "tests/test_reproducible.py::test_one_extension_from_two_checkouts_at_two_times_is_the_same_wheel",
+        ),
+    ),
+    Mutation(
+        "record-names-the-checkout-path",
+        "src/archguard/_integration/build.py",
+        "    record = tree_relative(wheel_record(session.resolution, session), project_root(dist))",
+        "    record = wheel_record(session.resolution, session)",
+        (
+            "tests/test_reproducible.py::test_one_extension_from_two_checkouts_at_two_times_is_the_same_wheel",
+        ),
+    ),
+    Mutation(
         "farm-page-only-at-the-end",
         "src/archguard/farm/run.py",
         "            self.progress(outcome)",
@@ -628,21 +646,27 @@ MUTATIONS = [
         "src/archguard/core/rows.py",
         "    return RowChoice(\n        torch.cuda,\n",
         "    return RowChoice(\n        toolkit.version,\n",
-        ("tests/test_row_rule.py::test_a_newer_minor_takes_the_torch_builds_row_clamped_by_its_own_facts",),
+        (
+            "tests/test_row_rule.py::test_a_newer_minor_takes_the_torch_builds_row_clamped_by_its_own_facts",
+        ),
     ),
     Mutation(
         "rule-cell-pins-a-range",
         "src/archguard/farm/families.py",
         'Requirement(f"torch=={release.version}")',
         'Requirement(f"torch>={release.version}")',
-        ("tests/test_families.py::test_each_minor_becomes_its_latest_release_for_each_python_it_has",),
+        (
+            "tests/test_families.py::test_each_minor_becomes_its_latest_release_for_each_python_it_has",
+        ),
     ),
     Mutation(
         "requires-python-not-skipped",
         "src/archguard/farm/plan.py",
         "            excluded = excludes(package.source, cell.python)",
         "            excluded = None",
-        ("tests/test_families.py::test_a_package_that_excludes_a_cells_python_is_skipped_at_plan_time",),
+        (
+            "tests/test_families.py::test_a_package_that_excludes_a_cells_python_is_skipped_at_plan_time",
+        ),
     ),
     Mutation(
         "arch-variable-spelled-without-cmake-words",

@@ -35,7 +35,7 @@ from archguard.farm.publish import (
     site_lock,
     write_index,
 )
-from archguard.farm.records import Outcome, kept_problem, pool_path, write_job_record
+from archguard.farm.records import Outcome, Status, kept_problem, pool_path, write_job_record
 from archguard.farm.verify import verify_site
 from realtools import REPO, needs_cuda_torch, pip_would_install, run_main
 
@@ -189,7 +189,7 @@ def record(site: Path, job: str, cell: str, name: str, content: bytes) -> Outcom
     built = wheel(site / ".farm" / "jobs" / job / "wheels", name, content)
     pooled, sha = pool_wheel(site, built)
     outcome = Outcome(
-        job, name.split("-", maxsplit=1)[0], cell, "built", [pooled], sha256={pooled: sha}
+        job, name.split("-", maxsplit=1)[0], cell, Status.BUILT, [pooled], sha256={pooled: sha}
     )
     outcome.inputs = {"toolkit": "nvcc 13.0", "held": {"torch": "2.13.0"}}
     write_job_record(site, outcome)
@@ -383,11 +383,15 @@ def test_a_package_config_is_written_with_its_policy_against_the_manifest(tmp_pa
 
     manifest = load_manifest(farm(tmp_path))
     alpha = manifest.packages[0]
-    written = config_file(alpha, tmp_path / "site" / ".farm" / "jobs" / "x" / "config.toml")
+    written = config_file(alpha, tmp_path / "cache")
     assert written is not None
     config = load_config_file(str(written))
     assert config.policy == tmp_path / "policies" / "alpha.yml"
     assert config.arch_list is not None
+    # named by its content: the same table is the same file from any site (and the record
+    # that names it, the same bytes)
+    assert written.parent == tmp_path / "cache" / "farm-config"
+    assert config_file(alpha, tmp_path / "cache") == written
 
 
 def test_a_kept_record_keeps_its_wheels_facts(tmp_path: Path) -> None:
@@ -402,7 +406,7 @@ def test_a_kept_record_keeps_its_wheels_facts(tmp_path: Path) -> None:
     write_job_record(site, built)
     kept = read_job_record(site, "a1")
     assert kept is not None and kept.details == built.details and kept.sha256 == built.sha256
-    kept.status = "kept"
+    kept.status = Status.KEPT
     manifest = load_manifest(farm(tmp_path / "m"))
     kept.package = "alpha"
     write_page(site, manifest, [kept])
@@ -476,7 +480,7 @@ def test_a_skipped_job_a_missing_wheel_and_a_failed_cell_publish_as_they_should(
     assert {n for n, _ in read_links(site / "c13" / "simple")} == {A, B}
     # a pre-build failure does not replace beta's record
     run = _Run(RunOptions(site=site), manifest, list(jobs.values()))
-    run.record(Outcome(b13.id, "beta", "c13", "failed", why="no uv"), attempted=False)
+    run.record(Outcome(b13.id, "beta", "c13", Status.FAILED, why="no uv"), attempted=False)
     assert read_job_record(site, b13.id) == kept
     # alpha is skipped now (the same id: its inputs are the same): it leaves the index
     path.write_text(
@@ -539,7 +543,9 @@ def line_site(site: Path) -> dict[str, Outcome]:
     records = {}
     for job, (cell, name, requires) in built.items():
         pooled, sha = pool_wheel(site, real_wheel(site / ".farm" / "jobs" / job, name, requires))
-        outcome = Outcome(job, name.split("-")[0], cell, "built", [pooled], sha256={pooled: sha})
+        outcome = Outcome(
+            job, name.split("-")[0], cell, Status.BUILT, [pooled], sha256={pooled: sha}
+        )
         write_job_record(site, outcome)
         records[job] = outcome
     publish_indexes(site, cells("c13", "c14"), records, list(records))
@@ -638,7 +644,9 @@ def test_variants_are_published_beside_their_wheel_and_uv_installs_the_one_that_
         tmp_path / "built" / "variants",
     )
     wheels = [pool_wheel(site, plain), pool_wheel(site, copy)]
-    outcome = Outcome("v1", "vext", "c13", "built", [n for n, _ in wheels], sha256=dict(wheels))
+    outcome = Outcome(
+        "v1", "vext", "c13", Status.BUILT, [n for n, _ in wheels], sha256=dict(wheels)
+    )
     write_job_record(site, outcome)
     publish_indexes(site, cells("c13"), {"v1": outcome}, ["v1"])
     line = site / "cu130" / "simple"
@@ -717,7 +725,7 @@ def test_the_variants_switch_is_an_input_and_pools_each_verified_wheels_copy(
     copy = real_wheel(built / "variants", "pv-1.0+cu130-cp311-cp311-linux_x86_64.whl", [])
     copy = copy.rename(copy.with_name("pv-1.0+cu130-cp311-cp311-linux_x86_64-a1b2c3d4.whl"))
     for variants, expected in ((False, [plain.name]), (True, [plain.name, copy.name])):
-        outcome = Outcome("j", "pv", "c13", "built")
+        outcome = Outcome("j", "pv", "c13", Status.BUILT)
         outcome.details = [WheelFacts(str(plain), 1, (), True, variant=str(copy))]
         shutil.copy(plain, tmp_path / "keep.whl")  # pooling moves it
         shutil.copy(copy, tmp_path / "keep-variant.whl")

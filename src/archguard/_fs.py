@@ -30,6 +30,11 @@ from typing import IO
 PARTIAL = ".partial"  # every temporary name ends so: what a killed writer left is known
 _TOKEN = 6  # bytes of a temporary name's random part
 
+# Builds of the same inputs give the same bytes: the zip entries' dates (setuptools'
+# bdist_wheel, wheel pack, auditwheel) from here, not the clock; 1980-01-01, zip's first day.
+# archguard wheel and farm jobs set it where the caller has not.
+SOURCE_DATE_EPOCH = "315532800"
+
 
 def _temporary(target: Path) -> Path:
     return target.with_name(f".{target.name}.{secrets.token_hex(_TOKEN)}{PARTIAL}")

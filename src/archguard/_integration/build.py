@@ -28,6 +28,7 @@ from archguard._integration.environment import Planned, compiler_cache, complete
 from archguard._integration.postbuild import verify_build
 from archguard._integration.prebuild import lint_build
 from archguard._integration.progress import Progress, not_a_compile
+from archguard._integration.reproducible import for_build, tree_relative
 from archguard._integration.session import Session, session_for, setup_error
 from archguard.binaries.record import (
     extension_record,
@@ -408,6 +409,7 @@ def archguard_build(cmd: Any) -> Iterator[None]:
         for name, c in choices.items()
         if c.jobs_chosen and c.mode is BuildMode.NINJA
     }
+    repro = for_build(cmd, session, planned, variables)
     saved: list[tuple[Any, Any]] = []
     started = time.time()
     progress = Progress()
@@ -415,6 +417,9 @@ def archguard_build(cmd: Any) -> Iterator[None]:
         with _variables(variables), _tracking(cmd, progress, jobs):
             for ext, args, plan in planned:
                 _apply(ext, args, plan, choices[ext.name], res)
+                args["nvcc"] = [*args["nvcc"], *repro.nvcc]
+                if "cxx" in args:  # torch's own default is none: a dict without it has no C++
+                    args["cxx"] = [*args["cxx"], *repro.cxx]
                 saved.append((ext, ext.extra_compile_args))
                 ext.extra_compile_args = args
                 record = extension_record(plan, _extension_file(cmd, ext))
@@ -472,6 +477,6 @@ def record_into(dist: Any, dist_info: Path) -> None:
     session: Session | None = getattr(dist, "_archguard_session", None)
     if session is None or not dist_info.is_dir():
         return
-    record = wheel_record(session.resolution, session)
+    record = tree_relative(wheel_record(session.resolution, session), project_root(dist))
     path = write_record(dist_info, record)
     say(f"recorded the resolution in {dist_info.name}/{path.name}")

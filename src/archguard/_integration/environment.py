@@ -71,7 +71,7 @@ def complete_toolkit(cmd: Any, session: Session, planned: Planned) -> dict[str, 
     return variables
 
 
-def _cache_choice(session: Session) -> tuple[str, str]:
+def cache_choice(session: Session) -> tuple[str, str]:
     """The compile cache for this build and who chose it."""
     try:
         chosen = env_choice(os.environ, ENV_COMPILER_CACHE, "compiler_cache")
@@ -102,7 +102,7 @@ def _sccache_refuses(exe: str, nvcc: str, cmd: Any, session: Session, origin: st
 def compiler_cache(cmd: Any, session: Session) -> tuple[dict[str, str | None], Any]:
     """The variables that route this build's compiles through the chosen cache, and a
     function that reads the cache's counters after the build (None when off)."""
-    tool, origin = _cache_choice(session)
+    tool, origin = cache_choice(session)
     if tool == "off":
         # torch's cpp_extension prepends ccache or sccache, whichever is on PATH, to every
         # compile unless TORCH_NO_COMPILER_WRAPPER is set: off means off

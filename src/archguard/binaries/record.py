@@ -147,6 +147,7 @@ class BuildFacts:
     linted: dict[str, dict[str, object]] = field(default_factory=dict)
     toolkit_completion: dict[str, object] = field(default_factory=dict)
     compiler_cache: dict[str, object] = field(default_factory=dict)
+    reproducible: dict[str, object] = field(default_factory=dict)  # flags added, the verdict
     # each extension's targets, as planned (what its binary must hold), by name
     targets: dict[str, Targets] = field(default_factory=dict)
 
@@ -210,6 +211,7 @@ def wheel_record(res: Resolution, facts: BuildFacts) -> dict[str, object]:
         "lint": facts.linted,
         "toolkit_completion": facts.toolkit_completion,
         "compiler_cache": facts.compiler_cache,
+        "reproducible": facts.reproducible,
         "verified": facts.verified,
     }
     return record

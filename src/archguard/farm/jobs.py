@@ -8,6 +8,7 @@ outcome, and the site is published from the records."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -18,7 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from archguard._fs import own_directory
+from archguard._fs import SOURCE_DATE_EPOCH, own_directory
 from archguard.binaries.facts import WheelFacts
 from archguard.detect.fetch import cache_root, checked_out, is_release
 from archguard.errors import ArchguardError, ConfigError
@@ -28,10 +29,6 @@ from archguard.farm.manifest import Package
 from archguard.farm.plan import Job
 from archguard.farm.publish import pool_wheel
 from archguard.farm.records import STATE, Outcome, Status, write_atomic
-
-# Builds of the same inputs give the same bytes: the zip entries' dates (setuptools'
-# bdist_wheel, wheel pack, auditwheel) from here, not the clock; 1980-01-01, zip's first day.
-SOURCE_DATE_EPOCH = "315532800"
 
 
 @dataclass
@@ -44,10 +41,12 @@ class JobRun:
     variants: bool = False  # each verified wheel also as a wheel variant (its copy pooled)
 
 
-def config_file(package: Package, where: Path) -> Path | None:
+def config_file(package: Package, cache: Path) -> Path | None:
     """The package's ``[tool.archguard]`` table as a file (ARCHGUARD_CONFIG), written by
-    tomli-w; a relative ``policy`` made absolute against the manifest (the table was checked
-    there), never re-read against this file's folder."""
+    tomli-w under ``cache``, named by its content (``farm-config/<sha256>.toml``: the same
+    table is the same path from any site, and the record that names it the same bytes); a
+    relative ``policy`` made absolute against the manifest (the table was checked there),
+    never re-read against this file's folder."""
     if not package.raw_config:
         return None
     try:
@@ -60,7 +59,11 @@ def config_file(package: Package, where: Path) -> Path | None:
     table: dict[str, Any] = dict(package.raw_config)
     if package.config is not None and package.config.policy is not None:
         table["policy"] = str(package.config.policy)
-    write_atomic(where, tomli_w.dumps({"tool": {"archguard": table}}))
+    text = tomli_w.dumps({"tool": {"archguard": table}})
+    where = cache / "farm-config" / f"{hashlib.sha256(text.encode()).hexdigest()[:32]}.toml"
+    if not where.is_file() or where.read_text() != text:
+        where.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(where, text)
     return where
 
 
@@ -200,7 +203,7 @@ def _build(  # noqa: PLR0913 - the job, its tree, its cell's Python and containe
     shutil.rmtree(own, ignore_errors=True)
     argv = [str(python), "-m", "archguard", "wheel", str(tree), "-w", str(own)]
     argv += ["--format", "json"]
-    config = config_file(job.package, site / STATE / "jobs" / job.id / "config.toml")
+    config = config_file(job.package, cache_root())
     if config is not None:
         argv += ["--config", str(config)]
     if options.repair:

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from archguard._fs import SOURCE_DATE_EPOCH
 from archguard.binaries.relabel import check_label
 from archguard.core.resolve import Resolution
 from archguard.detect.fetch import source_tree
@@ -282,6 +283,9 @@ def run_wheel(
         raise ConfigError(f"archguard wheel --config {options.config}: no such file.")
     if options.local_version is not None:
         _check_template(options.local_version, "--local-version")
+    # the same bytes each time: the zips pip, archguard (the record, the label) and
+    # auditwheel write take their dates from here, where the caller gave none
+    os.environ.setdefault("SOURCE_DATE_EPOCH", SOURCE_DATE_EPOCH)
     trees = [source_tree(s, options.sha256, pip_args=options.pip_args) for s in sources]
     out.mkdir(parents=True, exist_ok=True)
     results = []

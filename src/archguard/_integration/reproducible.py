@@ -1,0 +1,206 @@
+"""Builds that give the same bytes for the same inputs (issue 50), whatever the path of the
+tree, the process, the time and the host: the flags archguard adds to the compile lines it
+owns, and whether the build is reproducible by construction (and why not).
+
+Measured with nvcc 13.0 on the same extension built from two paths (tests/test_reproducible.py):
+
+- nvcc compiles its host side through a temporary file named ``tmpxft_<pid>_...``, and the
+  host object keeps that name: 2 bytes of a 42 kB ``.so`` differ between two builds.
+  ``-objtemp`` (``--objdir-as-tempdir``) puts the intermediates beside the object, named
+  after it. sccache runs nvcc's steps itself, naming them ``x_0...`` (the same each time),
+  and with ``-objtemp`` it exits 0 without writing the object (sccache 0.16): the flag is
+  added only where nvcc runs unwrapped.
+- The host compiler writes the tree's path (and the headers' paths) into the debug
+  information Python's own flags ask for (``-g``): ``-ffile-prefix-map=OLD=NEW`` for the
+  tree, the Python environment and the toolkit root, on the C/C++ compiles and through
+  ``-Xcompiler`` on nvcc's host side.
+- ``SOURCE_DATE_EPOCH`` fixes the wheel's zip dates (set by ``archguard wheel`` and the farm).
+- ``--frandom-seed`` alone does not fix the temporary name (measured): not added.
+
+A package that puts the time into its code (``__DATE__``, ``__TIME__``, ``__TIMESTAMP__`` in
+its sources) still builds; the record says it is not reproducible and where.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from archguard._integration.common import project_root, say
+from archguard._integration.environment import Planned, cache_choice
+from archguard._integration.session import Session
+
+# where each mapped prefix is said to be, in the binaries
+TREE, PYTHON, TOOLKIT = ".", "/archguard/python", "/archguard/cuda"
+_TIME_MACRO = re.compile(r"\b__(?:DATE|TIME|TIMESTAMP)__\b")
+_HEADERS = (".h", ".hh", ".hpp", ".hxx", ".cuh", ".inl")
+_SCAN_LIMIT = 4 << 20  # bytes read per file: a generated table is not looked through whole
+
+
+@dataclass(frozen=True)
+class Reproducible:
+    """The flags a build's compiles get for the same bytes, and the verdict."""
+
+    nvcc: tuple[str, ...]  # added to each nvcc line archguard owns
+    cxx: tuple[str, ...]  # added to each host (C/C++) compile of those extensions
+    by_construction: bool
+    why_not: tuple[str, ...] = ()
+
+    def record(self) -> dict[str, object]:
+        """Its part of the wheel's record (``build.reproducible``): path-free."""
+        return {
+            "by_construction": self.by_construction,
+            "why_not": list(self.why_not),
+            "nvcc_flags": [_shown(f) for f in self.nvcc],
+            "cxx_flags": [_shown(f) for f in self.cxx],
+        }
+
+    def lines(self) -> list[str]:
+        """What the build log says of it, once per build."""
+        added = " ".join(dict.fromkeys(_shown(f) for f in (*self.nvcc, *self.cxx)))
+        head = f"reproducible: the compiles get {added}"
+        if self.by_construction:
+            return [f"{head}: the same inputs give the same bytes"]
+        return [f"{head}; not reproducible by construction: {'; '.join(self.why_not)}"]
+
+
+def _shown(flag: str) -> str:
+    """A prefix map as the record keeps it: its new side only (the old is this machine's)."""
+    if "-ffile-prefix-map=" in flag:
+        head, _, new = flag.rpartition("=")
+        return f"{head.split('-ffile-prefix-map=')[0]}-ffile-prefix-map=...={new}"
+    return flag
+
+
+def prefix_maps(prefixes: Mapping[str, str]) -> list[str]:
+    """``-ffile-prefix-map=OLD=NEW`` for each existing ``OLD``, the longest last (the host
+    compiler takes the last map that matches)."""
+    found = [(old, new) for old, new in prefixes.items() if old and Path(old).is_absolute()]
+    return [f"-ffile-prefix-map={old}={new}" for old, new in sorted(found, key=lambda p: len(p[0]))]
+
+
+def time_macros(files: Iterable[Path], root: Path) -> list[str]:
+    """``FILE:LINE uses __DATE__`` for each use of a time macro in ``files`` (linear: one
+    pattern without backtracking, each file read once, at most :data:`_SCAN_LIMIT`)."""
+    out = []
+    for path in files:
+        try:
+            with path.open("rb") as f:
+                text = f.read(_SCAN_LIMIT).decode("utf-8", errors="replace")
+        except OSError:
+            continue
+        for match in _TIME_MACRO.finditer(text):
+            line = text.count("\n", 0, match.start()) + 1
+            try:
+                shown = path.relative_to(root)
+            except ValueError:
+                shown = path
+            out.append(f"{shown}:{line} uses {match.group(0)}")
+    return out
+
+
+def scanned(sources: Sequence[str], root: Path) -> list[Path]:
+    """An extension's sources and the headers beside them (each directory once)."""
+    files: dict[Path, None] = {}
+    for source in sources:
+        path = (root / source).resolve() if not Path(source).is_absolute() else Path(source)
+        files[path] = None
+        folder = path.parent
+        if folder.is_dir() and (folder == root or root in folder.parents):
+            for header in sorted(folder.iterdir()):
+                if header.suffix in _HEADERS:
+                    files[header] = None
+    return list(files)
+
+
+def reproducible(  # noqa: PLR0913 - each a fact of this build, each needed
+    root: Path,
+    *,
+    toolkit_root: str | None,
+    cache_tool: str,
+    environ: Mapping[str, str],
+    cuda_major: int,
+    uses: Sequence[str],
+) -> Reproducible:
+    """The flags and the verdict for a build of the tree ``root`` whose nvcc is under
+    ``toolkit_root``, compiled through ``cache_tool`` (``off``, ``sccache``, ``ccache``) in
+    ``environ`` (the build's, with archguard's variables); ``uses``: the time macros found."""
+    maps = prefix_maps(
+        {str(root): TREE, sys.prefix: PYTHON, **({toolkit_root: TOOLKIT} if toolkit_root else {})}
+    )
+    nvcc = [f"-Xcompiler={m}" for m in maps]
+    why_not = [*uses]
+    wrapper = environ.get("PYTORCH_NVCC", "")
+    if wrapper.split()[:1] and Path(wrapper.split()[0]).name == "sccache":
+        pass  # sccache names nvcc's intermediates itself, the same each time (measured)
+    elif wrapper:
+        why_not.append(
+            f"PYTORCH_NVCC={wrapper!r} runs nvcc: nvcc's temporary file names carry its pid, "
+            "and -objtemp is not added under a wrapper archguard has not measured"
+        )
+    elif cache_tool == "ccache":
+        why_not.append("ccache wraps nvcc: its temporary names were not measured")
+    elif cuda_major < 13:
+        why_not.append(
+            f"nvcc {cuda_major}.x: -objtemp is added from CUDA 13.0 (measured there); its "
+            "temporary file names carry its pid"
+        )
+    else:
+        nvcc.insert(0, "-objtemp")
+    if "SOURCE_DATE_EPOCH" not in environ:
+        why_not.append("SOURCE_DATE_EPOCH is unset: the wheel's zip carries the build's dates")
+    return Reproducible(tuple(nvcc), tuple(maps), not why_not, tuple(why_not))
+
+
+def tree_relative(value: Any, root: str | Path) -> Any:
+    """``value`` (a record) with the tree's path said relative to the tree (``./...``):
+    the same tree built from two checkouts records the same bytes."""
+    prefix = str(Path(root).resolve())
+    if prefix == "/":
+        return value
+    # the tree itself, never a longer path that starts with its text (/a/b, not /a/bc)
+    pattern = re.compile(re.escape(prefix) + r"(?=/|$|[^\w.-])")
+    return _relative(value, prefix, pattern)
+
+
+def _relative(value: Any, prefix: str, pattern: re.Pattern[str]) -> Any:
+    if isinstance(value, str):
+        return pattern.sub(".", value) if prefix in value else value
+    if isinstance(value, list):
+        return [_relative(v, prefix, pattern) for v in value]
+    if isinstance(value, dict):
+        return {k: _relative(v, prefix, pattern) for k, v in value.items()}
+    return value
+
+
+def for_build(
+    cmd: Any, session: Session, planned: Planned, variables: dict[str, str | None]
+) -> Reproducible:
+    """The flags for the same bytes from the same inputs, said once and recorded."""
+    root = Path(project_root(cmd.distribution)).resolve()
+    environ = {**os.environ, **{k: v for k, v in variables.items() if v is not None}}
+    toolkit = session.resolution.toolkit
+    home = environ.get("CUDA_HOME") or (
+        str(Path(toolkit.nvcc).parent.parent) if toolkit.nvcc else None
+    )
+    tool = cache_choice(session)[0]
+    if session.compiler_cache.get("skipped"):  # sccache refused this nvcc: none wraps it
+        tool = "off"
+    files = [f for ext, _, _ in planned for f in scanned(list(ext.sources), root)]
+    repro = reproducible(
+        root,
+        toolkit_root=home,
+        cache_tool=tool,
+        environ=environ,
+        cuda_major=toolkit.version.major,
+        uses=time_macros(files, root),
+    )
+    for line in repro.lines():
+        say(line)
+    session.reproducible = repro.record()
+    return repro
