@@ -203,9 +203,9 @@ class Section:
         return self.offset + self.size
 
 
-def sections(source: Path, where: str | None = None) -> list[Section]:
-    """Every section of an ELF object, where it lies in the file."""
-    label = where or str(source)
+def sections(source: Path | bytes, where: str | None = None) -> list[Section]:
+    """Every section of an ELF object (a file, or its bytes), where it lies in it."""
+    label = where or ("an ELF object" if isinstance(source, bytes) else str(source))
     with _elf(source, label, "an ELF object (no ELF header)") as (_, elf):
         return [
             Section(s.name, s["sh_offset"], 0 if s["sh_type"] == "SHT_NOBITS" else s["sh_size"])

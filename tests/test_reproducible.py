@@ -1,0 +1,219 @@
+"""The same inputs give the same bytes (issue 50): one extension built twice, in two
+processes, from two checkout paths, at two times, gives the same wheel, sha256 for sha256;
+a package that puts the time into its code builds, its record saying why it is not
+reproducible. The flags and the verdict, as data."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import time
+import zipfile
+from pathlib import Path
+
+from archguard._integration.reproducible import (
+    prefix_maps,
+    reproducible,
+    time_macros,
+    tree_relative,
+)
+from realtools import (
+    MINI,
+    build_env,
+    cli,
+    extension,
+    needs_cuda_torch,
+    needs_cuobjdump,
+    needs_nvcc,
+    pyproject,
+    setup_py,
+    wheel_record,
+)
+
+SDE = {"SOURCE_DATE_EPOCH": "315532800"}
+
+
+def verdict(**given: object) -> tuple[bool, tuple[str, ...], tuple[str, ...]]:
+    facts: dict[str, object] = {
+        "toolkit_root": "/opt/cuda",
+        "cache_tool": "off",
+        "environ": SDE,
+        "cuda_major": 13,
+        "uses": [],
+        **given,
+    }
+    found = reproducible(Path("/src/pkg"), **facts)  # type: ignore[arg-type]
+    return found.by_construction, found.nvcc, found.why_not
+
+
+def test_nvcc_unwrapped_gets_objtemp_and_every_compile_the_prefix_maps() -> None:
+    ok, nvcc, why = verdict()
+    assert ok and not why
+    assert nvcc[0] == "-objtemp"
+    assert "-Xcompiler=-ffile-prefix-map=/src/pkg=." in nvcc
+    assert "-Xcompiler=-ffile-prefix-map=/opt/cuda=/archguard/cuda" in nvcc
+
+
+def test_a_wrapper_decides_objtemp() -> None:
+    # sccache names nvcc's intermediates itself (and with -objtemp writes no object)
+    ok, nvcc, _ = verdict(cache_tool="sccache", environ={**SDE, "PYTORCH_NVCC": "sccache nvcc"})
+    assert ok and "-objtemp" not in nvcc
+    ok, nvcc, why = verdict(environ={**SDE, "PYTORCH_NVCC": "/usr/bin/mywrap nvcc"})
+    assert not ok and "-objtemp" not in nvcc and "PYTORCH_NVCC='/usr/bin/mywrap nvcc'" in why[0]
+    ok, _, why = verdict(cache_tool="ccache")
+    assert not ok and "ccache wraps nvcc" in why[0]
+    ok, nvcc, why = verdict(cuda_major=12)
+    assert not ok and "-objtemp" not in nvcc and "nvcc 12.x" in why[0]
+    ok, _, why = verdict(environ={})
+    assert not ok and "SOURCE_DATE_EPOCH is unset" in why[0]
+    ok, _, why = verdict(uses=["k.cu:3 uses __DATE__"])
+    assert not ok and why == ("k.cu:3 uses __DATE__",)
+
+
+def test_prefix_maps_put_the_longest_last_and_skip_relative_paths() -> None:
+    maps = prefix_maps({"/a": "A", "/a/b/c": "C", "rel": "R", "": "E"})
+    assert maps == ["-ffile-prefix-map=/a=A", "-ffile-prefix-map=/a/b/c=C"]
+
+
+def test_the_record_says_the_tree_relative_to_itself(tmp_path: Path) -> None:
+    root = tmp_path / "pkg"
+    record = {
+        "inputs": {"package": f"no [tool.archguard] in {root}/pyproject.toml"},
+        "other": [f"{root}", f"{root}x/y", f"({root})", 3],
+    }
+    assert tree_relative(record, root) == {
+        "inputs": {"package": "no [tool.archguard] in ./pyproject.toml"},
+        "other": [".", f"{root}x/y", "(.)", 3],
+    }
+
+
+def test_time_macros_are_named_with_their_lines_in_linear_time(tmp_path: Path) -> None:
+    source = tmp_path / "k.cu"
+    source.write_text('int x;\nconst char* d = __DATE__ " " __TIME__;\n// __DATE__X no\n')
+    assert time_macros([source, tmp_path / "absent.cu"], tmp_path) == [
+        "k.cu:2 uses __DATE__",
+        "k.cu:2 uses __TIME__",
+    ]
+    hostile = tmp_path / "h.cu"
+    hostile.write_text("__DATE" * 400_000 + "_" * 400_000)  # no match, no backtracking
+    started = time.process_time()
+    assert time_macros([hostile], tmp_path) == []
+    assert time.process_time() - started < 1.0
+
+
+# --- real builds ---------------------------------------------------------------------
+
+
+def checkout(where: Path, kernel: str | None = None) -> Path:
+    """A package of minicuda's kernel (no torch headers) at ``where``."""
+    where.mkdir(parents=True)
+    for name in ("kernel.cu", "mod.c"):
+        shutil.copy(MINI / name, where / name)
+    if kernel is not None:
+        (where / "kernel.cu").write_text(kernel)
+    ext = extension("_minicuda", ["mod.c", "kernel.cu"])
+    (where / "setup.py").write_text(setup_py("repro", [ext]))
+    (where / "pyproject.toml").write_text(pyproject())
+    return where
+
+
+def built(tree: Path, out: Path) -> Path:
+    proc = cli("wheel", str(tree), "-w", str(out), env=build_env(ARCHGUARD_ARCH_LIST="8.0"))
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    (wheel,) = out.glob("*.whl")
+    return wheel
+
+
+def members_that_differ(a: Path, b: Path) -> list[str]:
+    with zipfile.ZipFile(a) as za, zipfile.ZipFile(b) as zb:
+        names = sorted(set(za.namelist()) | set(zb.namelist()))
+        return [
+            n
+            for n in names
+            if n not in za.namelist() or n not in zb.namelist() or za.read(n) != zb.read(n)
+        ]
+
+
+@needs_nvcc
+@needs_cuda_torch
+@needs_cuobjdump
+def test_one_extension_from_two_checkouts_at_two_times_is_the_same_wheel(tmp_path: Path) -> None:
+    """Two `archguard wheel` processes, two checkout paths of different depths, a second
+    apart: the same sha256 (before: nvcc's tmpxft_<pid> name and the tree's path in the
+    .so, the pyproject.toml's path in the record)."""
+    first = built(checkout(tmp_path / "a" / "repro"), tmp_path / "w1")
+    time.sleep(1.1)
+    second = built(checkout(tmp_path / "elsewhere" / "deeper" / "repro"), tmp_path / "w2")
+    assert first.name == second.name
+    assert members_that_differ(first, second) == []
+    digest = [hashlib.sha256(w.read_bytes()).hexdigest() for w in (first, second)]
+    assert digest[0] == digest[1]
+    record = wheel_record(first)
+    repro = record["build"]["reproducible"]  # type: ignore[index]
+    assert repro["by_construction"] is True and repro["why_not"] == []
+    assert "-objtemp" in repro["nvcc_flags"]
+    assert str(tmp_path) not in json.dumps(record)
+
+
+@needs_nvcc
+@needs_cuda_torch
+@needs_cuobjdump
+def test_a_kernel_that_uses_the_date_builds_and_says_it_is_not_reproducible(
+    tmp_path: Path,
+) -> None:
+    kernel = (MINI / "kernel.cu").read_text() + '\nconst char* built_on = __DATE__ " " __TIME__;\n'
+    tree = checkout(tmp_path / "dated", kernel)
+    proc = cli(
+        "wheel",
+        str(tree),
+        "-w",
+        str(tmp_path / "out"),
+        env=build_env(ARCHGUARD_ARCH_LIST="8.0"),
+    )
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    assert "not reproducible by construction: kernel.cu:" in proc.stderr
+    (wheel,) = (tmp_path / "out").glob("*.whl")
+    repro = wheel_record(wheel)["build"]["reproducible"]  # type: ignore[index]
+    assert repro["by_construction"] is False
+    line = kernel.count("\n", 0, kernel.index("__DATE__")) + 1
+    assert repro["why_not"] == [
+        f"kernel.cu:{line} uses __DATE__",
+        f"kernel.cu:{line} uses __TIME__",
+    ]
+
+
+# --- a wheel and its rebuild, compared ---------------------------------------------------
+
+
+def wheel_of(path: Path, members: dict[str, bytes]) -> Path:
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, data in members.items():
+            zf.writestr(zipfile.ZipInfo(name, (1980, 1, 1, 0, 0, 0)), data)
+    return path
+
+
+def test_a_rebuilt_wheel_is_compared_member_by_member_and_section_by_section(
+    tmp_path: Path,
+) -> None:
+    """A real shared object (this Python's own _struct module) with one byte of .text
+    changed: its member and its section are named; the same bytes say nothing."""
+    import _struct
+
+    from archguard.binaries.compare import wheel_differences
+    from archguard.detect.elf import sections
+
+    so = Path(_struct.__file__).read_bytes()
+    text = next(s for s in sections(so) if s.name == ".text")
+    tampered = bytearray(so)
+    tampered[text.offset + 16] ^= 0xFF
+    base = {"pkg/_x.so": so, "pkg/__init__.py": b"", "pkg-1.0.dist-info/RECORD": b"r"}
+    published = wheel_of(tmp_path / "a.whl", base)
+    assert wheel_differences(published, wheel_of(tmp_path / "same.whl", base)) == []
+    changed = wheel_of(tmp_path / "b.whl", {**base, "pkg/_x.so": bytes(tampered)})
+    assert wheel_differences(published, changed) == ["pkg/_x.so: ELF sections .text differ"]
+    other = wheel_of(tmp_path / "c.whl", {**base, "pkg/__init__.py": b"x = 1\n", "extra": b""})
+    assert wheel_differences(published, other) == [
+        "extra: only in the rebuilt wheel",
+        "pkg/__init__.py: 0 and 6 bytes, first different at byte 0",
+    ]
