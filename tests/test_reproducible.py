@@ -16,8 +16,8 @@ from archguard._integration.reproducible import (
     prefix_maps,
     reproducible,
     time_macros,
-    tree_relative,
 )
+from archguard.binaries.record import path_free
 from realtools import (
     MINI,
     build_env,
@@ -76,15 +76,21 @@ def test_prefix_maps_put_the_longest_last_and_skip_relative_paths() -> None:
     assert maps == ["-ffile-prefix-map=/a=A", "-ffile-prefix-map=/a/b/c=C"]
 
 
-def test_the_record_says_the_tree_relative_to_itself(tmp_path: Path) -> None:
+def test_the_record_is_path_free(tmp_path: Path) -> None:
     root = tmp_path / "pkg"
+    assembled = "/home/u/.cache/archguard/cuda-root/cuda-13-0123456789abcdef"
     record = {
         "inputs": {"package": f"no [tool.archguard] in {root}/pyproject.toml"},
         "other": [f"{root}", f"{root}x/y", f"({root})", 3],
+        "toolkit": {"CUDACXX": f"{assembled}/bin/nvcc", "note": f"one root, {assembled}, linking"},
     }
-    assert tree_relative(record, root) == {
+    assert path_free(record, root) == {
         "inputs": {"package": "no [tool.archguard] in ./pyproject.toml"},
         "other": [".", f"{root}x/y", "(.)", 3],
+        "toolkit": {
+            "CUDACXX": "{archguard-cache}/cuda-root/cuda-13/bin/nvcc",
+            "note": "one root, {archguard-cache}/cuda-root/cuda-13, linking",
+        },
     }
 
 

@@ -28,10 +28,11 @@ from archguard._integration.environment import Planned, compiler_cache, complete
 from archguard._integration.postbuild import verify_build
 from archguard._integration.prebuild import lint_build
 from archguard._integration.progress import Progress, not_a_compile
-from archguard._integration.reproducible import for_build, tree_relative
+from archguard._integration.reproducible import for_build
 from archguard._integration.session import Session, session_for, setup_error
 from archguard.binaries.record import (
     extension_record,
+    path_free,
     unseen_extension_record,
     wheel_record,
     write_record,
@@ -477,6 +478,6 @@ def record_into(dist: Any, dist_info: Path) -> None:
     session: Session | None = getattr(dist, "_archguard_session", None)
     if session is None or not dist_info.is_dir():
         return
-    record = tree_relative(wheel_record(session.resolution, session), project_root(dist))
+    record = path_free(wheel_record(session.resolution, session), project_root(dist))
     path = write_record(dist_info, record)
     say(f"recorded the resolution in {dist_info.name}/{path.name}")

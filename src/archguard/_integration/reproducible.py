@@ -56,13 +56,14 @@ class Reproducible:
         return {
             "by_construction": self.by_construction,
             "why_not": list(self.why_not),
-            "nvcc_flags": [_shown(f) for f in self.nvcc],
-            "cxx_flags": [_shown(f) for f in self.cxx],
+            # sorted: the maps' order follows their paths' lengths, which vary by site
+            "nvcc_flags": sorted(_shown(f) for f in self.nvcc),
+            "cxx_flags": sorted(_shown(f) for f in self.cxx),
         }
 
     def lines(self) -> list[str]:
         """What the build log says of it, once per build."""
-        added = " ".join(dict.fromkeys(_shown(f) for f in (*self.nvcc, *self.cxx)))
+        added = " ".join(sorted(dict.fromkeys(_shown(f) for f in (*self.nvcc, *self.cxx))))
         head = f"reproducible: the compiles get {added}"
         if self.by_construction:
             return [f"{head}: the same inputs give the same bytes"]
@@ -155,27 +156,6 @@ def reproducible(  # noqa: PLR0913 - each a fact of this build, each needed
     if "SOURCE_DATE_EPOCH" not in environ:
         why_not.append("SOURCE_DATE_EPOCH is unset: the wheel's zip carries the build's dates")
     return Reproducible(tuple(nvcc), tuple(maps), not why_not, tuple(why_not))
-
-
-def tree_relative(value: Any, root: str | Path) -> Any:
-    """``value`` (a record) with the tree's path said relative to the tree (``./...``):
-    the same tree built from two checkouts records the same bytes."""
-    prefix = str(Path(root).resolve())
-    if prefix == "/":
-        return value
-    # the tree itself, never a longer path that starts with its text (/a/b, not /a/bc)
-    pattern = re.compile(re.escape(prefix) + r"(?=/|$|[^\w.-])")
-    return _relative(value, prefix, pattern)
-
-
-def _relative(value: Any, prefix: str, pattern: re.Pattern[str]) -> Any:
-    if isinstance(value, str):
-        return pattern.sub(".", value) if prefix in value else value
-    if isinstance(value, list):
-        return [_relative(v, prefix, pattern) for v in value]
-    if isinstance(value, dict):
-        return {k: _relative(v, prefix, pattern) for k, v in value.items()}
-    return value
 
 
 def for_build(

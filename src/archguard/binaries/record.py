@@ -7,11 +7,12 @@ This module owns the record's file name, its schema, writing it and reading it b
 from __future__ import annotations
 
 import json
+import re
 import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from archguard import __version__
 from archguard.core.abi import BinaryAbi
@@ -453,3 +454,32 @@ def read_wheel_record(wheel: zipfile.ZipFile, where: str) -> RecordedTargets | N
     it is unreadable)."""
     found = wheel_record_data(wheel, where)
     return None if found is None else recorded_targets(*found)
+
+
+# an assembled toolkit root (:func:`archguard.detect.cudalibs.assemble_root`): its digest
+# names the files it links, which lie in a cell's environment, so it differs from site to site
+_ASSEMBLED_ROOT = re.compile(r"/[^\s'\",;()]*/cuda-root/cuda-(\d+)-[0-9a-f]{16}")
+ASSEMBLED = "{archguard-cache}/cuda-root/cuda-"
+
+
+def path_free(value: Any, tree: str | Path) -> Any:
+    """``value`` (a record, or a part of one) as a record is written: the tree built said
+    relative to itself (``./...``) and an assembled toolkit root by its major alone
+    (``{archguard-cache}/cuda-root/cuda-13``): the same inputs built from two checkouts, or
+    into two sites, record the same bytes."""
+    prefix = str(Path(tree).resolve())
+    # the tree itself, never a longer path that starts with its text (/a/b, not /a/bc)
+    pattern = re.compile(re.escape(prefix) + r"(?=/|$|[^\w.-])") if prefix != "/" else None
+    return _path_free(value, prefix, pattern)
+
+
+def _path_free(value: Any, prefix: str, pattern: re.Pattern[str] | None) -> Any:
+    if isinstance(value, str):
+        if "/cuda-root/cuda-" in value:
+            value = _ASSEMBLED_ROOT.sub(lambda m: ASSEMBLED + m.group(1), value)
+        return pattern.sub(".", value) if pattern is not None and prefix in value else value
+    if isinstance(value, list):
+        return [_path_free(v, prefix, pattern) for v in value]
+    if isinstance(value, dict):
+        return {k: _path_free(v, prefix, pattern) for k, v in value.items()}
+    return value

@@ -78,12 +78,13 @@ def verified(wheels: list[Path]) -> list[WheelResult]:
     return out
 
 
-def recorder(
+def recorder(  # noqa: PLR0913, PLR0917 - the record's inputs and the log, each needed
     resolution: Resolution,
     environment: dict[str, str],
     backend: str,
     part: dict[str, object],
     say: Callable[[str], None],
+    tree: Path,
 ) -> Step:
     """The step that writes each CUDA wheel's record: the front-end's part beside the
     hook's; a wheel whose backend wrote none (no setuptools hook ran) gets the whole record
@@ -93,7 +94,7 @@ def recorder(
         if not w.cuda_binaries:
             return w, []
         record, changed = write_frontend_record(
-            w.wheel, resolution, w.checked, environment, backend, part
+            w.wheel, resolution, w.checked, environment, backend, part, tree
         )
         if changed:
             say(

@@ -22,6 +22,7 @@ from archguard.binaries.record import (
     RecordedTargets,
     abi_record,
     images_record,
+    path_free,
     recorded_targets,
     unseen_extension_record,
     wheel_record,
@@ -91,11 +92,13 @@ def write_frontend_record(  # noqa: PLR0913, PLR0917 (the record's inputs, each 
     environment: Mapping[str, str],
     backend: str,
     part: Mapping[str, object],
+    tree: Path,
 ) -> tuple[RecordedTargets, bool]:
     """Write the wheel's record: a backend's whole record where it has none, else the
     hook's with the front-end's part and an entry for each CUDA binary the hook never saw
     (one a CMake step of the package built and installed itself). (the record written, as
-    its typed value; True when the wheel's expectations changed: it is read back again)."""
+    its typed value; True when the wheel's expectations changed: it is read back again).
+    Written path-free (:func:`archguard.binaries.record.path_free`, ``tree`` the source)."""
     with zipfile.ZipFile(wheel) as zf:
         found = wheel_record_data(zf, wheel.name)
     record = found[0] if found else None
@@ -113,5 +116,6 @@ def write_frontend_record(  # noqa: PLR0913, PLR0917 (the record's inputs, each 
         extensions += [ext for _, ext in unseen]
         changed = changed or bool(unseen)
         build["frontend"] = json.loads(json.dumps(dict(part)))
+    record = path_free(json.loads(json.dumps(record)), tree)
     where = write_wheel_record(wheel, record)
-    return recorded_targets(json.loads(json.dumps(record)), where), changed
+    return recorded_targets(record, where), changed

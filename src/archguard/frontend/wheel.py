@@ -244,7 +244,9 @@ def _finished(  # noqa: PLR0913 - what the steps after pip need, each from build
     if release is not None:
         problems += [p for w in made if (p := not_the_release(w, release, source))]
     part = frontend_part(built.build_env, built.toolkit)
-    step = recorder(cell.resolution, cell.environment, backend, part, lambda t: _say(source, t))
+    step = recorder(
+        cell.resolution, cell.environment, backend, part, lambda t: _say(source, t), source
+    )
     wheels, said = each(verified(made), step)
     problems += said + judged(wheels, setup_py, _setup_text(source), log, built)
     if not made:
