@@ -3,7 +3,8 @@ minicuda's kernel, no torch headers) x two cells (torch 2.13.0 and 2.14.1, CUDA 
 cell's environment made with uv), real nvcc, cuobjdump and auditwheel.
 
 - Killed (SIGKILL, the whole process group) at six moments spread over its run and resumed
-  each time, the farm ends with the indexes an uninterrupted run gives, while a reader polling
+  each time, the farm ends with the indexes an uninterrupted run of another checkout into
+  another site gives, sha256 for sha256 (issue 50), while a reader polling
   the site never saw an index missing, or naming a wheel that is missing or not the bytes it
   advertises. A wheel corrupted on disk is built again; a second run on the same site is
   refused, naming the first.
@@ -23,6 +24,7 @@ import subprocess
 import sys
 import threading
 import time
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -237,7 +239,7 @@ MOMENTS: list[tuple[str, float, tuple[str, str] | None]] = [
 def test_a_farm_killed_at_six_moments_resumes_to_the_uninterrupted_site(
     reference: tuple[Path, Path, dict[str, set[str]]], tmp_path: Path
 ) -> None:
-    _, _, expected = reference
+    _, reference_site, expected = reference
     manifest = make_farm(tmp_path)
     site = tmp_path / "site"
     reader = Reader(site)
@@ -257,6 +259,9 @@ def test_a_farm_killed_at_six_moments_resumes_to_the_uninterrupted_site(
     # a job built before a kill was kept, its wheel checked
     assert "sha256 checked): not built again" in final.stderr
     assert names(site) == expected
+    # byte for byte: every index advertises the sha256 the uninterrupted run's does (another
+    # checkout path, another site, builds killed and resumed: the same bytes, issue 50)
+    assert indexes(site) == indexes(reference_site)
     assert not reader.problems, reader.problems[:10]
     assert reader.reads > 100
     verified = cli("farm", "verify", str(site), env=env_for_farm())
@@ -304,6 +309,62 @@ def test_a_farm_killed_at_six_moments_resumes_to_the_uninterrupted_site(
     assert "alpha in torch2.14: built again: its wheel" in "".join(said)
     assert "1 built, 3 already built" in rest
     assert cli("farm", "verify", str(site), env=env_for_farm()).returncode == 0
+
+
+# runs before test_each_builder_input_rebuilds_exactly_its_jobs, which changes the
+# reference's tree, toolkit and torch
+def test_a_second_builder_rebuilds_a_cell_to_the_same_bytes_and_names_a_tampered_section(
+    reference: tuple[Path, Path, dict[str, set[str]]], tmp_path: Path
+) -> None:
+    """`farm verify SITE --rebuild MANIFEST`: the jobs of one cell built again in a scratch
+    site; beta's wheel is the same bytes; alpha's, tampered in a copy of the site (one byte
+    of its .so's .text, re-zipped, its record saying the new sha256), is named with its
+    member and section."""
+    from archguard.detect.elf import sections
+    from archguard.farm.records import write_job_record
+
+    manifest, site, _ = reference
+    copy = tmp_path / "site"
+    shutil.copytree(site, copy, symlinks=True, ignore=shutil.ignore_patterns("envs"))
+    records = all_records(copy)
+    alpha = next(r for r in records.values() if (r.package, r.cell) == ("alpha", "torch2.13"))
+    beta = next(r for r in records.values() if (r.package, r.cell) == ("beta", "torch2.13"))
+    (name,) = alpha.wheels
+    original = pool_path(copy, name, alpha.sha256[name])
+    tampered = tmp_path / name
+    with zipfile.ZipFile(original) as zin, zipfile.ZipFile(tampered, "w") as zout:
+        for info in zin.infolist():
+            data = zin.read(info)
+            if info.filename.endswith(".so"):
+                text = next(s for s in sections(data) if s.name == ".text")
+                changed = bytearray(data)
+                changed[text.offset + 8] ^= 0xFF
+                data = bytes(changed)
+                member = info.filename
+            zout.writestr(info, data)
+    sha = file_sha256(tampered)
+    target = pool_path(copy, name, sha)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.move(tampered, target)
+    alpha.sha256[name] = sha
+    write_job_record(copy, alpha)
+    proc = cli(
+        "farm",
+        "verify",
+        str(copy),
+        "--rebuild",
+        str(manifest),
+        "--only",
+        "torch2.13",
+        env=env_for_farm(),
+    )
+    out = proc.stdout
+    assert proc.returncode == 1, (out + proc.stderr)[-6000:]
+    (beta_wheel,) = beta.wheels
+    assert f"identical  {beta_wheel}  (job {beta.job}, cell torch2.13" in out
+    assert f"DIFFERS  {name}  (job {alpha.job}, cell torch2.13)" in out
+    assert f"{member}: ELF sections .text differ" in out
+    assert "1 of 2 wheel(s) rebuilt to the same bytes" in out
 
 
 def test_each_builder_input_rebuilds_exactly_its_jobs(

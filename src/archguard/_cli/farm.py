@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import json
 from typing import TYPE_CHECKING
 
 from archguard._cli.common import EXIT_FAIL, EXIT_OK, write
+from archguard.errors import ConfigError
 
 if TYPE_CHECKING:
     pass
@@ -46,8 +48,23 @@ def cmd_farm(args: argparse.Namespace) -> int:
         from archguard.farm.verify import render, verify_site
 
         checked = verify_site(args.site)
-        write(render(checked, args.site, args.format))
-        return EXIT_OK if checked.ok else EXIT_FAIL
+        if args.rebuild is None:
+            write(render(checked, args.site, args.format))
+            return EXIT_OK if checked.ok else EXIT_FAIL
+        from archguard.farm.rebuild import rebuild_site, render_proofs
+
+        if args.sample is not None and args.sample < 1:
+            raise ConfigError(f"archguard farm verify --sample {args.sample}: give 1 or more.")
+        proofs = rebuild_site(
+            args.site, args.rebuild, args.only, args.sample, repair=not args.no_repair
+        )
+        if args.format == "json":  # one document: the site's check, with the rebuild's
+            data = json.loads(render(checked, args.site, "json"))
+            data["rebuild"] = json.loads(render_proofs(proofs, args.site, "json"))
+            write(json.dumps(data, indent=2) + "\n")
+        else:
+            write(render(checked, args.site, "text") + render_proofs(proofs, args.site, "text"))
+        return EXIT_OK if checked.ok and all(p.identical for p in proofs) else EXIT_FAIL
     from archguard.farm.plan import plan_manifest
 
     write(plan_manifest(args.manifest, args.policy, args.format, not args.no_repair, args.site))

@@ -396,6 +396,26 @@ def _farm_plan_command(sub: Subparsers) -> None:
         help="re-read every wheel a site's indexes publish against the index and its job record",
     )
     check.add_argument("site", type=Path, metavar="SITE")
+    check.add_argument(
+        "--rebuild",
+        type=Path,
+        metavar="MANIFEST",
+        help="also build the manifest's published jobs again in a scratch site and compare "
+        "each wheel's sha256 (what differs: the zip's member, a .so's ELF section)",
+    )
+    check.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="JOB|PKG|CELL",
+        help="with --rebuild: only these jobs (repeatable)",
+    )
+    check.add_argument(
+        "--sample", type=int, metavar="N", help="with --rebuild: the first N published jobs"
+    )
+    check.add_argument(
+        "--no-repair", action="store_true", help="with --rebuild: the site was run --no-repair"
+    )
     _format(check)
     flow = steps.add_parser("workflow", help="the plan as a GitHub Actions workflow")
     flow.add_argument("manifest", type=Path, metavar="MANIFEST")
