@@ -50,6 +50,7 @@ from archguard.farm.records import (
     write_job_record,
 )
 from archguard.farm.sitejson import site_data, write_site_json
+from archguard.farm.usage import Meter, longest_first
 
 __all__ = ["Outcome", "RunOptions", "publish_site", "run_farm", "write_page"]
 
@@ -349,13 +350,16 @@ def run_farm(manifest_path: Path, options: RunOptions) -> tuple[int, str]:
     floor = floor_note(glibc_version())
     if floor and (options.in_container or any(not j.cell.container for j in jobs)):
         say(floor)  # a cell built in its container has the image's floor
+    meter = Meter()
     with site_lock(site, options.wait, command):
         farm = _Run(options, manifest, every)
         farm.total = len(jobs)
         by_source: dict[str, list[tuple[int, Job]]] = {}
         for number, job in enumerate(jobs, 1):
             by_source.setdefault(job.package.source, []).append((number, job))
-        groups = list(by_source.values())
+        # the longest first (its last recorded duration, else its CUDA code's size): a run
+        # does not end on one long job alone
+        groups = longest_first(list(by_source.values()), all_records(site))
         if options.jobs == 1:
             done = [pair for group in groups for pair in farm.group(group)]
         else:
@@ -368,7 +372,11 @@ def run_farm(manifest_path: Path, options: RunOptions) -> tuple[int, str]:
         outcomes = [outcome for _, outcome in sorted(done, key=lambda pair: pair[0])]
         records = publish_site(site, manifest, every, {o.job: o for o in outcomes})
         collect_garbage(site, kept_wheels(records, built_ids(every)))
-    return summary(outcomes)
+    status, text = summary(outcomes)
+    built = [o for o in outcomes if o.status is Status.BUILT]
+    if built:  # the machine's use, where this run built anything
+        text += "  " + meter.usage(built).line() + "\n"
+    return status, text
 
 
 def publish_site(

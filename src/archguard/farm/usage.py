@@ -1,0 +1,122 @@
+"""How a farm run uses the machine (issue 51): the order its sources are built in (the
+longest first, so that a run does not end on one long job alone) and, at its end, the cores'
+use: utilization = CPU-seconds of the builds / (wall x cores), and the run's distance from
+its limit, max(CPU-seconds / cores, the longest job)."""
+
+from __future__ import annotations
+
+import os
+import resource
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from archguard.detect.machine import detect_machine
+from archguard.detect.sources import CUDA_FILES
+from archguard.farm.plan import Job
+from archguard.farm.records import Outcome
+
+_WALK_LIMIT = 20_000  # files looked at per tree for its CUDA code's size
+
+
+def estimate(jobs: Sequence[Job], records: Mapping[str, Outcome]) -> float:
+    """A source's jobs' expected seconds: each job's last recorded duration (its own record,
+    else the latest of its package in its cell); where none ran yet, its tree's CUDA code in
+    kB (a build's time grows with it; a recorded duration always outranks it: it is seconds
+    of a real build, tens to thousands)."""
+    by_pair = {(r.package, r.cell): r.seconds for r in records.values() if r.seconds}
+    known = [
+        records[j.id].seconds
+        if j.id in records and records[j.id].seconds
+        else by_pair.get((j.package.name, j.cell.name), 0.0)
+        for j in jobs
+    ]
+    if any(known):
+        return sum(known) + 1e6  # measured, before any guess
+    return sum(_cuda_kb(Path(j.package.source)) for j in jobs[:1])
+
+
+def _cuda_kb(tree: Path) -> float:
+    if not tree.is_dir():
+        return 0.0  # an sdist or a release: its size unknown before it is fetched
+    total, seen = 0, 0
+    for folder, dirs, files in os.walk(tree):
+        dirs[:] = [d for d in dirs if not d.startswith(".") and d != "build"]
+        for name in files:
+            seen += 1
+            if name.endswith(CUDA_FILES):
+                try:
+                    total += (Path(folder) / name).stat().st_size
+                except OSError:
+                    continue
+        if seen > _WALK_LIMIT:
+            break
+    return total / 1024
+
+
+def longest_first(
+    groups: Sequence[list[tuple[int, Job]]], records: Mapping[str, Outcome]
+) -> list[list[tuple[int, Job]]]:
+    """The groups (one source's jobs each), the longest expected first; ties keep the plan's
+    order."""
+    return sorted(groups, key=lambda g: -estimate([job for _, job in g], records))
+
+
+@dataclass(frozen=True)
+class Usage:
+    """The run's use of the machine."""
+
+    wall: float
+    cpu: float  # CPU-seconds of every process the run waited for (the builds)
+    cores: int
+    longest: float  # the longest job's wall time
+
+    @property
+    def utilization(self) -> float:
+        return self.cpu / (self.wall * self.cores) if self.wall > 0 else 0.0
+
+    @property
+    def limit(self) -> float:
+        """The least wall time this work could take on these cores."""
+        return max(self.cpu / self.cores, self.longest)
+
+    def line(self) -> str:
+        distance = f"{self.wall / self.limit:.2f}x" if self.limit > 0 else "n/a"
+        return (
+            f"cores: {self.cores}, wall {self.wall:.0f} s, the builds' CPU {self.cpu:.0f} s: "
+            f"utilization {self.utilization:.2f}; the limit max(CPU / cores, the longest job "
+            f"{self.longest:.0f} s) is {self.limit:.0f} s: this run took {distance} of it"
+        )
+
+    def as_json(self) -> dict[str, float | int]:
+        return {
+            "wall_s": round(self.wall, 1),
+            "cpu_s": round(self.cpu, 1),
+            "cores": self.cores,
+            "utilization": round(self.utilization, 3),
+            "limit_s": round(self.limit, 1),
+        }
+
+
+class Meter:
+    """Started when the run starts; :meth:`usage` at its end."""
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.cpu = _children_cpu()
+
+    def usage(self, outcomes: Sequence[Outcome], cores: int | None = None) -> Usage:
+        return Usage(
+            time.monotonic() - self.started,
+            _children_cpu() - self.cpu,
+            cores or detect_machine().cores,
+            max((o.seconds for o in outcomes), default=0.0),
+        )
+
+
+def _children_cpu() -> float:
+    """User and system seconds of every child process waited for (their own children's
+    included: pip's nvcc, ninja's compiles)."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
