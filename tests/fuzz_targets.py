@@ -309,9 +309,10 @@ def fuzz_preprocessor(text: str, header: str) -> None:
     """The lint reads any text without a traceback: a result or archguard's own error."""
     from archguard.core.toolkit import bundled_toolkit
     from archguard.lint.expressions import Macros, Unparsable, evaluate, parse_define
-    from archguard.lint.guards import Target, Wheel, analyse
+    from archguard.lint.guards import Wheel, analyse
     from archguard.lint.lines import logical_lines
     from archguard.lint.sources import Sources
+    from archguard.lint.targets import Target
 
     for line in logical_lines(text):
         parse_define(line.text)

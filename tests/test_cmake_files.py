@@ -406,12 +406,12 @@ def test_a_file_of_forced_lines_names_five_and_counts_the_rest(tmp_path: Path) -
 def test_archguards_own_reading_failing_is_said_and_stops_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from archguard.frontend import toolkit
+    from archguard.frontend import cmake
 
     def broken(tree: Path) -> object:
         raise RecursionError("maximum recursion depth exceeded")
 
-    monkeypatch.setattr(toolkit.CMakeFiles, "read", broken)
+    monkeypatch.setattr(cmake.CMakeFiles, "read", broken)
     got = plan(tmp_path, ISSUE)
     assert got.values == {} and got.refusal == ""
     assert got.notes == (

@@ -13,6 +13,7 @@ import pytest
 from archguard.errors import ConfigError
 from archguard.farm.manifest import load_manifest
 from archguard.farm.plan import plan, render
+from archguard.farm.records import Status
 from realtools import run_main
 
 IMAGE = "pytorch/manylinux2_28-builder:cuda13.0"
@@ -138,7 +139,7 @@ def test_the_containers_command_line(tmp_path: Path) -> None:
     site, cache = tmp_path / "site", tmp_path / "cache" / "archguard"
     argv = ["/site/.farm/envs/c/bin/python", "-m", "archguard", "wheel", "/tree"]
     env = {"FORCE_CUDA": "1", "PIP_INDEX_URL": None}
-    mounts = [site, cache, site / ".farm", str(cache)]
+    mounts: list[str | Path] = [site, cache, site / ".farm", str(cache)]
     built = container_argv(
         "/usr/bin/docker",
         IMAGE,
@@ -221,8 +222,8 @@ def test_the_page_and_site_json_give_each_wheels_platform_floor(tmp_path: Path) 
         for name in (low, high)
     ]
     outcomes = [
-        Outcome("j1", "floors", "cu130-torch2.13-py311", "built", [low], details=facts[:1]),
-        Outcome("j2", "floors", "cu130-torch2.14-py311", "built", [high], details=facts[1:]),
+        Outcome("j1", "floors", "cu130-torch2.13-py311", Status.BUILT, [low], details=facts[:1]),
+        Outcome("j2", "floors", "cu130-torch2.14-py311", Status.BUILT, [high], details=facts[1:]),
     ]
     for o in outcomes:
         o.sha256 = {o.wheels[0]: o.job * 32}

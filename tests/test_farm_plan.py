@@ -17,6 +17,7 @@ import pytest
 from archguard.errors import ConfigError
 from archguard.farm.manifest import load_manifest
 from archguard.farm.plan import plan
+from archguard.farm.records import Status
 from realtools import REPO, run_main
 
 SHA = "fc937220d3cc6d7e8ba4ef50cd83be6f9d91d03a983dca23691d290805e8e508"
@@ -283,9 +284,11 @@ def test_the_page_gives_each_wheel_its_facts(tmp_path: Path) -> None:
         )
     ]
     outcomes = [
-        Outcome("j1", "fused-lncc", "cu130-torch2.13-py311", "built", [wheel], details=details),
-        Outcome("j2", "fused-lncc", "cu130-torch2.14-py311", "failed", why="compile failed"),
-        Outcome("j3", "floors", "cu130-torch2.13-py311", "skipped", why="skipped: no reason"),
+        Outcome(
+            "j1", "fused-lncc", "cu130-torch2.13-py311", Status.BUILT, [wheel], details=details
+        ),
+        Outcome("j2", "fused-lncc", "cu130-torch2.14-py311", Status.FAILED, why="compile failed"),
+        Outcome("j3", "floors", "cu130-torch2.13-py311", Status.SKIPPED, why="skipped: no reason"),
     ]
     write_page(tmp_path, loaded, outcomes)
     page = (tmp_path / "index.html").read_text()

@@ -20,9 +20,10 @@ from archguard.core.cuda import CudaVersion
 from archguard.core.toolkit import bundled_toolkit, known_arches
 from archguard.core.torchbuild import bundled_torch
 from archguard.detect.nvcc import detect_toolkit
-from archguard.lint.guards import Target, Wheel, analyse
+from archguard.lint.guards import Wheel, analyse
 from archguard.lint.regions import classify
 from archguard.lint.sources import Sources
+from archguard.lint.targets import Target
 from realtools import (
     CUDA_HOME,
     REPO,
@@ -183,7 +184,7 @@ def test_alternative_tokens_read_as_nvcc_reads_them(tmp_path: Path) -> None:
 def test_what_nvcc_never_defines_on_linux(tmp_path: Path) -> None:
     """The other compilers' names the lint takes as undefined (clang, NVHPC, MSVC, hipcc...)
     are undefined in nvcc's host pass and in each device pass."""
-    from archguard.lint.guards import OTHER_COMPILERS
+    from archguard.lint.targets import OTHER_COMPILERS
 
     src = tmp_path / "names.cu"
     src.write_text(

@@ -44,9 +44,9 @@ from archguard.detect.sass import classify_ptx, classify_sass, parse_ptx, parse_
 from archguard.detect.tools import CUOBJDUMP, NVDISASM, ToolFailed, run
 from archguard.errors import BinaryReadError, IndexUnreachable
 from archguard.lint.expressions import Macro, Macros, Unparsable, evaluate, tokenize
-from archguard.lint.guards import Target
 from archguard.lint.lines import logical_lines
 from archguard.lint.regions import classify, declared_values, first_use, kernel_names, launches
+from archguard.lint.targets import Target
 from archguard.user import doctor, variant, watch
 
 # each image's header, as cuobjdump prints it before the image's contents
