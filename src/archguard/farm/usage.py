@@ -5,7 +5,7 @@ its limit, max(CPU-seconds / cores, the longest job)."""
 
 from __future__ import annotations
 
-import os
+import contextlib
 import resource
 import time
 from collections.abc import Mapping, Sequence
@@ -13,46 +13,38 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from archguard.detect.machine import detect_machine
-from archguard.detect.sources import CUDA_FILES
+from archguard.detect.sources import CUDA_FILES, tree_files
 from archguard.farm.plan import Job
 from archguard.farm.records import Outcome
 
-_WALK_LIMIT = 20_000  # files looked at per tree for its CUDA code's size
 
-
-def estimate(jobs: Sequence[Job], records: Mapping[str, Outcome]) -> float:
-    """A source's jobs' expected seconds: each job's last recorded duration (its own record,
-    else the latest of its package in its cell); where none ran yet, its tree's CUDA code in
-    kB (a build's time grows with it; a recorded duration always outranks it: it is seconds
-    of a real build, tens to thousands)."""
+def estimate(jobs: Sequence[Job], records: Mapping[str, Outcome]) -> tuple[bool, float]:
+    """A source's jobs' expected length, as a sort key: (measured, amount). Measured: the
+    seconds each job last took (its own record, else its package's latest in its cell).
+    Where none ran yet: its tree's CUDA code in bytes (a build's time grows with it), which
+    every measured source outranks."""
     by_pair = {(r.package, r.cell): r.seconds for r in records.values() if r.seconds}
-    known = [
-        records[j.id].seconds
-        if j.id in records and records[j.id].seconds
-        else by_pair.get((j.package.name, j.cell.name), 0.0)
+    seconds = [
+        (records[j.id].seconds if j.id in records else 0.0)
+        or by_pair.get((j.package.name, j.cell.name), 0.0)
         for j in jobs
     ]
-    if any(known):
-        return sum(known) + 1e6  # measured, before any guess
-    return sum(_cuda_kb(Path(j.package.source)) for j in jobs[:1])
+    if any(seconds):
+        return True, sum(seconds)
+    return False, float(_cuda_bytes(Path(jobs[0].package.source))) if jobs else 0.0
 
 
-def _cuda_kb(tree: Path) -> float:
+def _cuda_bytes(tree: Path) -> int:
+    """The size of a tree's CUDA sources and headers; 0 for an sdist or a release (its size
+    is unknown until it is fetched)."""
     if not tree.is_dir():
-        return 0.0  # an sdist or a release: its size unknown before it is fetched
-    total, seen = 0, 0
-    for folder, dirs, files in os.walk(tree):
-        dirs[:] = [d for d in dirs if not d.startswith(".") and d != "build"]
-        for name in files:
-            seen += 1
-            if name.endswith(CUDA_FILES):
-                try:
-                    total += (Path(folder) / name).stat().st_size
-                except OSError:
-                    continue
-        if seen > _WALK_LIMIT:
-            break
-    return total / 1024
+        return 0
+    total = 0
+    for name in tree_files(tree):
+        if name.endswith(CUDA_FILES):
+            with contextlib.suppress(OSError):
+                total += Path(name).stat().st_size
+    return total
 
 
 def longest_first(
@@ -60,7 +52,7 @@ def longest_first(
 ) -> list[list[tuple[int, Job]]]:
     """The groups (one source's jobs each), the longest expected first; ties keep the plan's
     order."""
-    return sorted(groups, key=lambda g: -estimate([job for _, job in g], records))
+    return sorted(groups, key=lambda g: estimate([job for _, job in g], records), reverse=True)
 
 
 @dataclass(frozen=True)
