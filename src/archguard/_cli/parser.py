@@ -5,20 +5,11 @@ from __future__ import annotations
 import argparse
 import textwrap
 from pathlib import Path
-from typing import TypeAlias, get_args
 
 from archguard import __version__
-from archguard.core.formats import EnvFormat, Format, ListFormat, MatrixFormat, PlanFormat
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1")
-    return value
+from archguard._cli.farm_args import farm_commands, farm_plan_command
+from archguard._cli.options import Subparsers, cuobjdump_option, format_option
+from archguard.core.formats import EnvFormat, ListFormat, MatrixFormat
 
 
 def _add_inputs(p: argparse.ArgumentParser) -> None:
@@ -73,11 +64,11 @@ def main_parser() -> argparse.ArgumentParser:
     for group in (
         _list_commands,
         _binary_commands,
-        _farm_commands,
+        farm_commands,
         _lint_command,
         _checks,
         _abi_command,
-        _farm_plan_command,
+        farm_plan_command,
     ):
         group(sub)
     helps = {a.dest: a.help or "" for a in sub._choices_actions}
@@ -104,28 +95,15 @@ def _command_line(name: str, text: str) -> str:
     return "\n".join([f"  {name:<14}{first}", *(f"  {'':<14}{line}" for line in rest)])
 
 
-Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
-
-
-def _format(p: argparse.ArgumentParser, formats: object = Format) -> None:
-    """``--format``, its words from :mod:`archguard.core.formats` (the first the default)."""
-    choices = get_args(formats)
-    p.add_argument("--format", choices=choices, default=choices[0])
-
-
-def _cuobjdump(p: argparse.ArgumentParser, help: str | None = None) -> None:
-    p.add_argument("--cuobjdump", metavar="PATH", help=help)
-
-
 def _list_commands(sub: Subparsers) -> None:
     p = sub.add_parser("explain", help="the inputs, each arch's fate and why, the coverage")
     p.add_argument("arches", nargs="*", metavar="ARCH", help="arches to ask 'why?' about")
     _add_inputs(p)
-    _format(p)
+    format_option(p)
 
     p = sub.add_parser("list", help="just the effective arch list")
     _add_inputs(p)
-    _format(p, ListFormat)
+    format_option(p, ListFormat)
 
     p = sub.add_parser(
         "env",
@@ -133,7 +111,7 @@ def _list_commands(sub: Subparsers) -> None:
         'CUDAARCHS): eval "$(python -m archguard env)"',
     )
     _add_inputs(p)
-    _format(p, EnvFormat)
+    format_option(p, EnvFormat)
 
     p = sub.add_parser(
         "derive", help="propose a policy row for a CUDA index by the ADR's rule (writes nothing)"
@@ -147,7 +125,7 @@ def _list_commands(sub: Subparsers) -> None:
     p.add_argument("--policy", metavar="FILE", help="its decisions and rows (default: bundled)")
     p.add_argument("--toolkits", metavar="FILE", help="a toolkits.yml with that CUDA's row")
     p.add_argument("--torch-builds", metavar="FILE", help="a torch_builds.yml with its torch")
-    _format(p)
+    format_option(p)
 
 
 def _binary_commands(sub: Subparsers) -> None:
@@ -159,8 +137,8 @@ def _binary_commands(sub: Subparsers) -> None:
     p.add_argument("--check", action="store_true", help="exit 1 if the table's row differs")
     p.add_argument("--torch-builds", metavar="FILE", help="the table to check (default: bundled)")
     p.add_argument("--policy", metavar="FILE", help="whose arch_exceptions to check")
-    _cuobjdump(p)
-    _format(p)
+    cuobjdump_option(p)
+    format_option(p)
 
     p = sub.add_parser(
         "variant",
@@ -175,8 +153,8 @@ def _binary_commands(sub: Subparsers) -> None:
         metavar="X.Y",
         help="for a wheel with no archguard record: the CUDA that compiled it",
     )
-    _cuobjdump(p)
-    _format(p)
+    cuobjdump_option(p)
+    format_option(p)
 
     p = sub.add_parser(
         "doctor",
@@ -191,8 +169,8 @@ def _binary_commands(sub: Subparsers) -> None:
         metavar="DIR",
         help="read the distributions installed in DIR (default: this interpreter's)",
     )
-    _cuobjdump(p)
-    _format(p)
+    cuobjdump_option(p)
+    format_option(p)
 
     p = sub.add_parser(
         "which",
@@ -207,7 +185,7 @@ def _binary_commands(sub: Subparsers) -> None:
     p.add_argument("--python", metavar="X.Y", help="a Python (default: this one)")
     _gpu_options(p)
     p.add_argument("--driver-cuda", metavar="X.Y", help="the driver's CUDA (default: nvidia-smi's)")
-    _format(p)
+    format_option(p)
 
 
 def _gpu_options(p: argparse.ArgumentParser) -> None:
@@ -225,75 +203,6 @@ def _gpu_options(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="do not import torch to find the GPUs (nvidia-smi only)",
     )
-
-
-def _farm_commands(sub: Subparsers) -> None:
-    p = sub.add_parser(
-        "watch",
-        help="torch releases and CUDA toolkit minors on the package index that the tables "
-        "lack; --probe reads them into proposed rows",
-    )
-    p.add_argument("--torch-builds", metavar="FILE", help="the farm's table (default: bundled)")
-    p.add_argument("--toolkits", metavar="FILE", help="the farm's toolkits.yml (default: bundled)")
-    p.add_argument(
-        "--since", metavar="VERSION", help="ignore releases below (default: the table's oldest)"
-    )
-    p.add_argument("--probe", action="store_true", help="download and probe each missing one")
-    p.add_argument("--download-dir", type=Path, default=Path("torch-wheels"), metavar="DIR")
-    p.add_argument("-o", "--output", type=Path, metavar="FILE", help="write the proposed rows")
-    _cuobjdump(p)
-    _format(p)
-    p.epilog = "pip options for the index go after --: archguard watch -- --index-url URL"
-
-    p = sub.add_parser(
-        "wheel",
-        help="a farm cell: the list in the environment before setup.py runs, pip wheel "
-        "--no-build-isolation, every wheel verified",
-    )
-    p.add_argument(
-        "sources",
-        nargs="+",
-        metavar="SRC",
-        help="a source tree, an sdist file, an sdist URL pinned as URL#sha256=HEX, or "
-        "name==version (the release's sdist from the index pip reads, checked against its "
-        "published sha256); an sdist is unpacked at the same path each time, so a compile "
-        "cache hits",
-    )
-    p.add_argument(
-        "--sha256",
-        metavar="HEX",
-        help="the pinned sha256 of the one SRC (an sdist file, URL or name==version)",
-    )
-    p.add_argument("-w", "--wheel-dir", type=Path, default=Path("wheelhouse"), metavar="DIR")
-    p.add_argument(
-        "--build-requires",
-        action="append",
-        default=[],
-        metavar="REQ",
-        help="a build requirement the package imports and does not declare, installed with "
-        "its declared ones (repeatable; a farm manifest's build-requires)",
-    )
-    p.add_argument(
-        "--config",
-        type=Path,
-        metavar="PKG.toml",
-        help="a [tool.archguard] table (ARCHGUARD_CONFIG)",
-    )
-    p.add_argument(
-        "--repair",
-        action="store_true",
-        help="make each wheel manylinux with auditwheel (never grafting torch's, the CUDA "
-        "runtime's or NVIDIA wheels' libraries; never below manylinux_2_28), read back again",
-    )
-    p.add_argument(
-        "--local-version",
-        metavar="LABEL",
-        help="each wheel's local version label: auto (cu130torch2.13 for torch's C++ ABI, cu130 "
-        "for its stable ABI), off, or a template with {cuda} and {torch} (default: the "
-        "package's or --config's local_version, else auto)",
-    )
-    _format(p)
-    p.epilog = "Extra pip options go after --: archguard wheel SRC -- --config-settings=..."
 
 
 def _lint_command(sub: Subparsers) -> None:
@@ -332,111 +241,7 @@ def _lint_command(sub: Subparsers) -> None:
         help="a file the build includes before each source (nvcc -include / --pre-include)",
     )
     _add_inputs(p)
-    _format(p)
-
-
-def _farm_plan_command(sub: Subparsers) -> None:
-    p = sub.add_parser(
-        "farm",
-        help="the farm past one cell: 'farm plan MANIFEST' lists the jobs (package x cell) with "
-        "their lists, ids and skips",
-    )
-    steps = p.add_subparsers(dest="farm_command", required=True, metavar="STEP")
-    plan = steps.add_parser("plan", help="the jobs of a manifest, nothing installed")
-    plan.add_argument("manifest", type=Path, metavar="MANIFEST")
-    plan.add_argument("--policy", metavar="FILE", help="the farm's policy (default: bundled)")
-    plan.add_argument(
-        "--no-repair",
-        action="store_true",
-        help="plan the ids of farm run --no-repair (a flag that changes the output is an input)",
-    )
-    plan.add_argument(
-        "--site",
-        type=Path,
-        metavar="SITE",
-        help="also show the torch each cell's environment in SITE held when a run last looked",
-    )
-    _format(plan, PlanFormat)
-    run = steps.add_parser(
-        "run",
-        help="build every job on this machine: an environment per cell (uv), archguard wheel "
-        "--repair per job, one PEP 503 index per cell and a page; resumable",
-    )
-    run.add_argument("manifest", type=Path, metavar="MANIFEST")
-    run.add_argument("-o", "--output", type=Path, required=True, metavar="SITE")
-    run.add_argument("--only", metavar="PKG|CELL|JOB", help="only these jobs")
-    run.add_argument(
-        "--jobs",
-        type=_positive,
-        default=1,
-        metavar="N",
-        help="build N packages at once (a package's cells stay in order; each build gets "
-        "its share of the cores as MAX_JOBS unless the package sets it); default 1",
-    )
-    run.add_argument("--policy", metavar="FILE", help="the farm's policy (default: bundled)")
-    run.add_argument("--no-repair", action="store_true", help="keep linux_x86_64 wheels")
-    run.add_argument(
-        "--assemble",
-        action="store_true",
-        help="build nothing: the indexes and the page from the jobs' records in SITE",
-    )
-    run.add_argument(
-        "--wait",
-        action="store_true",
-        help="when another run holds SITE, wait for it (default: refuse, naming it)",
-    )
-    run.add_argument(
-        "--in-container",
-        action="store_true",
-        help="this runner is the cells' image (farm workflow's build jobs): run the jobs of "
-        "a cell with a container here, not in docker or podman",
-    )
-    check = steps.add_parser(
-        "verify",
-        help="re-read every wheel a site's indexes publish against the index and its job record",
-    )
-    check.add_argument("site", type=Path, metavar="SITE")
-    check.add_argument(
-        "--rebuild",
-        type=Path,
-        metavar="MANIFEST",
-        help="also build the manifest's published jobs again in a scratch site and compare "
-        "each wheel's sha256 (what differs: the zip's member, a .so's ELF section)",
-    )
-    check.add_argument(
-        "--only",
-        action="append",
-        default=[],
-        metavar="JOB|PKG|CELL",
-        help="with --rebuild: only these jobs (repeatable)",
-    )
-    check.add_argument(
-        "--sample", type=int, metavar="N", help="with --rebuild: the first N published jobs"
-    )
-    check.add_argument(
-        "--no-repair", action="store_true", help="with --rebuild: the site was run --no-repair"
-    )
-    _format(check)
-    flow = steps.add_parser("workflow", help="the plan as a GitHub Actions workflow")
-    flow.add_argument("manifest", type=Path, metavar="MANIFEST")
-    flow.add_argument(
-        "--as",
-        dest="manifest_in_repo",
-        metavar="PATH",
-        help="the manifest's path in the repository (default: as given)",
-    )
-    flow.add_argument("--policy", metavar="FILE", help="the farm's policy (default: bundled)")
-    flow.add_argument(
-        "--schedule",
-        metavar="CRON",
-        help="a schedule: trigger (default: daily where the manifest has [[cells]] rules)",
-    )
-    flow.add_argument(
-        "--watch",
-        action="store_true",
-        help="a job that runs `archguard watch` (red while the tables lack a release)",
-    )
-    flow.add_argument("-o", "--output", type=Path, metavar="FILE")
+    format_option(p)
 
 
 def _abi_command(sub: Subparsers) -> None:
@@ -456,7 +261,7 @@ def _abi_command(sub: Subparsers) -> None:
         help="an installed torch (its directory, or the site-packages holding it) or a torch "
         "wheel, read without installing it; repeat for several",
     )
-    _format(p)
+    format_option(p)
 
 
 def _checks(sub: Subparsers) -> None:
@@ -479,7 +284,7 @@ def _checks(sub: Subparsers) -> None:
         help="apply this package's [tool.archguard] overrides",
     )
     p.add_argument("--policy", metavar="FILE")
-    _format(p, MatrixFormat)
+    format_option(p, MatrixFormat)
     p.add_argument("-o", "--output", type=Path, metavar="FILE", help="write here, not stdout")
 
     p = sub.add_parser(
@@ -495,7 +300,7 @@ def _checks(sub: Subparsers) -> None:
     )
     p.add_argument("--project", type=Path, default=None, metavar="DIR")
     p.add_argument("--policy", metavar="FILE")
-    _cuobjdump(p, "cuobjdump to use")
+    cuobjdump_option(p, "cuobjdump to use")
     p.add_argument(
         "--stubs",
         action="store_true",
@@ -504,4 +309,4 @@ def _checks(sub: Subparsers) -> None:
     p.add_argument(
         "--fail-on-stubs", action="store_true", help="exit 1 when a served device runs a stub"
     )
-    _format(p)
+    format_option(p)

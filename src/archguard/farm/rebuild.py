@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,7 +19,7 @@ from archguard.detect.fetch import cache_root
 from archguard.errors import ConfigError
 from archguard.farm.families import load_farm
 from archguard.farm.plan import Flags, Job, plan
-from archguard.farm.records import PUBLISHED, Status, all_records, pool_path, say
+from archguard.farm.records import PUBLISHED, Outcome, Status, all_records, pool_path, say
 from archguard.farm.run import RunOptions, run_farm
 
 REBUILD_SCHEMA = "archguard.farm-rebuild/1"
@@ -51,12 +51,17 @@ class Proof:
         )
 
 
-def chosen(
-    site: Path, manifest: Path, only: Sequence[str], sample: int | None, repair: bool
+def chosen(  # noqa: PLR0913 - the site, its records, the manifest and the three options
+    site: Path,
+    records: Mapping[str, Outcome],
+    manifest: Path,
+    *,
+    only: Sequence[str],
+    sample: int | None,
+    repair: bool,
 ) -> list[Job]:
-    """The manifest's jobs SITE published (built, not kept from another's or served), those
-    ``only`` names (ids, packages, cells), the first ``sample`` of them."""
-    records = all_records(site)
+    """The manifest's jobs SITE published (``records``: built, not served by another's),
+    those ``only`` names (ids, packages, cells), the first ``sample`` of them."""
     jobs = plan(load_farm(manifest), None, Flags(repair=repair), cache=cache_root())
     published = [
         j
@@ -86,8 +91,8 @@ def rebuild_site(
     repair: bool = True,
 ) -> list[Proof]:
     """Each chosen job built again in a scratch site, each of its wheels compared."""
-    jobs = chosen(site, manifest, only, sample, repair)
     records = all_records(site)
+    jobs = chosen(site, records, manifest, only=only, sample=sample, repair=repair)
     proofs: list[Proof] = []
     with tempfile.TemporaryDirectory(prefix="archguard-rebuild-") as tmp:
         scratch = Path(tmp) / "site"
