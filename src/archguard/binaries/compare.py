@@ -18,9 +18,10 @@ def wheel_differences(published: Path, rebuilt: Path) -> list[str]:
         return []
     with zipfile.ZipFile(published) as a, zipfile.ZipFile(rebuilt) as b:
         names_a, names_b = a.namelist(), b.namelist()
-        out = [f"{n}: only in the published wheel" for n in names_a if n not in names_b]
-        out += [f"{n}: only in the rebuilt wheel" for n in names_b if n not in names_a]
-        for name in (n for n in names_a if n in names_b):
+        in_a, in_b = set(names_a), set(names_b)
+        out = [f"{n}: only in the published wheel" for n in names_a if n not in in_b]
+        out += [f"{n}: only in the rebuilt wheel" for n in names_b if n not in in_a]
+        for name in (n for n in names_a if n in in_b):
             left, right = a.read(name), b.read(name)
             if left != right:
                 out.append(f"{name}: {member_difference(left, right, name)}")
@@ -47,7 +48,8 @@ def member_difference(left: bytes, right: bytes, name: str) -> str:
         for s in ours
         if s.name not in by_name or _bytes(left, s) != _bytes(right, by_name[s.name])
     ]
-    differ += [s.name for s in theirs if s.name not in {o.name for o in ours}]
+    mine = {s.name for s in ours}
+    differ += [s.name for s in theirs if s.name not in mine]
     if differ:
         return "ELF sections " + ", ".join(differ) + " differ"
     return "the same ELF sections, placed or headed differently"
