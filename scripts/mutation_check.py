@@ -135,8 +135,8 @@ MUTATIONS = [
     Mutation(
         "wheel-refused-stays-in-the-wheelhouse",
         "src/archguard/frontend/wheel.py",
-        "        if not built.ok:\n            left =",
-        "        if False:\n            left =",
+        "    if built.ok:\n        return built\n",
+        "    if True:\n        return built\n",
         ("tests/test_farm.py::test_archguard_wheel_fails_a_cpu_fallback_and_names_the_switch",),
     ),
     Mutation(

@@ -13,12 +13,13 @@ otherwise; the variables the package's ``setup.py`` reads are named.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import sys
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -270,6 +271,33 @@ def _setup_text(source: Path) -> str:
         return ""
 
 
+@contextlib.contextmanager
+def _zip_dates() -> Iterator[None]:
+    """The same bytes each time: the zips pip, archguard (the record, the label) and
+    auditwheel write take their dates from ``SOURCE_DATE_EPOCH``, set while the builds run
+    where the caller gave none, and taken back after."""
+    given = os.environ.get("SOURCE_DATE_EPOCH")
+    os.environ["SOURCE_DATE_EPOCH"] = given or SOURCE_DATE_EPOCH
+    try:
+        yield
+    finally:
+        if given is None:
+            del os.environ["SOURCE_DATE_EPOCH"]
+
+
+def _built(source: Path, out: Path, options: WheelOptions) -> Built:
+    """One source built; a failed build's wheels moved aside (``out/*.whl`` is publishable)."""
+    before = _wheels_in(out)
+    try:
+        built = build_one(source, out, options)
+    except ArchguardError as exc:
+        built = Built(str(source), -1, {}, read_setup_py(source / "setup.py").reads)
+        built.problems.append(render_error(exc))
+    if built.ok:
+        return built
+    return refused(built, [p for p, t in _wheels_in(out).items() if before.get(p) != t], out)
+
+
 def run_wheel(
     sources: Sequence[str], out: Path, fmt: str, options: WheelOptions
 ) -> tuple[int, str]:
@@ -285,23 +313,10 @@ def run_wheel(
         raise ConfigError(f"archguard wheel --config {options.config}: no such file.")
     if options.local_version is not None:
         _check_template(options.local_version, "--local-version")
-    # the same bytes each time: the zips pip, archguard (the record, the label) and
-    # auditwheel write take their dates from here, where the caller gave none
-    os.environ.setdefault("SOURCE_DATE_EPOCH", SOURCE_DATE_EPOCH)
     trees = [source_tree(s, options.sha256, pip_args=options.pip_args) for s in sources]
     out.mkdir(parents=True, exist_ok=True)
-    results = []
-    for source in trees:
-        before = _wheels_in(out)
-        try:
-            built = build_one(source, out, options)
-        except ArchguardError as exc:
-            built = Built(str(source), -1, {}, read_setup_py(source / "setup.py").reads)
-            built.problems.append(render_error(exc))
-        if not built.ok:
-            left = [p for p, t in _wheels_in(out).items() if before.get(p) != t]
-            built = refused(built, left, out)
-        results.append(built)
+    with _zip_dates():
+        results = [_built(source, out, options) for source in trees]
     ok = all(r.ok for r in results)
     if fmt == "json":
         text = json.dumps(
