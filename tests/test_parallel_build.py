@@ -87,9 +87,12 @@ def test_a_serial_build_gives_nvcc_the_cores(tmp_path: Path) -> None:
 def test_two_extensions_get_a_decision_each(tmp_path: Path) -> None:
     """A 3-file and a 1-file extension under ninja with 2 cores: the 3-file one runs 2 jobs of
     --threads 1; the 1-file one runs alone with --threads 2 (one model of 4 files would have
-    given both --threads 1)."""
+    given both --threads 1). The static choice, without the jobserver (test_jobserver.py has
+    the pool)."""
     root = package(tmp_path, {"_three": 3, "_one": 1}, use_ninja=True)
-    env = build_env(ARCHGUARD_ENABLE="1", ARCHGUARD_ARCH_LIST="7.5;8.0;8.6;9.0")
+    env = build_env(
+        ARCHGUARD_ENABLE="1", ARCHGUARD_ARCH_LIST="7.5;8.0;8.6;9.0", ARCHGUARD_JOBSERVER="0"
+    )
     env.pop("MAX_JOBS")
     proc = pip_wheel(root, tmp_path / "out", env=env)
     log = proc.stdout + proc.stderr

@@ -1,5 +1,7 @@
 """No side effects: resolution and the build hook open no network connection, run no process
-but nvcc (fixed arguments, no shell), write nothing, and restore every variable they set.
+but nvcc and ninja (fixed arguments, no shell), write nothing but the build's jobserver (a
+FIFO in a directory of its own under TMPDIR, removed when the build ends), and restore every
+variable they set.
 
 Measured with a Python audit hook (``sys.addaudithook``) in a fresh interpreter with the
 real torch and nvcc; sockets are also blocked outright.
@@ -116,6 +118,7 @@ def observed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     assert proc.returncode == 0, proc.stderr[-3000:]
     result: dict[str, object] = json.loads(proc.stdout.strip().splitlines()[-1])
     result["log"] = proc.stderr
+    result["tmp"] = str(tmp_path)
     return result
 
 
@@ -123,7 +126,13 @@ def test_no_network_and_no_writes(observed: dict[str, Any]) -> None:
     events = observed["events"]
     assert isinstance(events, list)
     assert [e for e in events if e[0] == "connect"] == []
-    assert [e for e in events if e[0] == "write"] == []
+    tmp = str(observed["tmp"])
+    writes = [e[1] for e in events if e[0] == "write"]
+    jobserver = [w for w in writes if Path(w).parent.name.startswith("archguard-jobserver-")]
+    assert len(jobserver) == 1 and Path(jobserver[0]).parent.parent == Path(tmp), writes
+    assert not Path(jobserver[0]).parent.exists()  # removed with the build's end
+    # besides it, only tempfile's own probe of TMPDIR (a file it writes once and removes)
+    assert all(Path(w).parent == Path(tmp) for w in writes if w not in jobserver), writes
     assert [e for e in events if e[0].startswith("os.")] == []
 
 
@@ -131,7 +140,7 @@ def test_only_nvcc_with_fixed_arguments_and_no_shell(observed: dict[str, Any]) -
     popens = [e[1] for e in observed["events"] if e[0] == "popen"]
     assert popens, "the live toolkit was probed"
     for argv in popens:
-        assert Path(argv[0]).name == "nvcc", argv
+        assert Path(argv[0]).name in ("nvcc", "ninja"), argv  # ninja: does it read the pool
         assert argv[1:] in (["--version"], ["--list-gpu-code"], ["--list-gpu-arch"]), argv
 
 

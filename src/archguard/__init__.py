@@ -7,7 +7,8 @@ Subpackages by job, in layers, imports running only downhill (checked by
 ``reports`` and ``user`` (doctor, variant, watch) <- the edges: ``_integration`` (the
 setuptools hook inside pip's build, farm mode) and ``frontend`` (``archguard wheel``, which
 launches pip) <- ``farm`` (the manifest, its plan, its runs and site) <- ``_cli``. The top
-level keeps the public surface: ``errors``, ``cpp_extension`` and ``__main__``.
+level keeps the public surface: ``errors``, ``cpp_extension`` and ``__main__``, and
+``jobserver`` (standard library only: it runs as the nvcc launcher).
 
 Importing this module imports nothing else: the setuptools hook runs in every build.
 """

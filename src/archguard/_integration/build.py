@@ -23,8 +23,14 @@ from pathlib import Path
 from typing import Any
 
 from archguard._integration.abi import record_abi
-from archguard._integration.common import announce_once, project_root, say
+from archguard._integration.common import (
+    announce_once,
+    is_torch_build_extension,
+    project_root,
+    say,
+)
 from archguard._integration.environment import Planned, compiler_cache, complete_toolkit
+from archguard._integration.parallel import build_tokens, launched, parallel
 from archguard._integration.postbuild import verify_build
 from archguard._integration.prebuild import lint_build
 from archguard._integration.progress import Progress, not_a_compile
@@ -38,19 +44,11 @@ from archguard.binaries.record import (
     write_record,
 )
 from archguard.core.arch import Targets
-from archguard.detect.machine import detect_machine
-from archguard.detect.sources import CUDA_FILES, CUDA_SOURCES, CXX_SOURCES, tree_files
+from archguard.detect.sources import CUDA_FILES, tree_files
 from archguard.errors import ArchguardError, CompileFailed
 from archguard.nvcc.flags import threads_flag
 from archguard.nvcc.parallel import (
-    BuildMode,
     Choice,
-    Decided,
-    RunsAs,
-    Workload,
-    asked,
-    decided_parallelism,
-    device_compiles,
 )
 from archguard.nvcc.plan import ExtensionPlan, Rule, list_text, plan_extension
 from archguard.reports.text import extension_lines
@@ -61,14 +59,6 @@ from archguard.settings.config import (
 from archguard.settings.optin import ENV_ENABLE
 
 NVCC_KEYS = ("nvcc", "nvcc_dlink")
-
-
-def is_torch_build_extension(cls: type) -> bool:
-    """Is torch's BuildExtension in the MRO? (Checked by name: no torch import here.)"""
-    return any(
-        c.__name__ == "BuildExtension" and c.__module__ == "torch.utils.cpp_extension"
-        for c in cls.__mro__
-    )
 
 
 def _has_cuda_sources(ext: Any) -> bool:
@@ -110,57 +100,6 @@ def _variables(values: dict[str, str | None]) -> Iterator[None]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
-
-
-def _build_mode(cmd: Any) -> tuple[BuildMode, str]:
-    """How this build_ext compiles: torch's BuildExtension with ninja, or setuptools' one
-    source at a time (``use_ninja=False``; torch also falls back to it when ninja is not
-    installed, and says so), read from the command itself."""
-    if not is_torch_build_extension(type(cmd)):
-        return BuildMode.SERIAL, f"{type(cmd).__name__} is setuptools' build_ext"
-    if getattr(cmd, "use_ninja", True):
-        return BuildMode.NINJA, "torch's BuildExtension with ninja"
-    return BuildMode.SERIAL, "use_ninja=False, or ninja is not installed"
-
-
-def choose_parallelism(
-    cmd: Any, session: Session, planned: list[tuple[Any, dict[str, list[str]], Any]]
-) -> dict[str, Choice]:
-    """nvcc --threads and the parallel jobs, per extension and for the mode it really builds
-    in, unless the user, the package or its [tool.archguard] decided (MAX_JOBS,
-    NVCC_THREADS, --threads on its nvcc line): :func:`archguard.nvcc.parallel.decided_parallelism`,
-    which ``explain`` calls too."""
-
-    mode, mode_from = _build_mode(cmd)
-    parallel = getattr(cmd, "parallel", None)
-    sharing = 1
-    if isinstance(parallel, int) and parallel > 1 and len(planned) > 1:
-        sharing = min(parallel, len(planned))
-        mode_from += f"; build_ext --parallel {parallel} builds {sharing} extensions at once"
-    machine = detect_machine()
-    out: dict[str, Choice] = {}
-    warned: set[str] = set()
-    for ext, args, plan in planned:
-        found = threads_flag(args.get("nvcc", []))
-        flag = (
-            Decided(found[0], f"extension {ext.name}'s nvcc flags ({found[1]!r})")
-            if found is not None
-            else None
-        )
-        settings = asked(os.environ, session.package, flag)
-        for warning in settings.warnings:
-            if warning not in warned:
-                warned.add(warning)
-                say(f"warning: {warning}")
-        sources = [str(s) for s in getattr(ext, "sources", ())]
-        work = Workload(
-            cuda_sources=sum(s.endswith(CUDA_SOURCES) for s in sources),
-            cxx_sources=sum(s.endswith(CXX_SOURCES) for s in sources),
-            targets=device_compiles(plan.gencode),
-        )
-        runs = RunsAs(mode, mode_from, sharing)
-        out[ext.name] = decided_parallelism(machine, work, settings, runs)
-    return out
 
 
 def _build_variables(session: Session) -> dict[str, str | None]:
@@ -280,16 +219,6 @@ def _plan(
     return planned
 
 
-def _parallel(cmd: Any, session: Session, planned: Planned) -> dict[str, Choice]:
-    choices = choose_parallelism(cmd, session, planned)
-    for name, choice in choices.items():
-        say(f"parallel: extension {name}: {choice.summary}: {choice.why}")
-    session.parallel = {  # (the machine's free memory varies: it stays in the log)
-        name: choice.record() for name, choice in choices.items()
-    }
-    return choices
-
-
 def _compile_failed(planned: Planned, failing: str | None) -> str:
     """archguard's last words when a compile fails: the extension, the targets archguard
     added beyond the package's own, and the config line that leaves them out."""
@@ -397,7 +326,7 @@ def archguard_build(cmd: Any) -> Iterator[None]:
     session, cuda = acting
     res = session.resolution
     planned = _planned_and_linted(cmd, session, cuda)
-    choices = _parallel(cmd, session, planned)
+    choices = parallel(cmd, session, planned)
     saved_dirs = [(ext, getattr(ext, "library_dirs", None)) for ext, _, _ in planned]
     cache_values, cache_report = compiler_cache(cmd, session)
     variables = {
@@ -405,37 +334,45 @@ def archguard_build(cmd: Any) -> Iterator[None]:
         **complete_toolkit(cmd, session, planned),
         **cache_values,
     }
-    jobs = {  # torch's ninja run reads MAX_JOBS per extension: set as each one starts
-        name: str(c.jobs)
-        for name, c in choices.items()
-        if c.jobs_chosen and c.mode is BuildMode.NINJA
-    }
     repro = for_build(cmd, session, planned, variables)
     saved: list[tuple[Any, Any]] = []
     started = time.time()
     progress = Progress()
     try:
-        with _variables(variables), _tracking(cmd, progress, jobs):
-            for ext, args, plan in planned:
-                _apply(ext, args, plan, choices[ext.name], res)
-                args["nvcc"] = [*args["nvcc"], *repro.nvcc]
-                if "cxx" in args:  # torch's own default is none: a dict without it has no C++
-                    args["cxx"] = [*args["cxx"], *repro.cxx]
-                saved.append((ext, ext.extra_compile_args))
-                ext.extra_compile_args = args
-                record = extension_record(plan, _extension_file(cmd, ext))
-                session.add_extension(ext.name, record, plan.targets)
-            try:
-                yield
-            except Exception as exc:  # the package's own exception goes on unchanged
-                if planned and not isinstance(exc, ArchguardError):
-                    failing = progress.compiler_failed(exc)  # only where a compiler failed
-                    say(
-                        f"error: {CompileFailed.code}: {_compile_failed(planned, failing)}"
-                        if failing in {e.name for e, _, _ in planned}
-                        else f"error: {not_a_compile(progress, exc)}"
+        ninja_shim = Path(cmd.build_temp).resolve() / "archguard-ninja-bin"
+        with build_tokens(choices, variables, ninja_shim) as tokens:
+            variables |= tokens.variables
+            for name in tokens.launched:
+                choices[name] = launched(choices[name], tokens, name)
+            session.parallel = {n: {**c.record(), **tokens.record} for n, c in choices.items()}
+            with _variables(variables), _tracking(cmd, progress, tokens.jobs):
+                for ext, args, plan in planned:
+                    _apply(
+                        ext,
+                        args,
+                        plan,
+                        choices[ext.name],
+                        res,
+                        threads=ext.name not in tokens.launched,
                     )
-                raise
+                    args["nvcc"] = [*args["nvcc"], *repro.nvcc]
+                    if "cxx" in args:  # torch's default is none: a dict without it has no C++
+                        args["cxx"] = [*args["cxx"], *repro.cxx]
+                    saved.append((ext, ext.extra_compile_args))
+                    ext.extra_compile_args = args
+                    record = extension_record(plan, _extension_file(cmd, ext))
+                    session.add_extension(ext.name, record, plan.targets)
+                try:
+                    yield
+                except Exception as exc:  # the package's own exception goes on unchanged
+                    if planned and not isinstance(exc, ArchguardError):
+                        failing = progress.compiler_failed(exc)  # only where a compiler failed
+                        say(
+                            f"error: {CompileFailed.code}: {_compile_failed(planned, failing)}"
+                            if failing in {e.name for e, _, _ in planned}
+                            else f"error: {not_a_compile(progress, exc)}"
+                        )
+                    raise
     finally:
         for ext, original in saved:
             ext.extra_compile_args = original
@@ -447,8 +384,14 @@ def archguard_build(cmd: Any) -> Iterator[None]:
     record_abi(cmd, session)
 
 
-def _apply(
-    ext: Any, args: dict[str, list[str]], plan: ExtensionPlan, choice: Choice, res: Any
+def _apply(  # noqa: PLR0913 - each a fact of this extension's compile
+    ext: Any,
+    args: dict[str, list[str]],
+    plan: ExtensionPlan,
+    choice: Choice,
+    res: Any,
+    *,
+    threads: bool,
 ) -> None:
     """Log the plan of one extension and put its nvcc arguments into ``args``."""
     say(f"extension {ext.name}: {plan.intent.rule}: {plan.intent.reason}")
@@ -466,7 +409,7 @@ def _apply(
         by_reason = {}  # the rule's line says it
     for why, targets in by_reason.items():
         say(f"extension {ext.name}: left out {' '.join(targets)}: {why}")
-    if threads_flag(args["nvcc"]) is None:
+    if threads and threads_flag(args["nvcc"]) is None:  # else the launcher sets them
         args["nvcc"] = [*args["nvcc"], "--threads", str(choice.threads)]
     say(f"extension {ext.name}: nvcc gets {' '.join(plan.gencode)}")
     for line in extension_lines(plan, res):

@@ -21,6 +21,14 @@ def project_root(dist: Any) -> str:
     return os.getcwd()
 
 
+def is_torch_build_extension(cls: type) -> bool:
+    """Is torch's BuildExtension in the MRO? (Checked by name: no torch import here.)"""
+    return any(
+        c.__name__ == "BuildExtension" and c.__module__ == "torch.utils.cpp_extension"
+        for c in cls.__mro__
+    )
+
+
 def say(message: str) -> None:
     """One line of the build log, prefixed ``archguard:`` (stderr, so pip shows it)."""
     print(f"archguard: {message}", file=sys.stderr, flush=True)

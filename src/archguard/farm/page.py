@@ -6,6 +6,7 @@ command of each cell's index, and, while a run goes, how many jobs are done."""
 from __future__ import annotations
 
 import html
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from archguard.core.toolkit import known_arches
 from archguard.detect.machine import platform_floor
 from archguard.farm.finder import finder_html
 from archguard.farm.manifest import Cell, Manifest
-from archguard.farm.records import POOL, Outcome, write_atomic
+from archguard.farm.records import POOL, USAGE, Outcome, write_atomic
 from archguard.farm.wheelmeta import platform_of
 
 
@@ -116,10 +117,20 @@ def write_page(
         ".built,.kept,.served{background:#dfd}.failed{background:#fdd}.skipped{background:#eee}"
         ".sha{font-size:75%;color:#555}</style>"
         f"</head><body><h1>archguard farm: {html.escape(str(manifest.path.name))}</h1>{progress}"
+        f"{_usage_html(site)}"
         f"<table><tr><th>package</th>{head}</tr>{''.join(rows)}</table>"
         f"{_install_commands(site, manifest)}{finder_html(data) if data else ''}</body></html>\n"
     )
     write_atomic(site / "index.html", page)
+
+
+def _usage_html(site: Path) -> str:
+    """The machine's use in the last run that built anything (``farm run``'s summary line)."""
+    try:
+        line = json.loads((site / USAGE).read_text())["line"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""
+    return f'<p class="usage">Last run that built: {html.escape(str(line))}</p>'
 
 
 def install_command(site: Path, cell: Cell, name: str = "NAME") -> list[str]:

@@ -19,6 +19,7 @@ from archguard.binaries.facts import WheelFacts
 from archguard.detect.sources import file_sha256
 
 STATE = ".farm"  # SITE/.farm: environments, job records, the lock
+USAGE = f"{STATE}/usage.json"  # the machine's use in the last run that built, for the page
 POOL = "wheels"  # SITE/wheels/<sha256>/<wheel>: every published wheel, by its content
 
 

@@ -11,6 +11,7 @@ manifest, whatever this run selected (``--only``)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import sys
@@ -38,6 +39,7 @@ from archguard.farm.plan import Flags, Job, plan, torch_version
 from archguard.farm.publish import collect_garbage, kept_wheels, publish_indexes, site_lock
 from archguard.farm.records import (
     PUBLISHED,
+    USAGE,
     Outcome,
     Status,
     all_records,
@@ -50,7 +52,9 @@ from archguard.farm.records import (
     write_job_record,
 )
 from archguard.farm.sitejson import site_data, write_site_json
+from archguard.farm.tokens import run_tokens
 from archguard.farm.usage import Meter, longest_first
+from archguard.jobserver import Client
 
 __all__ = ["Outcome", "RunOptions", "publish_site", "run_farm", "write_page"]
 
@@ -149,6 +153,8 @@ class _Run:
         self.guard = threading.Lock()
         self.stop = threading.Event()  # set on Ctrl-C: no job starts after it
         self.job_run = JobRun(self.site, options.policy, options.repair, manifest.variants)
+        self.tokens: Client | None = None  # the run's jobserver: a token per job building
+        self.makeflags = ""
 
     def python(self, cell: Cell) -> tuple[Path, dict[str, Any]]:
         """The cell's Python and what its environment holds; a cell whose environment could
@@ -187,13 +193,28 @@ class _Run:
         return self.containers[cell.name]
 
     def env(self, job: Job) -> dict[str, str]:
-        """What the job's build adds to the environment: its package's switches, and with
-        ``--jobs N`` its share of the cores as MAX_JOBS (unless the package or the caller
-        sets one)."""
+        """What the job's build adds to the environment: its package's switches, and the
+        run's jobserver (``MAKEFLAGS``), else with ``--jobs N`` its share of the cores as
+        MAX_JOBS (unless the package or the caller sets one)."""
         extra = dict(job.package.env)
-        if self.options.jobs > 1 and "MAX_JOBS" not in extra and "MAX_JOBS" not in os.environ:
+        if self.tokens is not None:
+            extra.setdefault("MAKEFLAGS", self.makeflags)
+        elif self.options.jobs > 1 and "MAX_JOBS" not in extra and "MAX_JOBS" not in os.environ:
             extra["MAX_JOBS"] = str(max(1, (os.cpu_count() or 1) // self.options.jobs))
         return extra
+
+    def build(self, job: Job, python: Path, box: CellContainer | None) -> Outcome:
+        """The job's build, holding one of the run's tokens (its implicit one: the tokens
+        its compiles take besides come from the pool too)."""
+        if self.tokens is None:
+            return run_job(job, python, self.job_run, self.env(job), box)
+        token = self.tokens.wait_one(self.stop)
+        if token is None:  # the run is stopping
+            return Outcome(job.id, job.package.name, job.cell.name, Status.FAILED, why="stopped")
+        try:
+            return run_job(job, python, self.job_run, self.env(job), box)
+        finally:
+            self.tokens.give(token)
 
     def inputs(self, job: Job, held: Mapping[str, Any]) -> dict[str, Any]:
         """Every input of the job's build: the plan's, the toolkit its build finds (with the
@@ -296,7 +317,7 @@ class _Run:
             return served
         say(f"{head}: building ({job.arch_list})")
         box = self.containers.get(job.cell.name)
-        outcome = run_job(job, python, self.job_run, self.env(job), box)
+        outcome = self.build(job, python, box)
         outcome.inputs = inputs
         offers.extend(servings(outcome, job))
         self.record(outcome)
@@ -351,8 +372,9 @@ def run_farm(manifest_path: Path, options: RunOptions) -> tuple[int, str]:
     if floor and (options.in_container or any(not j.cell.container for j in jobs)):
         say(floor)  # a cell built in its container has the image's floor
     meter = Meter()
-    with site_lock(site, options.wait, command):
+    with site_lock(site, options.wait, command), run_tokens(site, options.assemble) as tokens:
         farm = _Run(options, manifest, every)
+        farm.tokens, farm.makeflags = tokens.client, tokens.makeflags
         farm.total = len(jobs)
         by_source: dict[str, list[tuple[int, Job]]] = {}
         for number, job in enumerate(jobs, 1):
@@ -370,13 +392,16 @@ def run_farm(manifest_path: Path, options: RunOptions) -> tuple[int, str]:
                 farm.stop.set()
                 pool.shutdown(wait=True, cancel_futures=True)
         outcomes = [outcome for _, outcome in sorted(done, key=lambda pair: pair[0])]
+        built = [o for o in outcomes if o.status is Status.BUILT]
+        usage = meter.usage(built) if built else None  # the machine's use, where it built
+        if usage is not None:  # the page shows the last run that built anything
+            write_atomic(site / USAGE, json.dumps({**usage.as_json(), "line": usage.line()}))
         records = publish_site(site, manifest, every, {o.job: o for o in outcomes})
         collect_garbage(site, kept_wheels(records, built_ids(every)))
     status, text = summary(outcomes)
-    built = [o for o in outcomes if o.status is Status.BUILT]
-    if built:  # the machine's use, where this run built anything
-        text += "  " + meter.usage(built).line() + "\n"
-    return status, text
+    if usage is not None:
+        text += "  " + usage.line() + "\n"
+    return status, text + "".join(f"  {line}\n" for line in tokens.said)
 
 
 def publish_site(

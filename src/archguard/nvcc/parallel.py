@@ -233,3 +233,8 @@ def device_compiles(gencode: list[str]) -> int:
     virtual arch (``arch=compute_90``); a cubin and the PTX of the same virtual arch share it
     (nvcc --time: one cicc for compute_90, then ptxas for sm_90)."""
     return len({flag.split(",", 1)[0] for flag in gencode})
+
+
+def pool_tokens(machine: Machine, memory_per_thread: int = MEMORY_PER_THREAD) -> int:
+    """A jobserver's tokens: one per core, no more than the memory holds compiler threads."""
+    return max(1, min(machine.cores, machine.memory // memory_per_thread))

@@ -52,6 +52,7 @@ ENV_LINT_BUDGET = "ARCHGUARD_LINT_BUDGET"
 ENV_COMPILER_CACHE = "ARCHGUARD_COMPILER_CACHE"
 ENV_WHEEL_VARIANT = "ARCHGUARD_WHEEL_VARIANT"
 ENV_STUBS = "ARCHGUARD_STUBS"
+ENV_JOBSERVER = "ARCHGUARD_JOBSERVER"
 ENV_KNOWN = (
     ENV_ARCH_LIST,
     ENV_POLICY,
@@ -64,6 +65,7 @@ ENV_KNOWN = (
     ENV_COMPILER_CACHE,
     ENV_WHEEL_VARIANT,
     ENV_STUBS,
+    ENV_JOBSERVER,
 )
 
 
@@ -310,6 +312,18 @@ def env_stubs(environ: Mapping[str, str]) -> bool:
         environ,
         ENV_STUBS,
         "set it to 0 to skip the build's per-kernel disassembly (the stub classification)",
+    )
+
+
+def env_jobserver(environ: Mapping[str, str]) -> bool:
+    """``ARCHGUARD_JOBSERVER``: False when set to an off word (each build's compiles take the
+    static share archguard chose, as before the jobserver); True when unset."""
+    if not (environ.get(ENV_JOBSERVER) or "").strip():
+        return True
+    return _env_switch(
+        environ,
+        ENV_JOBSERVER,
+        "set it to 0 for the static shares (MAX_JOBS per build) instead of the token pool",
     )
 
 

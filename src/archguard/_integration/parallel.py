@@ -1,0 +1,288 @@
+"""How a build's compiles share the cores: the parallel jobs and nvcc ``--threads`` chosen per
+extension (:func:`archguard.nvcc.parallel.decided_parallelism`, which ``explain`` calls too),
+and the jobserver the build's ninja and nvcc take their tokens from.
+
+With the jobserver (:mod:`archguard.jobserver`; ``ARCHGUARD_JOBSERVER=0`` turns it off) a
+build's ninja runs with no ``-j`` and takes a token per compile; archguard's nvcc launcher
+gives each compile ``--threads`` of its own token plus the free ones. The pool is the
+caller's where ``MAKEFLAGS`` names one (a farm run, make), else one made for this build with
+a token per core (memory-capped). A ninja older than 1.13 reads no pool: archguard says so
+and the build keeps the static choice, within the caller's pool by the tokens it can take.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from archguard import jobserver
+from archguard._integration.common import is_torch_build_extension, say
+from archguard._integration.session import Session
+from archguard.detect.machine import Machine, detect_machine
+from archguard.detect.sources import CUDA_SOURCES, CXX_SOURCES
+from archguard.nvcc.flags import threads_flag
+from archguard.nvcc.parallel import (
+    CHOSEN,
+    BuildMode,
+    Choice,
+    Decided,
+    RunsAs,
+    Workload,
+    asked,
+    decided_parallelism,
+    device_compiles,
+    pool_tokens,
+)
+from archguard.settings.config import ENV_JOBSERVER, env_jobserver
+
+NINJA_CLIENT = (1, 13)  # the first ninja that takes its jobs from a jobserver
+
+
+def build_mode(cmd: Any) -> tuple[BuildMode, str]:
+    """How this build_ext compiles: torch's BuildExtension with ninja, or setuptools' one
+    source at a time (``use_ninja=False``; torch also falls back to it when ninja is not
+    installed, and says so), read from the command itself."""
+    if not is_torch_build_extension(type(cmd)):
+        return BuildMode.SERIAL, f"{type(cmd).__name__} is setuptools' build_ext"
+    if getattr(cmd, "use_ninja", True):
+        return BuildMode.NINJA, "torch's BuildExtension with ninja"
+    return BuildMode.SERIAL, "use_ninja=False, or ninja is not installed"
+
+
+def choose_parallelism(
+    cmd: Any, session: Session, planned: list[tuple[Any, dict[str, list[str]], Any]]
+) -> dict[str, Choice]:
+    """nvcc --threads and the parallel jobs, per extension and for the mode it really builds
+    in, unless the user, the package or its [tool.archguard] decided (MAX_JOBS,
+    NVCC_THREADS, --threads on its nvcc line): :func:`archguard.nvcc.parallel.decided_parallelism`,
+    which ``explain`` calls too."""
+
+    mode, mode_from = build_mode(cmd)
+    parallel = getattr(cmd, "parallel", None)
+    sharing = 1
+    if isinstance(parallel, int) and parallel > 1 and len(planned) > 1:
+        sharing = min(parallel, len(planned))
+        mode_from += f"; build_ext --parallel {parallel} builds {sharing} extensions at once"
+    machine = detect_machine()
+    out: dict[str, Choice] = {}
+    warned: set[str] = set()
+    for ext, args, plan in planned:
+        found = threads_flag(args.get("nvcc", []))
+        flag = (
+            Decided(found[0], f"extension {ext.name}'s nvcc flags ({found[1]!r})")
+            if found is not None
+            else None
+        )
+        settings = asked(os.environ, session.package, flag)
+        for warning in settings.warnings:
+            if warning not in warned:
+                warned.add(warning)
+                say(f"warning: {warning}")
+        sources = [str(s) for s in getattr(ext, "sources", ())]
+        work = Workload(
+            cuda_sources=sum(s.endswith(CUDA_SOURCES) for s in sources),
+            cxx_sources=sum(s.endswith(CXX_SOURCES) for s in sources),
+            targets=device_compiles(plan.gencode),
+        )
+        runs = RunsAs(mode, mode_from, sharing)
+        out[ext.name] = decided_parallelism(machine, work, settings, runs)
+    return out
+
+
+@dataclass
+class Tokens:
+    """What the jobserver gives a build: its variables (``MAKEFLAGS``, ``PYTORCH_NVCC``),
+    ``MAX_JOBS`` per extension where a static count stands, and the extensions whose
+    ``--threads`` the launcher sets."""
+
+    variables: dict[str, str | None] = field(default_factory=dict)
+    jobs: dict[str, str] = field(default_factory=dict)
+    launched: set[str] = field(default_factory=set)
+    record: dict[str, object] = field(default_factory=dict)
+
+
+def ninja_version(path: str | None) -> tuple[int, ...] | None:
+    """The version ``ninja --version`` prints (``1.13.2.git.kitware.jobserver-pipe-1``)."""
+    if path is None:
+        return None
+    try:
+        out = subprocess.run(
+            [path, "--version"], capture_output=True, text=True, timeout=30, check=False
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    found = re.match(r"\s*(\d+)\.(\d+)", out)
+    return (int(found.group(1)), int(found.group(2))) if found else None
+
+
+def pick_ninja(path: str, beside: Path) -> tuple[str | None, tuple[int, ...] | None]:
+    """The ninja the build runs and its version: the first on ``PATH``, unless it reads no
+    jobserver and the build's Python has one beside it that does (the ``ninja`` package)."""
+    first = shutil.which("ninja", path=path)
+    version = ninja_version(first)
+    if version is not None and version >= NINJA_CLIENT:
+        return first, version
+    own = beside / "ninja"
+    if own.is_file() and os.access(own, os.X_OK):
+        newer = ninja_version(str(own))
+        if newer is not None and newer >= NINJA_CLIENT:
+            return str(own), newer
+    return first, version
+
+
+def _nvcc_command(variables: dict[str, str | None]) -> str | None:
+    """What torch's ninja file runs for nvcc: ``PYTORCH_NVCC`` (archguard's cache, or the
+    caller's), else ``CUDA_HOME/bin/nvcc`` as torch found it."""
+    wrapped = variables.get("PYTORCH_NVCC") or os.environ.get("PYTORCH_NVCC")
+    if wrapped:
+        return wrapped
+    extension = sys.modules.get("torch.utils.cpp_extension")
+    home = getattr(extension, "CUDA_HOME", None)
+    return shlex.quote(str(Path(home, "bin", "nvcc"))) if home else None
+
+
+@contextmanager
+def build_tokens(
+    choices: dict[str, Choice],
+    variables: dict[str, str | None],
+    shim: Path,
+    machine: Machine | None = None,
+    *,
+    beside: Path | None = None,
+) -> Iterator[Tokens]:
+    """The build's jobserver, from the start of its compiles to their end (a pool made here
+    is removed then, and what was not given back is said)."""
+    ninja = {name: c for name, c in choices.items() if c.mode is BuildMode.NINJA}
+    static = {name: str(c.jobs) for name, c in ninja.items() if c.jobs_chosen}
+    if not ninja:
+        yield Tokens(jobs=static)
+        return
+    if not env_jobserver(os.environ):
+        say(f"parallel: jobserver off ({ENV_JOBSERVER}): each build keeps its static share")
+        yield Tokens(jobs=static, record={"jobserver": f"off ({ENV_JOBSERVER})"})
+        return
+    outer = jobserver.fifo_of(os.environ.get("MAKEFLAGS", ""))
+    beside = beside or Path(sys.executable).parent  # the build's Python's own ninja
+    where, version = pick_ninja(os.environ.get("PATH", ""), beside)
+    if version is None or version < NINJA_CLIENT:
+        with _fallback(static, outer, where, version) as tokens:
+            yield tokens
+        return
+    with _pool(outer, machine or detect_machine()) as (source, makeflags):
+        kind = "the caller's pool" if outer else "a pool made for this build"  # path-free
+        tokens = Tokens(record={"jobserver": kind, "ninja": ".".join(map(str, version))})
+        if makeflags:
+            tokens.variables["MAKEFLAGS"] = makeflags
+        first = shutil.which("ninja", path=os.environ.get("PATH", ""))
+        if where is not None and (first is None or Path(first) != Path(where)):
+            shim.mkdir(parents=True, exist_ok=True)  # torch runs the ninja PATH finds first
+            link = shim / "ninja"
+            link.unlink(missing_ok=True)
+            link.symlink_to(where)
+            tokens.variables["PATH"] = (
+                f"{shim}{os.pathsep}{variables.get('PATH') or os.environ.get('PATH', '')}"
+            )
+            say(f"parallel: ninja {where} (beside the build's Python) runs the build, not {first}")
+        nvcc = _nvcc_command(variables)
+        for name, choice in ninja.items():
+            if not choice.jobs_chosen:  # MAX_JOBS, max_jobs: torch passes -j; ninja's count
+                say(
+                    f"parallel: extension {name}: {choice.jobs_from}: ninja runs that many "
+                    "and ignores the jobserver"
+                )
+            if choice.jobs_chosen and choice.threads_from == CHOSEN and nvcc is not None:
+                tokens.launched.add(name)
+        if tokens.launched:
+            launcher = f"{shlex.quote(sys.executable)} -I -S {shlex.quote(jobserver.__file__)}"
+            tokens.variables["PYTORCH_NVCC"] = f"{launcher} {nvcc}"
+        say(
+            f"parallel: jobserver {source}: ninja {tokens.record['ninja']} ({where}) takes a "
+            "token per compile"
+            + (
+                "; archguard's nvcc launcher gives each compile --threads 1 + the free tokens, "
+                "at most its device compiles"
+                if tokens.launched
+                else ""
+            )
+        )
+        yield tokens
+
+
+@contextmanager
+def _pool(outer: str | None, machine: Machine) -> Iterator[tuple[str, str | None]]:
+    """The pool a build takes its tokens from (in words) and the MAKEFLAGS that names it:
+    the caller's, or one made for the build (removed at its end; tokens not given back
+    are said)."""
+    if outer is not None:
+        yield f"the caller's (MAKEFLAGS names fifo:{outer})", None
+        return
+    width = pool_tokens(machine)  # ninja holds one implicit token: the FIFO holds the rest
+    directory = Path(tempfile.mkdtemp(prefix="archguard-jobserver-"))
+    pool = jobserver.Pool(directory, width - 1, width)
+    try:
+        yield (
+            f"made for this build: {width} token{'s' if width != 1 else ''} ({machine.cores_from})",
+            pool.makeflags,
+        )
+    finally:
+        back = pool.close()
+        shutil.rmtree(directory, ignore_errors=True)
+        if back < pool.tokens:
+            say(f"parallel: jobserver: {pool.tokens - back} of {pool.tokens} tokens not given back")
+
+
+@contextmanager
+def _fallback(
+    static: dict[str, str], outer: str | None, where: str | None, version: tuple[int, ...] | None
+) -> Iterator[Tokens]:
+    """ninja reads no jobserver: the static choice, within the caller's pool where there is
+    one (as many compiles as the tokens free now, held to the build's end)."""
+    which = (
+        f"ninja {'.'.join(map(str, version))} ({where})"
+        if version
+        else f"no ninja found ({where or 'not on PATH'})"
+    )
+    why = f"{which} reads no jobserver (ninja 1.13 is the first that does)"
+    if outer is None or not static:
+        say(f"parallel: {why}: each compile count stays archguard's static choice")
+        yield Tokens(jobs=static, record={"jobserver": "none: ninja reads none"})
+        return
+    client = jobserver.Client(outer)
+    got = client.take(max(int(j) for j in static.values()) - 1)
+    jobs = {name: str(min(int(j), 1 + len(got))) for name, j in static.items()}
+    say(f"parallel: {why}: it runs MAX_JOBS={1 + len(got)}, the tokens the caller's pool had free")
+    try:
+        yield Tokens(jobs=jobs, record={"jobserver": "the caller's pool, for MAX_JOBS"})
+    finally:
+        client.give(got)
+        client.close()
+
+
+def parallel(cmd: Any, session: Session, planned: Any) -> dict[str, Choice]:
+    choices = choose_parallelism(cmd, session, planned)
+    for name, choice in choices.items():
+        say(f"parallel: extension {name}: {choice.summary}: {choice.why}")
+    session.parallel = {  # (the machine's free memory varies: it stays in the log)
+        name: choice.record() for name, choice in choices.items()
+    }
+    return choices
+
+
+def launched(choice: Choice, tokens: Tokens, name: str) -> Choice:
+    """The choice as the build runs it: the launcher's threads where it sets them."""
+    if name not in tokens.launched:
+        return choice
+    return dataclasses.replace(
+        choice, threads_from="archguard's nvcc launcher: 1 + the jobserver's free tokens"
+    )

@@ -1,0 +1,73 @@
+"""A farm run's jobserver (:mod:`archguard.jobserver`): one pool of tokens for every build
+the run starts, so that the builds side by side never run more compiles than the machine has
+cores, and a build in its serial tail leaves its cores to the others.
+
+A job takes one token to start (its build's implicit one); its ninja (1.13 and later) and
+archguard's nvcc launcher take the rest as they are free. The FIFO lives under SITE/.farm
+for the run and is removed at its end; a run killed before that leaves a FIFO no later run
+reads (the next run's pool removes it), so no token is ever stuck.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from archguard.detect.machine import detect_machine
+from archguard.farm.records import STATE, say
+from archguard.jobserver import Client, Pool, fifo_of
+from archguard.nvcc.parallel import MEMORY_PER_THREAD, pool_tokens
+from archguard.settings.config import ENV_JOBSERVER, env_jobserver
+
+
+@dataclass
+class RunTokens:
+    """The run's end of its pool (None: no jobserver), the ``MAKEFLAGS`` its builds get, and
+    its last words for the summary."""
+
+    client: Client | None = None
+    makeflags: str = ""
+    said: list[str] = field(default_factory=list)
+
+
+@contextmanager
+def run_tokens(site: Path, assemble: bool = False) -> Iterator[RunTokens]:
+    """The caller's pool where ``MAKEFLAGS`` names one (make, another tool's jobserver);
+    none with ``ARCHGUARD_JOBSERVER=0`` (each build gets a static share) or ``--assemble``;
+    else a token per core, memory-capped."""
+    outer = fifo_of(os.environ.get("MAKEFLAGS", ""))
+    if assemble or not env_jobserver(os.environ):
+        if not assemble:
+            say(f"jobserver: off ({ENV_JOBSERVER}=0): each build gets a static share of the cores")
+        yield RunTokens()
+        return
+    if outer is not None:
+        client = Client(outer)
+        say(f"jobserver: the caller's (MAKEFLAGS names fifo:{outer}): each job takes a token")
+        try:
+            yield RunTokens(client, os.environ["MAKEFLAGS"])
+        finally:
+            client.close()
+        return
+    machine = detect_machine()
+    pool = Pool(site / STATE / "jobserver", pool_tokens(machine))
+    if pool.stale:
+        say(f"jobserver: removed {', '.join(pool.stale)}, left by a run that was killed")
+    slots = machine.memory // MEMORY_PER_THREAD
+    say(
+        f"jobserver: {pool.tokens} token{'s' if pool.tokens != 1 else ''} ({machine.cores} "
+        f"cores, {machine.cores_from}; memory for {slots} compiler threads): a job takes one "
+        "to start, its compiles take the others as they come free"
+    )
+    tokens = RunTokens(pool.client, pool.makeflags)
+    try:
+        yield tokens
+    finally:
+        back = pool.close()
+        tokens.said.append(
+            f"jobserver: {back} of {pool.tokens} tokens back at the end"
+            + ("" if back == pool.tokens else " (a build was killed holding the others)")
+        )

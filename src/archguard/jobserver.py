@@ -1,0 +1,191 @@
+"""GNU make's jobserver: one pool of tokens shared by every build a farm run (or one build)
+starts, so that no core idles while another build could use it and none is oversubscribed.
+
+The protocol (GNU make 4.4, "POSIX Jobserver"): a named FIFO holds one byte per free token,
+and ``MAKEFLAGS`` names it (``--jobserver-auth=fifo:PATH``). Each client already holds one
+implicit token (the one its parent took to start it); for each further job it reads a byte
+from the FIFO and writes the same byte back when the job ends. ninja 1.13 is such a client
+when it is given no ``-j`` (measured: with ``-j`` it ignores the pool); make and cargo are too.
+
+Run as a script (``python .../archguard/jobserver.py COMMAND...``) this is archguard's nvcc
+launcher (``PYTORCH_NVCC``): it takes the tokens that are free as the compile starts, at most
+one fewer than the compile's device compiles, runs ``COMMAND`` with ``--threads`` of one
+plus those, and gives them back when it ends, whatever ends it. A compile whose command
+already names ``--threads`` (the package's or the user's) runs as it is.
+
+Only the standard library is imported: the launcher runs once per nvcc call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import select
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+AUTH = "--jobserver-auth="
+TOKEN = b"+"
+PREFIX = "jobserver-"  # the FIFOs a pool makes in its directory
+_ARCH = re.compile(r"compute_(\d+[a-z]?)")  # anchored on a fixed word: linear
+
+
+def fifo_of(makeflags: str) -> str | None:
+    """The FIFO a ``MAKEFLAGS`` value names (``--jobserver-auth=fifo:PATH``; the last such
+    word wins, as make reads it), or None: no jobserver, or one passed as inherited file
+    descriptors (``R,W``), which a process started by pip cannot rely on."""
+    found = None
+    for word in makeflags.split():
+        if word.startswith(AUTH):
+            value = word[len(AUTH) :]
+            found = value[len("fifo:") :] if value.startswith("fifo:") else None
+    return found or None
+
+
+class Client:
+    """One holder's end of a pool: :meth:`take` never waits, :meth:`wait_one` does."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        # read and write on one descriptor: the FIFO always has a writer, so an empty pool
+        # reads as "would block", never as the end of the file
+        self.fd = os.open(path, os.O_RDWR | os.O_NONBLOCK)
+
+    def take(self, most: int) -> bytes:
+        """Up to ``most`` free tokens, without waiting."""
+        got = b""
+        while len(got) < most:
+            try:
+                chunk = os.read(self.fd, most - len(got))
+            except BlockingIOError:
+                break
+            if not chunk:
+                break
+            got += chunk
+        return got
+
+    def wait_one(self, stop: threading.Event | None = None, poll: float = 0.5) -> bytes | None:
+        """One token, waiting until one is free (None once ``stop`` is set)."""
+        while stop is None or not stop.is_set():
+            ready, _, _ = select.select([self.fd], [], [], poll)
+            if ready:
+                got = self.take(1)
+                if got:
+                    return got
+        return None
+
+    def give(self, tokens: bytes) -> None:
+        """The tokens back, the same bytes taken."""
+        view = memoryview(tokens)
+        while view:
+            try:
+                view = view[os.write(self.fd, view) :]
+            except BlockingIOError:  # a pool holds at most its own tokens: never full
+                select.select([], [self.fd], [], 1.0)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+
+
+class Pool:
+    """A pool this process serves: a FIFO of ``tokens`` tokens in ``directory``, removed on
+    :meth:`close`. FIFOs left in the directory by a pool whose process is gone (a killed run)
+    are removed when the next pool is made there: their tokens die with them."""
+
+    def __init__(self, directory: Path, tokens: int, width: int | None = None) -> None:
+        """``tokens`` in the FIFO; ``width``: the jobs at once it stands for (``-jN``), the
+        tokens and the implicit one of the client this process starts (default: tokens)."""
+        directory.mkdir(parents=True, exist_ok=True)
+        self.stale = _remove_stale(directory)
+        self.tokens = max(0, tokens)
+        self.width = width or max(1, tokens)
+        self.path = directory / f"{PREFIX}{os.getpid()}"
+        self.path.unlink(missing_ok=True)
+        os.mkfifo(self.path, 0o600)
+        self.client = Client(str(self.path))
+        self.client.give(TOKEN * self.tokens)
+
+    @property
+    def makeflags(self) -> str:
+        return f"-j{self.width} {AUTH}fifo:{self.path}"
+
+    def close(self) -> int:
+        """Remove the FIFO; how many tokens were back in it (all, unless a holder was
+        killed before it could give its own back)."""
+        returned = len(self.client.take(self.tokens + 64))
+        self.client.close()
+        self.path.unlink(missing_ok=True)
+        return returned
+
+
+def _remove_stale(directory: Path) -> list[str]:
+    removed = []
+    for path in directory.glob(f"{PREFIX}*"):
+        pid = path.name[len(PREFIX) :]
+        if pid.isdigit() and int(pid) != os.getpid() and _alive(int(pid)):
+            continue
+        with contextlib.suppress(OSError):
+            path.unlink()
+            removed.append(path.name)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def has_threads(argv: list[str]) -> bool:
+    return any(a in ("--threads", "-t") or a.startswith(("--threads=", "-t=")) for a in argv)
+
+
+def device_compiles(argv: list[str]) -> int:
+    """How many device compiles one nvcc call runs: one per virtual arch its ``-gencode``
+    flags name (at least 1)."""
+    arches = set()
+    for arg in argv:
+        if "arch=" in arg or arg.startswith(("-arch", "--gpu-architecture")):
+            arches.update(_ARCH.findall(arg.split(",", 1)[0]) or _ARCH.findall(arg))
+    return max(1, len(arches))
+
+
+def launch(argv: list[str], environ: dict[str, str]) -> int:
+    """Run one compile with ``--threads`` of its own token plus the free ones it may use."""
+    path = fifo_of(environ.get("MAKEFLAGS", ""))
+    if path is None or has_threads(argv):
+        return subprocess.call(argv)
+    try:
+        client = Client(path)
+    except OSError:  # the pool is gone (its run ended): the compile runs on its own token
+        return subprocess.call(argv)
+    got = client.take(device_compiles(argv) - 1)
+    child: subprocess.Popen[bytes] | None = None
+
+    def forward(signum: int, _frame: object) -> None:
+        if child is not None:
+            child.send_signal(signum)
+
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, forward)
+    try:
+        child = subprocess.Popen([*argv, "--threads", str(1 + len(got))])
+        return child.wait()
+    finally:
+        client.give(got)
+        client.close()
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2:
+        sys.exit("usage: jobserver.py COMMAND [ARGS...]  (archguard's nvcc launcher)")
+    sys.exit(launch(sys.argv[1:], dict(os.environ)))

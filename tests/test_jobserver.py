@@ -1,0 +1,258 @@
+"""The jobserver (issue 51): one pool of tokens (GNU make's FIFO protocol) shared by every
+build, ninja 1.13 as its client, archguard's nvcc launcher taking the free tokens for
+``--threads``. The protocol, the launcher and a killed holder are tested on real processes
+and a real FIFO; the pool's bound on two concurrent real builds by a probe that counts the
+nvcc processes running at once; the fallback on the real ninja 1.11 of this machine."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from archguard import jobserver
+from archguard.jobserver import Client, Pool, device_compiles, fifo_of
+from realtools import CUDA_HOME, build_env, needs_cuda_torch, needs_nvcc, pip_wheel
+
+HERE = Path(__file__).resolve().parent
+LAUNCHER = [sys.executable, "-I", "-S", jobserver.__file__]
+NEW_NINJA = Path(sys.executable).parent / "ninja"  # the ninja package: 1.13.2
+OLD_NINJA = Path("/usr/bin/ninja")  # this machine's (Debian's 1.11.1)
+
+
+def test_makeflags_names_the_fifo_and_nothing_else() -> None:
+    assert fifo_of("-j4 --jobserver-auth=fifo:/tmp/js") == "/tmp/js"
+    assert fifo_of("--jobserver-auth=fifo:/a --jobserver-auth=fifo:/b") == "/b"  # make: last
+    assert fifo_of("-j4 --jobserver-auth=3,4") is None  # inherited fds: pip does not keep them
+    assert fifo_of("--jobserver-auth=fifo:/a --jobserver-auth=3,4") is None
+    assert fifo_of("-j4") is None and fifo_of("") is None
+    assert fifo_of("--jobserver-auth=fifo:") is None
+
+
+def test_a_hostile_makeflags_is_read_in_linear_time() -> None:
+    started = time.process_time()
+    assert fifo_of("--jobserver-auth=fifo:" + "x" * 2_000_000 + " -j" * 200_000) == "x" * 2_000_000
+    assert fifo_of("--jobserver-auth=" * 300_000) is None
+    assert time.process_time() - started < 2.0
+
+
+def test_device_compiles_from_an_nvcc_line() -> None:
+    line = [
+        "-gencode=arch=compute_80,code=sm_80",
+        "-gencode",
+        "arch=compute_90,code=[sm_90,compute_90]",
+        "-gencode=arch=compute_80,code=compute_80",
+        "--generate-code=arch=compute_100a,code=sm_100a",
+    ]
+    assert device_compiles(line) == 3
+    assert device_compiles(["-c", "k.cu"]) == 1
+
+
+def test_a_pool_hands_out_its_tokens_and_takes_them_back(tmp_path: Path) -> None:
+    pool = Pool(tmp_path, 3)
+    client = Client(fifo_of(pool.makeflags) or "")
+    got = client.take(5)
+    assert got == b"+++" and client.take(1) == b""  # never more than the pool holds
+    client.give(got[:2])
+    assert client.take(5) == b"++"
+    client.give(b"++")
+    assert pool.close() == 2  # one is still held: said by whoever closes it
+    assert not pool.path.exists()
+    client.close()
+
+
+def test_a_killed_holder_leaves_no_stuck_tokens_for_the_next_run(tmp_path: Path) -> None:
+    """A run that made its pool and was killed (SIGKILL, holding every token) leaves its FIFO;
+    the next pool in the directory removes it and has all its tokens."""
+    script = textwrap.dedent(
+        f"""
+        import sys, time
+        sys.path.insert(0, {str(Path(jobserver.__file__).parent.parent)!r})
+        from pathlib import Path
+        from archguard.jobserver import Pool
+        pool = Pool(Path({str(tmp_path)!r}), 2)
+        assert pool.client.take(2) == b"++"
+        print(pool.path, flush=True)
+        time.sleep(60)
+        """
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    left = Path(proc.stdout.readline().strip())
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert left.exists()
+    pool = Pool(tmp_path, 2)
+    assert pool.stale == [left.name] and not left.exists()
+    assert pool.client.take(3) == b"++"
+    pool.client.give(b"++")
+    assert pool.close() == 2
+
+
+def _probe(tmp_path: Path) -> Path:
+    """A command that prints the arguments it got, then sleeps until killed or 0.3 s."""
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "import sys, time\nprint(' '.join(sys.argv[1:]), flush=True)\n"
+        "time.sleep(float(sys.argv[1]) if sys.argv[1:] and sys.argv[1][0].isdigit() else 0.3)\n"
+    )
+    return probe
+
+
+def _run(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+
+
+def test_the_launcher_takes_free_tokens_for_threads_and_gives_them_back(tmp_path: Path) -> None:
+    pool = Pool(tmp_path / "pool", 5)
+    env = {**os.environ, "MAKEFLAGS": pool.makeflags}
+    probe = [sys.executable, str(_probe(tmp_path))]
+    four = [f"-gencode=arch=compute_{a},code=sm_{a}" for a in (75, 80, 86, 90)]
+    ran = _run([*LAUNCHER, *probe, *four], env)
+    assert ran.returncode == 0 and ran.stdout.split()[-2:] == ["--threads", "4"], ran.stdout
+    # two compiles at once: the second finds what the first left (5 - 3 = 2 tokens: 3 threads)
+    first = subprocess.Popen([*LAUNCHER, *probe, "2", *four], env=env, stdout=subprocess.PIPE)
+    time.sleep(1.0)
+    second = _run([*LAUNCHER, *probe, *four], env)
+    assert second.stdout.split()[-2:] == ["--threads", "3"], second.stdout
+    first.wait()
+    # a compile that names its own threads, or runs with no pool, runs as it is
+    own = _run([*LAUNCHER, *probe, *four, "--threads", "2"], env)
+    assert own.stdout.split()[-2:] == ["--threads", "2"]
+    bare = {k: v for k, v in env.items() if k != "MAKEFLAGS"}
+    alone = _run([*LAUNCHER, *probe, *four], bare)
+    assert "--threads" not in alone.stdout
+    assert pool.close() == 5
+
+
+def test_a_launcher_stopped_by_a_signal_gives_its_tokens_back(tmp_path: Path) -> None:
+    pool = Pool(tmp_path / "pool", 3)
+    env = {**os.environ, "MAKEFLAGS": pool.makeflags}
+    probe = [sys.executable, str(_probe(tmp_path)), "30"]
+    gencode = [f"-gencode=arch=compute_{a},code=sm_{a}" for a in (80, 90)]
+    proc = subprocess.Popen([*LAUNCHER, *probe, *gencode], env=env, stdout=subprocess.PIPE)
+    assert proc.stdout is not None
+    assert proc.stdout.readline().split()[-2:] == [b"--threads", b"2"]
+    assert pool.client.take(3) == b"++"  # it holds one
+    pool.client.give(b"++")
+    proc.send_signal(signal.SIGTERM)  # forwarded to the compile, then the token goes back
+    proc.wait(timeout=30)
+    assert pool.close() == 3
+
+
+@pytest.mark.skipif(
+    not (NEW_NINJA.is_file() and OLD_NINJA.is_file()), reason="needs ninja 1.13 and an older one"
+)
+def test_the_build_picks_a_ninja_that_reads_the_pool_else_falls_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from archguard._integration.parallel import build_tokens, ninja_version, pick_ninja
+    from archguard.detect.machine import Machine
+    from archguard.nvcc.parallel import BuildMode, Choice
+
+    old = ninja_version(str(OLD_NINJA))
+    assert old is not None and old < (1, 13), old
+    assert pick_ninja("/usr/bin", NEW_NINJA.parent) == (str(NEW_NINJA), (1, 13))
+    assert pick_ninja("/usr/bin", tmp_path) == (str(OLD_NINJA), old)
+    choices = {"_k": Choice(2, "chosen", 1, "chosen", "2 cores", BuildMode.NINJA)}
+    machine = Machine(4, "test", 64 << 30, "test")
+    monkeypatch.setenv("PATH", "/usr/bin")
+    monkeypatch.delenv("MAKEFLAGS", raising=False)
+    with build_tokens(choices, {}, tmp_path / "shim", machine, beside=tmp_path) as tokens:
+        assert tokens.jobs == {"_k": "2"} and not tokens.launched  # the static choice
+    said = capsys.readouterr().err
+    assert "ninja 1.11" in said and "reads no jobserver (ninja 1.13 is the first" in said
+    # inside a caller's pool, the old ninja runs as many compiles as the tokens free now
+    pool = Pool(tmp_path / "pool", 3)
+    monkeypatch.setenv("MAKEFLAGS", pool.makeflags)
+    with build_tokens(choices, {}, tmp_path / "shim", machine, beside=tmp_path) as tokens:
+        assert tokens.jobs == {"_k": "2"}
+        assert pool.client.take(3) == b"++"  # it holds one of the three
+        pool.client.give(b"++")
+    assert "MAX_JOBS=2, the tokens the caller's pool had free" in capsys.readouterr().err
+    assert pool.close() == 3
+    # the new ninja beside the build's Python: the pool, and the launcher for --threads
+    monkeypatch.delenv("MAKEFLAGS")
+    variables: dict[str, str | None] = {"PYTORCH_NVCC": "nvcc"}
+    with build_tokens(choices, variables, tmp_path / "shim", machine) as tokens:
+        assert tokens.jobs == {} and tokens.launched == {"_k"}
+        made = fifo_of(tokens.variables["MAKEFLAGS"] or "")
+        assert made is not None and Path(made).exists()
+        assert (tmp_path / "shim" / "ninja").resolve() == NEW_NINJA.resolve()
+        assert str(tokens.variables["PYTORCH_NVCC"]).endswith("jobserver.py nvcc")
+    assert not Path(made).exists()  # the build's own pool ends with it
+    said = capsys.readouterr().err
+    assert "jobserver made for this build: 4 tokens" in said and "takes a token" in said
+
+
+PROBE = """\
+#!/bin/sh
+# a caller's PYTORCH_NVCC: one line as each nvcc starts and ends, with the threads it got
+threads=$(printf '%s\\n' "$@" | sed -n '/^--threads$/{{n;p;}}')
+echo "start $(date +%s.%N) $$ ${{threads:-1}}" >> {log}
+{nvcc} "$@"
+rc=$?
+echo "end $(date +%s.%N) $$ ${{threads:-1}}" >> {log}
+exit $rc
+"""
+
+
+def _most_at_once(log: Path) -> tuple[int, int]:
+    """The most nvcc processes, and the most nvcc threads, running at one moment."""
+    events = []
+    for line in log.read_text().splitlines():
+        kind, when, _, threads = line.split()
+        sign = 1 if kind == "start" else -1
+        events.append((float(when), sign, sign * int(threads)))
+    events.sort(key=lambda e: (e[0], e[1]))  # an end before a start at the same moment
+    procs = threads = most_procs = most_threads = 0
+    for _, sign, count in events:
+        procs, threads = procs + sign, threads + count
+        most_procs, most_threads = max(most_procs, procs), max(most_threads, threads)
+    return most_procs, most_threads
+
+
+@pytest.mark.slow
+@needs_nvcc
+@needs_cuda_torch
+def test_two_concurrent_builds_never_run_more_compiles_than_tokens(tmp_path: Path) -> None:
+    """Two real builds (4 .cu files of 3 device compiles each, no MAX_JOBS) side by side in
+    one pool of 3 (1 in the FIFO, and each build's implicit one, held here as a farm run
+    holds a job's): never more nvcc processes, nor nvcc threads, than 3, where archguard's
+    static choice runs 2 per build (4; measured) and ninja's own default 4 per build; every
+    token back at the end."""
+    from test_parallel_build import package
+
+    log = tmp_path / "nvcc.log"
+    probe = tmp_path / "nvcc-probe"
+    probe.write_text(PROBE.format(log=log, nvcc=f"{CUDA_HOME}/bin/nvcc"))
+    probe.chmod(0o755)
+    pool = Pool(tmp_path / "pool", 1, width=3)
+    env = build_env(
+        ARCHGUARD_ENABLE="1",
+        ARCHGUARD_ARCH_LIST="7.5;8.0;9.0",
+        MAKEFLAGS=pool.makeflags,
+        PYTORCH_NVCC=str(probe),
+    )
+    env.pop("MAX_JOBS")
+    roots = [package(tmp_path / name, {"_four": 4}, use_ninja=True) for name in ("a", "b")]
+    with ThreadPoolExecutor(2) as both:
+        procs = list(both.map(lambda r: pip_wheel(r, r.parent / "out", env=env), roots))
+    for proc in procs:
+        said = proc.stdout + proc.stderr
+        assert proc.returncode == 0, said[-4000:]
+        assert "archguard: parallel: jobserver the caller's (MAKEFLAGS names fifo:" in said
+        assert "archguard's nvcc launcher gives each compile --threads 1 + the free tokens" in said
+    starts = [line for line in log.read_text().splitlines() if line.startswith("start")]
+    assert len(starts) == 8, starts
+    most_procs, most_threads = _most_at_once(log)
+    assert most_procs <= 3 and most_threads <= 3, (most_procs, most_threads)
+    assert most_procs >= 2  # the builds did run side by side
+    assert pool.close() == 1
