@@ -206,11 +206,11 @@ exit $rc
 
 def _most_at_once(log: Path) -> tuple[int, int]:
     """The most nvcc processes, and the most nvcc threads, running at one moment."""
-    events = []
+    events: list[tuple[float, int, int]] = []
     for line in log.read_text().splitlines():
-        kind, when, _, threads = line.split()
+        kind, when, _, got = line.split()
         sign = 1 if kind == "start" else -1
-        events.append((float(when), sign, sign * int(threads)))
+        events.append((float(when), sign, sign * int(got)))
     events.sort(key=lambda e: (e[0], e[1]))  # an end before a start at the same moment
     procs = threads = most_procs = most_threads = 0
     for _, sign, count in events:
