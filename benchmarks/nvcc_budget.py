@@ -10,10 +10,14 @@ as they start and gives the k-th of S files ``C / min(jobs, S - k + 1)`` threads
 still to come share the cores, so the last one takes every core (briefly oversubscribed while
 the one before it ends).
 
-  (a) archguard's choice (static threads);
-  (b) archguard's choice, each nvcc call's --threads set by the budget wrapper.
+  (a) archguard's static choice (``ARCHGUARD_JOBSERVER=0``: MAX_JOBS and --threads fixed);
+  (b) the static choice, each nvcc call's --threads set by the budget wrapper;
+  (c) archguard's default since issue 51, in the build: its own jobserver (a token per core),
+      ninja 1.13 taking a token per compile, archguard's nvcc launcher giving each compile
+      --threads of its token plus the free ones (never more threads than tokens: the tail
+      gets the cores the others have left, not the ones they still hold).
 
-Usage: python benchmarks/nvcc_budget.py [--runs 2] [--files 3]   (2 cores: about 8 minutes)
+Usage: python benchmarks/nvcc_budget.py [--runs 2] [--files 3]   (2 cores: about 12 minutes)
 """
 
 from __future__ import annotations
@@ -87,7 +91,12 @@ def main() -> int:
         )
     )
     wrapper.chmod(0o755)
-    configs = {"a static": on, "b budget": {**on, "PYTORCH_NVCC": str(wrapper)}}
+    static = {**on, "ARCHGUARD_JOBSERVER": "0"}
+    configs = {
+        "a static": static,
+        "b budget": {**static, "PYTORCH_NVCC": str(wrapper)},
+        "c jobserver": on,
+    }
     times: dict[str, list[float]] = {k: [] for k in configs}
     print(f"{cores} cores, {args.files} .cu x 4 device compiles, {args.runs} paired runs")
     try:
@@ -103,15 +112,17 @@ def main() -> int:
                 note = given.read_text().replace("\n", "; ") if given.is_file() else ""
                 print(f"  run {run + 1} {key}: {wall:.1f} s  {note}", flush=True)
                 if chosen and run == 0:
-                    print(f"      {chosen[0][:140]}")
+                    for line in chosen[:3]:
+                        print(f"      {line[:160]}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print("\nmeasured side by side in this run:")
     for key, values in times.items():
         print(f"  {key:9s} median {statistics.median(values):6.1f} s  {values}")
-    ratios = [b / a for a, b in zip(times["a static"], times["b budget"], strict=True)]
-    pairs = [round(r, 3) for r in ratios]
-    print(f"  budget / static: {statistics.median(ratios):.3f} (pairs {pairs})")
+    for key in ("b budget", "c jobserver"):
+        ratios = [b / a for a, b in zip(times["a static"], times[key], strict=True)]
+        pairs = [round(r, 3) for r in ratios]
+        print(f"  {key[2:]} / static: {statistics.median(ratios):.3f} (pairs {pairs})")
     return 0
 
 

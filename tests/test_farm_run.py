@@ -245,6 +245,8 @@ def test_farm_run_builds_each_cell_into_its_own_index(tmp_path: Path) -> None:
         python = site / ".farm" / "envs" / cell / "bin" / "python"
         assert (site / cell / "simple" / "index.html").is_file()
         for package, module in MODULES.items():
+            # beside the cell's environment, never into it: every site with this cell shares it
+            target = site.parent / f"installed-{cell}-{package}"
             installed = subprocess.run(
                 [
                     str(python),
@@ -253,6 +255,9 @@ def test_farm_run_builds_each_cell_into_its_own_index(tmp_path: Path) -> None:
                     "install",
                     "--isolated",
                     "-q",
+                    "--no-deps",
+                    "--target",
+                    str(target),
                     "--index-url",
                     (site / cell / "simple").as_uri(),
                     package,
@@ -266,7 +271,7 @@ def test_farm_run_builds_each_cell_into_its_own_index(tmp_path: Path) -> None:
                 [str(python), "-c", f"import torch, {module}; print(torch.__version__)"],
                 capture_output=True,
                 text=True,
-                env=build_env(),
+                env={**build_env(), "PYTHONPATH": str(target)},
                 check=False,
             )
             assert imported.returncode == 0, (cell, package, imported.stderr[-2000:])

@@ -98,8 +98,19 @@ def make_farm(root: Path) -> Path:
     return manifest
 
 
+_CACHE: list[Path] = []  # this module's archguard cache (set by the fixture below)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _own_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """An archguard cache of this module's own: its cells' environments (content-addressed,
+    shared by every site on a cache) are changed by hand below, which no other module's
+    farm may see."""
+    _CACHE[:] = [tmp_path_factory.mktemp("archguard-cache")]
+
+
 def env_for_farm(**extra: str) -> dict[str, str]:
-    env = build_env(**extra)
+    env = build_env(**{"ARCHGUARD_CACHE_DIR": str(_CACHE[0]), **extra})
     env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"  # uv
     return env
 
@@ -175,7 +186,12 @@ class Reader(threading.Thread):
 
 
 def killed_at(
-    manifest: Path, site: Path, pattern: str, delay: float, then: tuple[str, str] | None = None
+    manifest: Path,
+    site: Path,
+    pattern: str,
+    delay: float,
+    then: tuple[str, str] | None = None,
+    env: dict[str, str] | None = None,
 ) -> str:
     """A farm run, killed (SIGKILL, its whole process group: pip, nvcc, uv) ``delay``
     seconds after a line of its log matches ``pattern`` (and, with ``then``, a line of the
@@ -186,7 +202,7 @@ def killed_at(
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
-        env=env_for_farm(),
+        env=env or env_for_farm(),
         start_new_session=True,
     )
     assert proc.stderr is not None
@@ -236,19 +252,44 @@ MOMENTS: list[tuple[str, float, tuple[str, str] | None]] = [
 ]
 
 
+def installed_beside(site: Path, target: Path) -> subprocess.CompletedProcess[str]:
+    """What is published installs: alpha from torch2.13's index, beside that cell (never
+    into it: every site with the cell shares its environment), imported with its torch."""
+    python = site / ".farm" / "envs" / "torch2.13" / "bin" / "python"
+    index = (site / "torch2.13" / "simple").as_uri()
+    pip = [str(python), "-m", "pip", "install", "--isolated", "-q", "--no-deps"]
+    installed = subprocess.run(
+        [*pip, "--target", str(target), "--index-url", index, "alpha"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert installed.returncode == 0, installed.stderr[-3000:]
+    return subprocess.run(
+        [str(python), "-c", "import torch, _minicuda"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(target)},
+        check=False,
+    )
+
+
 def test_a_farm_killed_at_six_moments_resumes_to_the_uninterrupted_site(
     reference: tuple[Path, Path, dict[str, set[str]]], tmp_path: Path
 ) -> None:
     _, reference_site, expected = reference
     manifest = make_farm(tmp_path)
     site = tmp_path / "site"
+    # a cache of its own: its cells' environments are made (and killed while made) afresh,
+    # at other paths than the reference's
+    own = env_for_farm(ARCHGUARD_CACHE_DIR=str(tmp_path / "cache"))
     reader = Reader(site)
     reader.start()
     logs = []
     try:
         for moment in MOMENTS:
-            logs.append(killed_at(manifest, site, *moment))
-        final = farm_run(manifest, site)
+            logs.append(killed_at(manifest, site, *moment, env=own))
+        final = farm_run(manifest, site, env=own)
     finally:
         reader.stopping.set()
         reader.join()
@@ -258,29 +299,24 @@ def test_a_farm_killed_at_six_moments_resumes_to_the_uninterrupted_site(
         assert "took over the lock of" in log and "ended without letting it go" in log
     # a job built before a kill was kept, its wheel checked
     assert "sha256 checked): not built again" in final.stderr
+    # each killed run left its jobserver's FIFO (its tokens died with it); the next run
+    # removed it, made its own, and had every token back at its end: none is ever stuck
+    for log in [*logs[1:], final.stderr]:
+        assert re.search(r"jobserver: removed jobserver-\d+, left by a run that was killed", log)
+    back = re.search(r"jobserver: (\d+) of (\d+) tokens back at the end", final.stdout)
+    assert back and back[1] == back[2], final.stdout
+    assert list((site / ".farm" / "jobserver").iterdir()) == []
     assert names(site) == expected
     # byte for byte: every index advertises the sha256 the uninterrupted run's does (another
     # checkout path, another site, builds killed and resumed: the same bytes, issue 50)
     assert indexes(site) == indexes(reference_site)
     assert not reader.problems, reader.problems[:10]
     assert reader.reads > 100
-    verified = cli("farm", "verify", str(site), env=env_for_farm())
+    verified = cli("farm", "verify", str(site), env=own)
     # each cell's index (2 + 2) and the CUDA line's: alpha and beta link no torch, so each
     # cell's wheel has the same name (+cu130) and the line lists one of each (2)
     assert verified.returncode == 0 and "6 published wheel(s) read: OK" in verified.stdout
-    # what is published installs: alpha from torch2.13's index into that cell, imported
-    python = site / ".farm" / "envs" / "torch2.13" / "bin" / "python"
-    index = (site / "torch2.13" / "simple").as_uri()
-    installed = subprocess.run(
-        [str(python), "-m", "pip", "install", "--isolated", "-q", "--index-url", index, "alpha"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert installed.returncode == 0, installed.stderr[-3000:]
-    imported = subprocess.run(
-        [str(python), "-c", "import torch, _minicuda"], capture_output=True, text=True, check=False
-    )
+    imported = installed_beside(site, tmp_path / "installed")
     assert imported.returncode == 0, imported.stderr[-2000:]
 
     # a wheel corrupted on disk is built again, never republished; a second run on the
@@ -294,7 +330,7 @@ def test_a_farm_killed_at_six_moments_resumes_to_the_uninterrupted_site(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=env_for_farm(),
+        env=own,
     )
     assert first.stderr is not None
     said = []
@@ -302,13 +338,13 @@ def test_a_farm_killed_at_six_moments_resumes_to_the_uninterrupted_site(
         said.append(line)
         if "alpha in torch2.14: building" in line:
             break
-    second = farm_run(manifest, site)
+    second = farm_run(manifest, site, env=own)
     rest, _ = first.communicate()
     assert first.returncode == 0, "".join(said)[-3000:]
     assert second.returncode == 2 and f"pid {first.pid} on " in second.stderr, second.stderr
     assert "alpha in torch2.14: built again: its wheel" in "".join(said)
     assert "1 built, 3 already built" in rest
-    assert cli("farm", "verify", str(site), env=env_for_farm()).returncode == 0
+    assert cli("farm", "verify", str(site), env=own).returncode == 0
 
 
 # runs before test_each_builder_input_rebuilds_exactly_its_jobs, which changes the

@@ -12,6 +12,8 @@ import time
 import zipfile
 from pathlib import Path
 
+import pytest
+
 from archguard._integration.reproducible import (
     prefix_maps,
     reproducible,
@@ -91,6 +93,20 @@ def test_the_record_is_path_free(tmp_path: Path) -> None:
             "CUDACXX": "{archguard-cache}/cuda-root/cuda-13/bin/nvcc",
             "note": "one root, {archguard-cache}/cuda-root/cuda-13, linking",
         },
+    }
+
+
+def test_the_record_names_archguards_cache_by_a_placeholder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A farm package's config lives under the cache, named by its content: two builders
+    with their caches at other paths record the same bytes (measured: the only difference
+    of the fault-injection farm's wheels, built with a cache of their own)."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("ARCHGUARD_CACHE_DIR", str(cache))
+    config = f"{cache}/farm-config/aee569fc2343078a.toml [tool.archguard] arch_list"
+    assert path_free({"origin": config}, tmp_path / "pkg") == {
+        "origin": "{archguard-cache}/farm-config/aee569fc2343078a.toml [tool.archguard] arch_list"
     }
 
 

@@ -35,6 +35,8 @@ _TOKEN = 6  # bytes of a temporary name's random part
 # archguard wheel and farm jobs set it where the caller has not.
 SOURCE_DATE_EPOCH = "315532800"
 
+ENV_CACHE_DIR = "ARCHGUARD_CACHE_DIR"  # archguard's cache (detect.fetch.cache_root)
+
 
 def _temporary(target: Path) -> Path:
     return target.with_name(f".{target.name}.{secrets.token_hex(_TOKEN)}{PARTIAL}")

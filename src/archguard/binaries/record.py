@@ -21,6 +21,7 @@ from archguard.core.coverage import runs_on
 from archguard.core.kinds import STUB_KINDS, StubKind
 from archguard.core.resolve import Resolution
 from archguard.core.toolkit import known_arches
+from archguard.detect.fetch import cache_root
 from archguard.errors import BinaryReadError
 from archguard.nvcc.flags import gencode_flags
 from archguard.nvcc.plan import ExtensionPlan
@@ -459,7 +460,8 @@ def read_wheel_record(wheel: zipfile.ZipFile, where: str) -> RecordedTargets | N
 # an assembled toolkit root (:func:`archguard.detect.cudalibs.assemble_root`): its digest
 # names the files it links, which lie in a cell's environment, so it differs from site to site
 _ASSEMBLED_ROOT = re.compile(r"/[^\s'\",;()]*/cuda-root/cuda-(\d+)-[0-9a-f]{16}")
-ASSEMBLED = "{archguard-cache}/cuda-root/cuda-"
+CACHE = "{archguard-cache}/"  # archguard's cache (detect.fetch.cache_root), wherever it is
+ASSEMBLED = f"{CACHE}cuda-root/cuda-"
 
 
 def path_free(value: Any, tree: str | Path) -> Any:
@@ -470,16 +472,18 @@ def path_free(value: Any, tree: str | Path) -> Any:
     prefix = str(Path(tree).resolve())
     # the tree itself, never a longer path that starts with its text (/a/b, not /a/bc)
     pattern = re.compile(re.escape(prefix) + r"(?=/|$|[^\w.-])") if prefix != "/" else None
-    return _path_free(value, prefix, pattern)
+    return _path_free(value, prefix, pattern, f"{cache_root()}/")
 
 
-def _path_free(value: Any, prefix: str, pattern: re.Pattern[str] | None) -> Any:
+def _path_free(value: Any, prefix: str, pattern: re.Pattern[str] | None, cache: str) -> Any:
     if isinstance(value, str):
         if "/cuda-root/cuda-" in value:
             value = _ASSEMBLED_ROOT.sub(lambda m: ASSEMBLED + m.group(1), value)
+        if cache in value:  # a farm's package config, named by its content under the cache
+            value = value.replace(cache, CACHE)
         return pattern.sub(".", value) if pattern is not None and prefix in value else value
     if isinstance(value, list):
-        return [_path_free(v, prefix, pattern) for v in value]
+        return [_path_free(v, prefix, pattern, cache) for v in value]
     if isinstance(value, dict):
-        return {k: _path_free(v, prefix, pattern) for k, v in value.items()}
+        return {k: _path_free(v, prefix, pattern, cache) for k, v in value.items()}
     return value

@@ -35,7 +35,7 @@ from typing import NamedTuple
 from packaging.utils import InvalidSdistFilename, canonicalize_name, parse_sdist_filename
 from packaging.version import InvalidVersion, Version
 
-from archguard._fs import atomic_directory, atomic_file, own_directory
+from archguard._fs import ENV_CACHE_DIR, atomic_directory, atomic_file, own_directory
 from archguard.detect.index import IndexFile, index_urls, project_files
 from archguard.detect.sources import file_sha256
 from archguard.errors import ConfigError, IndexUnreachable, ReleaseNotFetched
@@ -46,6 +46,11 @@ _RELEASE = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9][A-Za-z0-9.+!_
 
 
 def cache_root() -> Path:
+    """archguard's cache: ``ARCHGUARD_CACHE_DIR``, else ``$XDG_CACHE_HOME/archguard``, else
+    ``~/.cache/archguard`` (sources, build environments, the farm's cell environments)."""
+    own = os.environ.get(ENV_CACHE_DIR, "").strip()
+    if own:
+        return Path(own).absolute()
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base, "archguard")
 

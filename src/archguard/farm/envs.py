@@ -1,21 +1,30 @@
-"""Each cell's environment, ``SITE/.farm/envs/<cell>``: made with uv (which reaches the CUDA
+"""Each cell's environment, ``<cache>/envs/<cell>-<digest>`` (``SITE/.farm/envs/<cell>``
+links to it): made with uv (which reaches the CUDA
 builds of torch whatever pip's local settings say) from the cell's Python, its torch, this
 archguard (with the farm extra, and the extras the manifest's switches need: ``variants``
 for ``[farm] variants = true``, checked in the made cell before anything compiles) and the
 build tools, once, and reused while the cell and archguard's code are the same; and what it
-really holds (:func:`archguard.farm.identity.held`), which joins each of its jobs' records."""
+really holds (:func:`archguard.farm.identity.held`), which joins each of its jobs' records.
+
+The environment is named by its content (the cell, archguard's requirement and code), not by
+the site: every site that holds the same cell builds with the same paths (torch's headers,
+the Python prefix), so a compile cache hits the compiles of a job built again from another
+checkout into another site (issue 50), and the environment is made once for all of them."""
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
+import os
 import shutil
 import sys
 from collections.abc import Callable, Sequence
 from importlib import metadata
 from pathlib import Path
 
-from archguard._fs import write_atomic
+from archguard._fs import file_lock, write_atomic
+from archguard.detect.fetch import cache_root
 from archguard.detect.tools import run
 from archguard.errors import CellEnvironmentFailed, ConfigError
 from archguard.farm.container import CellContainer
@@ -83,13 +92,40 @@ def cell_venv(
     next cell's torch a link, not a download). An extra it cannot have is refused here,
     before any job of the cell compiles. With ``container`` (the cell's image), uv runs in
     it, so the environment is made from the image's Python and runs only there."""
-    root = site / STATE / "envs" / cell.name
-    python = root / "bin" / "python"
     requirement = archguard_requirement(extras)
     wanted = json.dumps(
         {**cell.as_json(), "archguard": requirement, "code": code_digest()},
         sort_keys=True,
     )
+    digest = hashlib.sha256(wanted.encode()).hexdigest()[:16]
+    root = cache_root() / "envs" / f"{cell.name}-{digest}"
+    with file_lock(root):  # two sites making the same cell at once: one makes it
+        python = _made(
+            cell, root, wanted, extras=extras, requirement=requirement, container=container
+        )
+    link = site / STATE / "envs" / cell.name  # for people, and plan --site: never run by path
+    link.parent.mkdir(parents=True, exist_ok=True)
+    if not (link.is_symlink() and link.resolve() == root.resolve()):
+        temporary = link.with_name(f".{link.name}.{os.getpid()}")
+        temporary.unlink(missing_ok=True)
+        temporary.symlink_to(root)
+        if link.is_dir() and not link.is_symlink():  # an environment of before: made here
+            shutil.rmtree(link)
+        temporary.replace(link)
+    return python
+
+
+def _made(  # noqa: PLR0913 - the cell's facts, each needed
+    cell: Cell,
+    root: Path,
+    wanted: str,
+    *,
+    extras: Sequence[str],
+    requirement: str,
+    container: CellContainer | None,
+) -> Path:
+    """The environment at ``root``: as it is where it was made for ``wanted``, else made."""
+    python = root / "bin" / "python"
     marker = root / "archguard-cell.json"
     # made in a container, its python links to the image's: there, not here
     made = python.is_file() or python.is_symlink()

@@ -20,6 +20,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
+from archguard._fs import ENV_CACHE_DIR
 from archguard.core.arch import Arch, ArchEntry, parse_arch_list
 from archguard.core.cuda import CudaVersion
 from archguard.core.modes import (
@@ -66,6 +67,7 @@ ENV_KNOWN = (
     ENV_WHEEL_VARIANT,
     ENV_STUBS,
     ENV_JOBSERVER,
+    ENV_CACHE_DIR,
 )
 
 

@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""A farm keeps every core busy (issue 51), measured side by side in one run: the same farm
+of released sdists x one cell, ``farm run --jobs 2``, built twice from scratch (no compile
+cache, a cache directory of its own each, so neither reuses the other's work):
+
+  (s) today's static shares: ``ARCHGUARD_JOBSERVER=0``, each build ``MAX_JOBS`` = cores / 2;
+  (j) the jobserver: one pool of a token per core; ninja 1.13 takes its compiles from it and
+      archguard's nvcc launcher gives each compile the free tokens as ``--threads``.
+
+Both order their jobs longest first by the size of each source's CUDA code (each site is new:
+no recorded durations). The cell's environment is made once before either run (its making is
+not compile work), and both runs share archguard's cache for the fetched sdists and build
+overlays. Prints each run's wall time, the builds' CPU-seconds, utilization = CPU / (wall x
+cores) and the distance from the limit max(CPU / cores, the longest job), from the run's own
+summary line, and the ratio of the wall times.
+
+Usage: python benchmarks/farm_jobserver.py [--arch 8.0] [--sdists A==1 B==2 ...]
+(2 cores, the default three sdists: about 15 minutes)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from farm_common import SDISTS, base_env, farm_run, manifest, prewarm
+
+DEFAULT = list(SDISTS)[:3]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--arch", default="8.0")
+    parser.add_argument("--sdists", nargs="+", default=DEFAULT)
+    parser.add_argument("--jobs", default="2")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="archguard-farm-jobserver-"))
+    farm = manifest(work, args.sdists, args.arch)
+    print(f"farm: {', '.join(args.sdists)} at {args.arch}, --jobs {args.jobs}; work in {work}")
+    cache = work / "cache"
+    prewarm(farm, cache)
+    runs = {}
+    for label, switch in (("static", "0"), ("jobserver", "1")):
+        env = base_env(
+            ARCHGUARD_JOBSERVER=switch,
+            ARCHGUARD_COMPILER_CACHE="off",
+            ARCHGUARD_CACHE_DIR=str(cache),
+        )
+        run = farm_run(farm, work / f"site-{label}", env, "--jobs", args.jobs)
+        runs[label] = run
+        print(f"\n({label}) exit {run.returncode}, wall {run.wall:.0f} s")
+        print(run.summary.rstrip())
+        if run.returncode != 0:
+            print(run.log[-3000:])
+    static, pool = runs["static"], runs["jobserver"]
+    print(
+        f"\nwall: jobserver / static = {pool.wall / static.wall:.3f}; utilization "
+        f"{static.utilization} -> {pool.utilization} (goal >= 0.9); distance from the limit "
+        f"{static.distance}x -> {pool.distance}x (goal <= 1.1x)"
+    )
+    return 0 if static.returncode == pool.returncode == 0 else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
