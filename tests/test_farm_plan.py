@@ -209,9 +209,18 @@ def actionlint(workflow: Path) -> subprocess.CompletedProcess[str]:
 def test_the_workflow_passes_actionlint_and_runs_the_plan(tmp_path: Path) -> None:
     path = manifest(tmp_path)
     out = tmp_path / "farm.yml"
-    proc = run_main("farm", "workflow", str(path), "--as", "farm/farm.toml", "-o", str(out))
+    argv = ["farm", "workflow", str(path), "--as", "farm/farm.toml", "--rebuild", "2"]
+    proc = run_main(*argv, "-o", str(out))
     assert proc.returncode == 0, proc.stderr
     text = out.read_text()
+    # every runner builds at the same paths (the cache's), and a second builder rebuilds two
+    # published jobs of each cell in its image, red on a wheel whose bytes differ (issue 50)
+    assert "  ARCHGUARD_CACHE_DIR: /tmp/archguard-cache" in text
+    rebuild = text[text.index("  rebuild:") :]
+    assert "needs: assemble" in rebuild and "name: farm-site" in rebuild
+    assert "farm verify site --rebuild farm/farm.toml" in rebuild
+    assert "--only ${{ matrix.cell }} --sample 2" in rebuild
+    assert '"image": "pytorch/manylinux2_28-builder:cuda13.0"' in rebuild
     assert "python -m archguard farm plan farm/farm.toml --format github" in text
     assert "--only ${{ matrix.job }}" in text and "timeout-minutes: 330" in text
     assert "SCCACHE_GHA_ENABLED" in text and "--assemble" in text

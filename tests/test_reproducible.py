@@ -17,6 +17,7 @@ import pytest
 from archguard._integration.reproducible import (
     prefix_maps,
     reproducible,
+    source_facts,
     time_macros,
 )
 from archguard.binaries.record import path_free
@@ -121,6 +122,26 @@ def test_time_macros_are_named_with_their_lines_in_linear_time(tmp_path: Path) -
     hostile.write_text("__DATE" * 400_000 + "_" * 400_000)  # no match, no backtracking
     started = time.process_time()
     assert time_macros([hostile], tmp_path) == []
+    assert time.process_time() - started < 1.0
+
+
+def test_a_source_whose_bytes_follow_its_path_is_named_in_linear_time(tmp_path: Path) -> None:
+    """nvcc names an anonymous namespace after the source's absolute path (measured: the
+    same .cu at two paths differs in .nv_fatbin and the namespace's .rodata, with
+    --frandom-seed too); torch's headers bring one through CCCL."""
+    (tmp_path / "plain.cu").write_text("__global__ void k() {}\n")
+    (tmp_path / "anon.cu").write_text("int a;\nnamespace  {\n__device__ int n;\n}\n")
+    (tmp_path / "ops.cu").write_text("#include <torch/extension.h>\n")
+    files = [tmp_path / n for n in ("plain.cu", "anon.cu", "ops.cu")]
+    assert source_facts(files[:1], tmp_path) == ([], None)
+    assert source_facts(files, tmp_path) == ([], "anon.cu:2 (namespace {)")
+    assert source_facts(files[2:], tmp_path)[1] == "ops.cu:1 (#include <torch/)"
+    ok, _, why = verdict(path_bound="ops.cu:1 (#include <torch/)")
+    assert not ok and why[0].startswith("ops.cu:1 (#include <torch/): nvcc names each")
+    hostile = tmp_path / "h.cu"
+    hostile.write_text("namespace " * 300_000 + "#include <" * 200_000)
+    started = time.process_time()
+    assert source_facts([hostile], tmp_path) == ([], None)
     assert time.process_time() - started < 1.0
 
 

@@ -38,8 +38,9 @@ def cmd_farm(args: argparse.Namespace) -> int:
                 args.manifest,
                 args.manifest_in_repo or str(args.manifest),
                 args.policy,
-                args.schedule,
-                args.watch,
+                schedule=args.schedule,
+                watch=args.watch,
+                rebuild=args.rebuild,
             ),
             args.output,
         )

@@ -179,4 +179,12 @@ def farm_plan_command(sub: Subparsers) -> None:
         action="store_true",
         help="a job that runs `archguard watch` (red while the tables lack a release)",
     )
+    flow.add_argument(
+        "--rebuild",
+        type=int,
+        default=0,
+        metavar="N",
+        help="a job per cell that rebuilds N of its published jobs on another runner and "
+        "fails on a wheel whose bytes differ (default: none)",
+    )
     flow.add_argument("-o", "--output", type=Path, metavar="FILE")

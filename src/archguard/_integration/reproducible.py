@@ -16,6 +16,14 @@ Measured with nvcc 13.0 on the same extension built from two paths (tests/test_r
   ``-Xcompiler`` on nvcc's host side.
 - ``SOURCE_DATE_EPOCH`` fixes the wheel's zip dates (set by ``archguard wheel`` and the farm).
 - ``--frandom-seed`` alone does not fix the temporary name (measured): not added.
+- nvcc names each anonymous namespace after the source's absolute path
+  (``_GLOBAL__N__<hash>_14_elementwise_cu_...``; ``--orig_src_path_name`` to cudafe++ and
+  cicc), ``--frandom-seed`` or not, with a relative path given or not: a source that has one
+  (torch's headers bring one through CCCL's ``cuda::std``) gives other bytes at another path
+  (measured: ``.nv_fatbin`` and the namespace's ``.rodata`` sections). Farm jobs and released
+  sources build from a copy named by its content under archguard's cache, the same path from
+  any checkout (and on any builder whose ``ARCHGUARD_CACHE_DIR`` is the same); a tree built at
+  its checkout's path is said not to be reproducible from another path.
 
 A package that puts the time into its code (``__DATE__``, ``__TIME__``, ``__TIMESTAMP__`` in
 its sources) still builds; the record says it is not reproducible and where.
@@ -34,11 +42,17 @@ from typing import Any
 from archguard._integration.common import project_root, say
 from archguard._integration.environment import Planned, cache_choice
 from archguard._integration.session import Session
+from archguard.detect.fetch import cache_root
 
 # where each mapped prefix is said to be, in the binaries
 TREE, PYTHON, TOOLKIT = ".", "/archguard/python", "/archguard/cuda"
 _TIME_MACRO = re.compile(r"\b__(?:DATE|TIME|TIMESTAMP)__\b")
 _HEADERS = (".h", ".hh", ".hpp", ".hxx", ".cuh", ".inl")
+# a source whose device code holds an anonymous namespace, its own or its headers' (torch's,
+# CCCL's): fixed words, no nested quantifier (linear)
+_PATH_BOUND = re.compile(
+    r"\bnamespace\s*\{|#\s*include\s*[<\"](?:torch/|ATen/|c10/|cuda/std/|cub/|thrust/)"
+)
 _SCAN_LIMIT = 4 << 20  # bytes read per file: a generated table is not looked through whole
 
 
@@ -86,23 +100,36 @@ def prefix_maps(prefixes: Mapping[str, str]) -> list[str]:
 
 
 def time_macros(files: Iterable[Path], root: Path) -> list[str]:
-    """``FILE:LINE uses __DATE__`` for each use of a time macro in ``files`` (linear: one
-    pattern without backtracking, each file read once, at most :data:`_SCAN_LIMIT`)."""
-    out = []
+    """``FILE:LINE uses __DATE__`` for each use of a time macro in ``files``."""
+    return source_facts(files, root)[0]
+
+
+def source_facts(files: Iterable[Path], root: Path) -> tuple[list[str], str | None]:
+    """The uses of a time macro (``FILE:LINE uses __DATE__``), and the first place whose
+    bytes depend on the source's path (``FILE:LINE has an anonymous namespace`` or includes
+    torch's headers); linear: patterns without backtracking, each file read once, at most
+    :data:`_SCAN_LIMIT`."""
+    out: list[str] = []
+    bound = None
     for path in files:
         try:
             with path.open("rb") as f:
                 text = f.read(_SCAN_LIMIT).decode("utf-8", errors="replace")
         except OSError:
             continue
+        try:
+            shown = path.relative_to(root)
+        except ValueError:
+            shown = path
         for match in _TIME_MACRO.finditer(text):
             line = text.count("\n", 0, match.start()) + 1
-            try:
-                shown = path.relative_to(root)
-            except ValueError:
-                shown = path
             out.append(f"{shown}:{line} uses {match.group(0)}")
-    return out
+        found = _PATH_BOUND.search(text) if bound is None else None
+        if found is not None:
+            line = text.count("\n", 0, found.start()) + 1
+            what = "namespace {" if found.group(0).startswith("namespace") else found.group(0)
+            bound = f"{shown}:{line} ({' '.join(what.split())})"
+    return out, bound
 
 
 def scanned(sources: Sequence[str], root: Path) -> list[Path]:
@@ -127,6 +154,7 @@ def reproducible(  # noqa: PLR0913 - each a fact of this build, each needed
     environ: Mapping[str, str],
     cuda_major: int,
     uses: Sequence[str],
+    path_bound: str | None = None,
 ) -> Reproducible:
     """The flags and the verdict for a build of the tree ``root`` whose nvcc is under
     ``toolkit_root``, compiled through ``cache_tool`` (``off``, ``sccache``, ``ccache``) in
@@ -136,6 +164,12 @@ def reproducible(  # noqa: PLR0913 - each a fact of this build, each needed
     )
     nvcc = [f"-Xcompiler={m}" for m in maps]
     why_not = [*uses]
+    if path_bound:
+        why_not.append(
+            f"{path_bound}: nvcc names each anonymous namespace after the source's absolute "
+            "path, and this tree is built at its checkout's path (farm jobs and released "
+            "sources build from a copy named by its content under archguard's cache)"
+        )
     wrapper = environ.get("PYTORCH_NVCC", "")
     if wrapper.split()[:1] and Path(wrapper.split()[0]).name == "sccache":
         pass  # sccache names nvcc's intermediates itself, the same each time (measured)
@@ -172,13 +206,15 @@ def for_build(
     if session.compiler_cache.get("skipped"):  # sccache refused this nvcc: none wraps it
         tool = "off"
     files = [f for ext, _, _ in planned for f in scanned(list(ext.sources), root)]
+    uses, bound = source_facts(files, root)
     repro = reproducible(
         root,
         toolkit_root=home,
         cache_tool=tool,
         environ=environ,
         cuda_major=toolkit.version.major,
-        uses=time_macros(files, root),
+        uses=uses,
+        path_bound=None if root.is_relative_to(cache_root().resolve()) else bound,
     )
     for line in repro.lines():
         say(line)

@@ -7,15 +7,24 @@ its place), with a timeout under the 6-hour cap so that the cache is saved befor
 cancels the job, sccache through GitHub's cache backend, and the job's SITE as an artifact;
 a last job assembles the indexes and the page from every job's record and attests every
 published wheel (GitHub's build-provenance attestation: ``gh attestation verify WHEEL --repo
-OWNER/REPO``, which ``archguard which`` prints, checks it)."""
+OWNER/REPO``, which ``archguard which`` prints, checks it; its subject is the wheel's sha256,
+the digest a rebuild must match). With ``--rebuild N`` a job per cell then rebuilds a sample
+of N of the cell's published jobs on another runner, in the cell's image, and fails on any
+wheel whose bytes differ (``farm verify SITE --rebuild``, issue 50). Every job builds with
+archguard's cache at one path (``ARCHGUARD_CACHE_DIR``), so the trees and the cells'
+environments are at the same paths on every runner: nvcc names anonymous namespaces after the
+source's absolute path."""
 
 from __future__ import annotations
 
+import json
 import shlex
+from collections.abc import Sequence
 from pathlib import Path
 
 from archguard import __version__
 from archguard.farm.families import load_farm
+from archguard.farm.manifest import Cell
 from archguard.farm.plan import GITHUB_MAX_JOBS, plan
 
 JOB_TIMEOUT_MINUTES = 330  # under GitHub's 360: sccache's post step saves the cache
@@ -28,21 +37,25 @@ BUILDER_IMAGE = "pytorch/manylinux2_28-builder:cuda${{ matrix.cuda }}"
 ARCHGUARD = f'"torch-archguard[farm]=={__version__}"'
 
 
+CACHE_DIR = "/tmp/archguard-cache"  # the same path on every runner: the same compile lines
 DAILY = "23 4 * * *"  # a manifest with [[cells]] rules follows torch's releases within a day
 
 
-def workflow(
+def workflow(  # noqa: PLR0913 - the manifest, and each option of the command
     manifest_path: Path,
     manifest_in_repo: str,
     policy: str | None = None,
+    *,
     schedule: str | None = None,
     watch: bool = False,
+    rebuild: int = 0,
 ) -> str:
     """The workflow's YAML text for the manifest (named by its path in the repository).
     ``schedule``: a cron line for a ``schedule:`` trigger (default: daily where the
     manifest has ``[[cells]]`` rules, whose cells follow torch's releases); ``watch``: a job
     that runs ``archguard watch`` (failing while the bundled tables lack a torch release or
-    a CUDA toolkit on the index)."""
+    a CUDA toolkit on the index); ``rebuild``: a job per cell that rebuilds a sample of that
+    many published jobs and fails on a wheel whose bytes differ (0: none)."""
     manifest = load_farm(manifest_path)
     jobs = [j for j in plan(manifest, policy) if j.arch_list is not None]
     cron = schedule or (DAILY if manifest.families else None)
@@ -59,6 +72,8 @@ def workflow(
     for i in range(shards):
         lines += _build_job(i, manifest_in_repo, chosen, own)
     lines += _assemble_job(manifest_in_repo, shards, chosen)
+    if rebuild > 0:
+        lines += _rebuild_job(manifest_in_repo, chosen, manifest.cells, rebuild)
     return "\n".join(line for line in lines if line) + "\n"
 
 
@@ -73,6 +88,7 @@ def _plan_job(manifest: str, shards: int, policy: str, cron: str | None = None) 
         "  contents: read",
         "env:",
         "  ARCHGUARD_COMPILER_CACHE: sccache",
+        f"  ARCHGUARD_CACHE_DIR: {CACHE_DIR}",
         '  SCCACHE_GHA_ENABLED: "true"',
         "jobs:",
         "  plan:",
@@ -171,6 +187,46 @@ def _assemble_job(manifest: str, shards: int, policy: str) -> list[str]:
         "            site",
         "            !site/.farm/envs",
         "          include-hidden-files: true",
+    ]
+
+
+def _rebuild_job(manifest: str, policy: str, cells: Sequence[Cell], sample: int) -> list[str]:
+    """A second builder: each cell's sample of published jobs rebuilt from their records'
+    inputs on another runner, in the cell's image; red on any wheel whose sha256 (its
+    attestation's subject) the rebuild does not give."""
+    include = [
+        {
+            "cell": c.name,
+            "python": c.python,
+            "image": c.container or BUILDER_IMAGE.replace("${{ matrix.cuda }}", c.cuda.text),
+        }
+        for c in cells
+    ]
+    return [
+        "  rebuild:",
+        "    needs: assemble",
+        "    runs-on: ubuntu-latest",
+        f"    timeout-minutes: {JOB_TIMEOUT_MINUTES}",
+        "    strategy:",
+        "      fail-fast: false",
+        f"      matrix: {{include: {json.dumps(include)}}}",
+        "    container:",
+        "      image: ${{ matrix.image }}",
+        "    env:",
+        '      CUDA_VISIBLE_DEVICES: ""',
+        "      CUDA_HOME: /usr/local/cuda",
+        "      PY: ${{ matrix.python }}",
+        "    steps:",
+        "      - uses: actions/checkout@v4",
+        '      - run: echo "/opt/python/cp${PY//./}-cp${PY//./}/bin" >> "$GITHUB_PATH"',
+        f"      - run: python -m pip install {ARCHGUARD}",
+        "      - uses: actions/download-artifact@v4",
+        "        with:",
+        "          name: farm-site",
+        "          path: site",
+        "      - run: >-",
+        f"          python -m archguard farm verify site --rebuild {manifest}{policy}",
+        f"          --only ${{{{ matrix.cell }}}} --sample {sample}",
     ]
 
 
