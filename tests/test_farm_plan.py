@@ -219,7 +219,8 @@ def test_the_workflow_passes_actionlint_and_runs_the_plan(tmp_path: Path) -> Non
     rebuild = text[text.index("  rebuild:") :]
     assert "needs: assemble" in rebuild and "name: farm-site" in rebuild
     assert "farm verify site --rebuild farm/farm.toml" in rebuild
-    assert "--only ${{ matrix.cell }} --sample 2" in rebuild
+    assert "--only ${{ matrix.cell }} --sample 2 --in-container" in rebuild
+    assert "mozilla-actions/sccache-action" in rebuild
     assert '"image": "pytorch/manylinux2_28-builder:cuda13.0"' in rebuild
     assert "python -m archguard farm plan farm/farm.toml --format github" in text
     assert "--only ${{ matrix.job }}" in text and "timeout-minutes: 330" in text

@@ -7,6 +7,7 @@ nvcc processes running at once; the fallback on the real ninja 1.11 of this mach
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -110,34 +111,37 @@ def _run(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[st
     return subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
 
 
+def _version(tool: str) -> str:
+    return subprocess.run([tool, "--version"], capture_output=True, text=True, check=False).stdout
+
+
 def test_the_launcher_takes_free_tokens_for_threads_and_gives_them_back(tmp_path: Path) -> None:
     pool = Pool(tmp_path / "pool", 5)
-    env = {**os.environ, "MAKEFLAGS": pool.makeflags}
+    fifo = str(pool.path)
+    env = dict(os.environ)
     probe = [sys.executable, str(_probe(tmp_path))]
     four = [f"-gencode=arch=compute_{a},code=sm_{a}" for a in (75, 80, 86, 90)]
-    ran = _run([*LAUNCHER, *probe, *four], env)
+    ran = _run([*LAUNCHER, fifo, *probe, *four], env)
     assert ran.returncode == 0 and ran.stdout.split()[-2:] == ["--threads", "4"], ran.stdout
     # two compiles at once: the second finds what the first left (5 - 3 = 2 tokens: 3 threads)
-    first = subprocess.Popen([*LAUNCHER, *probe, "2", *four], env=env, stdout=subprocess.PIPE)
+    first = subprocess.Popen([*LAUNCHER, fifo, *probe, "2", *four], stdout=subprocess.PIPE)
     time.sleep(1.0)
-    second = _run([*LAUNCHER, *probe, *four], env)
+    second = _run([*LAUNCHER, fifo, *probe, *four], env)
     assert second.stdout.split()[-2:] == ["--threads", "3"], second.stdout
     first.wait()
-    # a compile that names its own threads, or runs with no pool, runs as it is
-    own = _run([*LAUNCHER, *probe, *four, "--threads", "2"], env)
+    # a compile that names its own threads, or whose pool is gone, runs as it is
+    own = _run([*LAUNCHER, fifo, *probe, *four, "--threads", "2"], env)
     assert own.stdout.split()[-2:] == ["--threads", "2"]
-    bare = {k: v for k, v in env.items() if k != "MAKEFLAGS"}
-    alone = _run([*LAUNCHER, *probe, *four], bare)
-    assert "--threads" not in alone.stdout
+    alone = _run([*LAUNCHER, str(tmp_path / "gone"), *probe, *four], env)
+    assert alone.returncode == 0 and "--threads" not in alone.stdout
     assert pool.close() == 5
 
 
 def test_a_launcher_stopped_by_a_signal_gives_its_tokens_back(tmp_path: Path) -> None:
     pool = Pool(tmp_path / "pool", 3)
-    env = {**os.environ, "MAKEFLAGS": pool.makeflags}
     probe = [sys.executable, str(_probe(tmp_path)), "30"]
     gencode = [f"-gencode=arch=compute_{a},code=sm_{a}" for a in (80, 90)]
-    proc = subprocess.Popen([*LAUNCHER, *probe, *gencode], env=env, stdout=subprocess.PIPE)
+    proc = subprocess.Popen([*LAUNCHER, str(pool.path), *probe, *gencode], stdout=subprocess.PIPE)
     assert proc.stdout is not None
     assert proc.stdout.readline().split()[-2:] == [b"--threads", b"2"]
     assert pool.client.take(3) == b"++"  # it holds one
@@ -145,6 +149,25 @@ def test_a_launcher_stopped_by_a_signal_gives_its_tokens_back(tmp_path: Path) ->
     proc.send_signal(signal.SIGTERM)  # forwarded to the compile, then the token goes back
     proc.wait(timeout=30)
     assert pool.close() == 3
+
+
+@pytest.mark.skipif(
+    not (shutil.which("make") and "GNU Make 4.3" in _version("make")),
+    reason="needs this machine's GNU make 4.3",
+)
+def test_make_before_4_4_never_sees_the_pool_in_makeflags(tmp_path: Path) -> None:
+    """GNU make 4.3 stops on a FIFO's name in MAKEFLAGS (measured): archguard passes the pool
+    to ninja in its own shim, and to a farm's jobs as ARCHGUARD_JOBSERVER=fifo:PATH."""
+    from archguard._integration.parallel import make_reads_fifo
+
+    pool = Pool(tmp_path / "pool", 1)
+    (tmp_path / "Makefile").write_text("all:\n\t@echo built\n")
+    env = {**os.environ, "MAKEFLAGS": pool.makeflags}
+    stopped = _run(["make", "-C", str(tmp_path)], env)
+    assert stopped.returncode != 0 and "invalid --jobserver-auth string" in stopped.stderr
+    assert make_reads_fifo(os.environ["PATH"]) is False
+    assert make_reads_fifo(str(tmp_path)) is True  # no make on that PATH: nothing to stop
+    pool.close()
 
 
 @pytest.mark.skipif(
@@ -165,28 +188,37 @@ def test_the_build_picks_a_ninja_that_reads_the_pool_else_falls_back(
     machine = Machine(4, "test", 64 << 30, "test")
     monkeypatch.setenv("PATH", "/usr/bin")
     monkeypatch.delenv("MAKEFLAGS", raising=False)
+    monkeypatch.delenv("ARCHGUARD_JOBSERVER", raising=False)
     with build_tokens(choices, {}, tmp_path / "shim", machine, beside=tmp_path) as tokens:
         assert tokens.jobs == {"_k": "2"} and not tokens.launched  # the static choice
     said = capsys.readouterr().err
     assert "ninja 1.11" in said and "reads no jobserver (ninja 1.13 is the first" in said
     # inside a caller's pool, the old ninja runs as many compiles as the tokens free now
     pool = Pool(tmp_path / "pool", 3)
-    monkeypatch.setenv("MAKEFLAGS", pool.makeflags)
+    monkeypatch.setenv("ARCHGUARD_JOBSERVER", f"fifo:{pool.path}")
     with build_tokens(choices, {}, tmp_path / "shim", machine, beside=tmp_path) as tokens:
         assert tokens.jobs == {"_k": "2"}
         assert pool.client.take(3) == b"++"  # it holds one of the three
         pool.client.give(b"++")
-    assert "MAX_JOBS=2, the tokens the caller's pool had free" in capsys.readouterr().err
+    assert "MAX_JOBS=2, the tokens the pool had free" in capsys.readouterr().err
     assert pool.close() == 3
-    # the new ninja beside the build's Python: the pool, and the launcher for --threads
-    monkeypatch.delenv("MAKEFLAGS")
+    # a pool that cannot be opened: the static choice, and no variable names it
+    monkeypatch.setenv("ARCHGUARD_JOBSERVER", f"fifo:{tmp_path / 'gone'}")
+    with build_tokens(choices, {}, tmp_path / "shim", machine) as tokens:
+        assert tokens.jobs == {"_k": "2"} and tokens.variables["ARCHGUARD_JOBSERVER"] is None
+    assert "cannot be opened: the static choice stands" in capsys.readouterr().err
+    # the new ninja beside the build's Python: a pool of the build's own, ninja given it in
+    # its shim alone (this machine's make 4.3 would stop on it), the launcher for --threads
+    monkeypatch.delenv("ARCHGUARD_JOBSERVER")
     variables: dict[str, str | None] = {"PYTORCH_NVCC": "nvcc"}
     with build_tokens(choices, variables, tmp_path / "shim", machine) as tokens:
         assert tokens.jobs == {} and tokens.launched == {"_k"}
-        made = fifo_of(tokens.variables["MAKEFLAGS"] or "")
-        assert made is not None and Path(made).exists()
-        assert (tmp_path / "shim" / "ninja").resolve() == NEW_NINJA.resolve()
-        assert str(tokens.variables["PYTORCH_NVCC"]).endswith("jobserver.py nvcc")
+        made = str(tokens.variables["ARCHGUARD_JOBSERVER"]).removeprefix("fifo:")
+        assert Path(made).exists()
+        shim = (tmp_path / "shim" / "ninja").read_text()
+        assert f"exec {NEW_NINJA}" in shim and f"--jobserver-auth=fifo:{made}" in shim
+        assert str(tokens.variables["PATH"]).startswith(str(tmp_path / "shim"))
+        assert str(tokens.variables["PYTORCH_NVCC"]).endswith(f"jobserver.py {made} nvcc")
     assert not Path(made).exists()  # the build's own pool ends with it
     said = capsys.readouterr().err
     assert "jobserver made for this build: 4 tokens" in said and "takes a token" in said
@@ -238,7 +270,7 @@ def test_two_concurrent_builds_never_run_more_compiles_than_tokens(tmp_path: Pat
     env = build_env(
         ARCHGUARD_ENABLE="1",
         ARCHGUARD_ARCH_LIST="7.5;8.0;9.0",
-        MAKEFLAGS=pool.makeflags,
+        ARCHGUARD_JOBSERVER=f"fifo:{pool.path}",  # as a farm run gives its jobs
         PYTORCH_NVCC=str(probe),
     )
     env.pop("MAX_JOBS")
@@ -248,7 +280,7 @@ def test_two_concurrent_builds_never_run_more_compiles_than_tokens(tmp_path: Pat
     for proc in procs:
         said = proc.stdout + proc.stderr
         assert proc.returncode == 0, said[-4000:]
-        assert "archguard: parallel: jobserver the caller's (MAKEFLAGS names fifo:" in said
+        assert "archguard: parallel: jobserver the caller's (fifo:" in said
         assert "archguard's nvcc launcher gives each compile --threads 1 + the free tokens" in said
     starts = [line for line in log.read_text().splitlines() if line.startswith("start")]
     assert len(starts) == 8, starts

@@ -109,6 +109,20 @@ def test_the_record_names_archguards_cache_by_a_placeholder(
     assert path_free({"origin": config}, tmp_path / "pkg") == {
         "origin": "{archguard-cache}/farm-config/aee569fc2343078a.toml [tool.archguard] arch_list"
     }
+    # a farm's tree is in the cache, at a slot and under a name of its own: the tree first
+    tree = cache / "src" / "tree-0123456789abcdef.2" / "checkout-name"
+    assert path_free([f"no [tool.archguard] in {tree}/pyproject.toml"], tree) == [
+        "no [tool.archguard] in ./pyproject.toml"
+    ]
+    # the cache as a whole path only: not inside another path, nor a URL
+    other = [f"/var{cache}/x", f"https:/{cache}/x", f"{cache}x/y"]
+    assert path_free(other, tmp_path / "pkg") == other
+    from archguard.detect.fetch import cache_root
+    from archguard.errors import ConfigError
+
+    monkeypatch.setenv("ARCHGUARD_CACHE_DIR", "relative/cache")
+    with pytest.raises(ConfigError, match="ARCHGUARD_CACHE_DIR='relative/cache' is a relative"):
+        cache_root()
 
 
 def test_time_macros_are_named_with_their_lines_in_linear_time(tmp_path: Path) -> None:

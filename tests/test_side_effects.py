@@ -1,6 +1,7 @@
 """No side effects: resolution and the build hook open no network connection, run no process
-but nvcc and ninja (fixed arguments, no shell), write nothing but the build's jobserver (a
-FIFO in a directory of its own under TMPDIR, removed when the build ends), and restore every
+but nvcc, ninja and make (fixed arguments, no shell: their versions), write nothing but the
+build's jobserver (a FIFO in a directory of its own under TMPDIR, removed when the build ends)
+and the ninja shim that gives it to ninja (in the build's temp directory), and restore every
 variable they set.
 
 Measured with a Python audit hook (``sys.addaudithook``) in a fresh interpreter with the
@@ -131,8 +132,12 @@ def test_no_network_and_no_writes(observed: dict[str, Any]) -> None:
     jobserver = [w for w in writes if Path(w).parent.name.startswith("archguard-jobserver-")]
     assert len(jobserver) == 1 and Path(jobserver[0]).parent.parent == Path(tmp), writes
     assert not Path(jobserver[0]).parent.exists()  # removed with the build's end
-    # besides it, only tempfile's own probe of TMPDIR (a file it writes once and removes)
-    assert all(Path(w).parent == Path(tmp) for w in writes if w not in jobserver), writes
+    # the ninja that reads the pool, given it: a script in the build's own temp directory
+    shims = [w for w in writes if Path(w).parent.name == "archguard-ninja-bin"]
+    assert len(shims) == 1 and Path(shims[0]).parent.parent.parent.parent.name == "proj", writes
+    # besides them, only tempfile's own probe of TMPDIR (a file it writes once and removes)
+    rest = [w for w in writes if w not in jobserver and w not in shims]
+    assert all(Path(w).parent == Path(tmp) for w in rest), writes
     assert [e for e in events if e[0].startswith("os.")] == []
 
 
@@ -140,7 +145,8 @@ def test_only_nvcc_with_fixed_arguments_and_no_shell(observed: dict[str, Any]) -
     popens = [e[1] for e in observed["events"] if e[0] == "popen"]
     assert popens, "the live toolkit was probed"
     for argv in popens:
-        assert Path(argv[0]).name in ("nvcc", "ninja"), argv  # ninja: does it read the pool
+        # ninja and make: does each read the jobserver (make before 4.4 must not see it)
+        assert Path(argv[0]).name in ("nvcc", "ninja", "make"), argv
         assert argv[1:] in (["--version"], ["--list-gpu-code"], ["--list-gpu-arch"]), argv
 
 

@@ -7,11 +7,12 @@ implicit token (the one its parent took to start it); for each further job it re
 from the FIFO and writes the same byte back when the job ends. ninja 1.13 is such a client
 when it is given no ``-j`` (measured: with ``-j`` it ignores the pool); make and cargo are too.
 
-Run as a script (``python .../archguard/jobserver.py COMMAND...``) this is archguard's nvcc
-launcher (``PYTORCH_NVCC``): it takes the tokens that are free as the compile starts, at most
-one fewer than the compile's device compiles, runs ``COMMAND`` with ``--threads`` of one
-plus those, and gives them back when it ends, whatever ends it. A compile whose command
-already names ``--threads`` (the package's or the user's) runs as it is.
+Run as a script (``python -I -S .../archguard/jobserver.py FIFO COMMAND...``) this is
+archguard's nvcc launcher (``PYTORCH_NVCC``): it takes the tokens of the pool ``FIFO`` that
+are free as the compile starts, at most one fewer than the compile's device compiles, runs
+``COMMAND`` with ``--threads`` of one plus those, and gives them back when it ends, whatever
+ends it. A compile whose command already names ``--threads`` (the package's or the user's)
+runs as it is; so does one whose pool is gone.
 
 Only the standard library is imported: the launcher runs once per nvcc call.
 """
@@ -159,25 +160,30 @@ def device_compiles(argv: list[str]) -> int:
     return max(1, len(arches))
 
 
-def launch(argv: list[str], environ: dict[str, str]) -> int:
+def launch(fifo: str, argv: list[str]) -> int:
     """Run one compile with ``--threads`` of its own token plus the free ones it may use."""
-    path = fifo_of(environ.get("MAKEFLAGS", ""))
-    if path is None or has_threads(argv):
+    if has_threads(argv):
         return subprocess.call(argv)
     try:
-        client = Client(path)
+        client = Client(fifo)
     except OSError:  # the pool is gone (its run ended): the compile runs on its own token
         return subprocess.call(argv)
-    got = client.take(device_compiles(argv) - 1)
     child: subprocess.Popen[bytes] | None = None
+    stopped: list[int] = []
 
     def forward(signum: int, _frame: object) -> None:
         if child is not None:
             child.send_signal(signum)
+        else:
+            stopped.append(signum)
 
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(signum, forward)
+        signal.signal(signum, forward)  # before any token is taken: none leaves with a signal
+    got = b""
     try:
+        got = client.take(device_compiles(argv) - 1)
+        if stopped:
+            return 128 + stopped[0]
         child = subprocess.Popen([*argv, "--threads", str(1 + len(got))])
         return child.wait()
     finally:
@@ -186,6 +192,6 @@ def launch(argv: list[str], environ: dict[str, str]) -> int:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) < 2:
-        sys.exit("usage: jobserver.py COMMAND [ARGS...]  (archguard's nvcc launcher)")
-    sys.exit(launch(sys.argv[1:], dict(os.environ)))
+    if len(sys.argv) < 3:
+        sys.exit("usage: jobserver.py FIFO COMMAND [ARGS...]  (archguard's nvcc launcher)")
+    sys.exit(launch(sys.argv[1], sys.argv[2:]))

@@ -57,7 +57,12 @@ def cmd_farm(args: argparse.Namespace) -> int:
         if args.sample is not None and args.sample < 1:
             raise ConfigError(f"archguard farm verify --sample {args.sample}: give 1 or more.")
         proofs = rebuild_site(
-            args.site, args.rebuild, args.only, args.sample, repair=not args.no_repair
+            args.site,
+            args.rebuild,
+            args.only,
+            args.sample,
+            repair=not args.no_repair,
+            in_container=args.in_container,
         )
         if args.format == "json":  # one document: the site's check, with the rebuild's
             data = json.loads(render(checked, args.site, "json"))

@@ -159,6 +159,11 @@ def farm_plan_command(sub: Subparsers) -> None:
     check.add_argument(
         "--no-repair", action="store_true", help="with --rebuild: the site was run --no-repair"
     )
+    check.add_argument(
+        "--in-container",
+        action="store_true",
+        help="with --rebuild: this runner is the cells' image (farm workflow's rebuild job)",
+    )
     format_option(check)
     flow = steps.add_parser("workflow", help="the plan as a GitHub Actions workflow")
     flow.add_argument("manifest", type=Path, metavar="MANIFEST")

@@ -344,7 +344,7 @@ def archguard_build(cmd: Any) -> Iterator[None]:
             variables |= tokens.variables
             for name in tokens.launched:
                 choices[name] = launched(choices[name], tokens, name)
-            session.parallel = {n: {**c.record(), **tokens.record} for n, c in choices.items()}
+            session.parallel = {n: c.record() for n, c in choices.items()}
             with _variables(variables), _tracking(cmd, progress, tokens.jobs):
                 for ext, args, plan in planned:
                     _apply(

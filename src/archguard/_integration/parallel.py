@@ -4,10 +4,13 @@ and the jobserver the build's ninja and nvcc take their tokens from.
 
 With the jobserver (:mod:`archguard.jobserver`; ``ARCHGUARD_JOBSERVER=0`` turns it off) a
 build's ninja runs with no ``-j`` and takes a token per compile; archguard's nvcc launcher
-gives each compile ``--threads`` of its own token plus the free ones. The pool is the
-caller's where ``MAKEFLAGS`` names one (a farm run, make), else one made for this build with
-a token per core (memory-capped). A ninja older than 1.13 reads no pool: archguard says so
-and the build keeps the static choice, within the caller's pool by the tokens it can take.
+gives each compile ``--threads`` of its own token plus the free ones. The pool is the one
+``ARCHGUARD_JOBSERVER=fifo:PATH`` names (a farm run's) or the caller's ``MAKEFLAGS`` names
+(make 4.4), else one made for this build with a token per core (memory-capped). ninja gets
+it in ``MAKEFLAGS`` through a shim of its own; the build's environment only where its GNU
+make reads a FIFO's name (4.4 and later: make 4.3 stops on it, measured). A ninja older than
+1.13 reads no pool: archguard says so and the build keeps the static choice, within the
+caller's pool by the tokens it can take.
 """
 
 from __future__ import annotations
@@ -102,14 +105,14 @@ def choose_parallelism(
 
 @dataclass
 class Tokens:
-    """What the jobserver gives a build: its variables (``MAKEFLAGS``, ``PYTORCH_NVCC``),
+    """What the jobserver gives a build: its variables (``ARCHGUARD_JOBSERVER``, ``PATH`` to
+    the ninja shim, ``MAKEFLAGS`` where make reads it, ``PYTORCH_NVCC``),
     ``MAX_JOBS`` per extension where a static count stands, and the extensions whose
     ``--threads`` the launcher sets."""
 
     variables: dict[str, str | None] = field(default_factory=dict)
     jobs: dict[str, str] = field(default_factory=dict)
     launched: set[str] = field(default_factory=set)
-    record: dict[str, object] = field(default_factory=dict)
 
 
 def ninja_version(path: str | None) -> tuple[int, ...] | None:
@@ -152,6 +155,35 @@ def _nvcc_command(variables: dict[str, str | None]) -> str | None:
     return shlex.quote(str(Path(home, "bin", "nvcc"))) if home else None
 
 
+def make_reads_fifo(path: str) -> bool:
+    """Whether the GNU make on ``path`` reads a FIFO's name in ``MAKEFLAGS`` (4.4 and later;
+    make 4.3 stops: "internal error: invalid --jobserver-auth string", measured). No make:
+    nothing to stop."""
+    found = shutil.which("make", path=path)
+    if found is None:
+        return True
+    try:
+        out = subprocess.run(
+            [found, "--version"], capture_output=True, text=True, timeout=30, check=False
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return False
+    version = re.match(r"GNU Make (\d+)\.(\d+)", out)
+    return version is not None and (int(version.group(1)), int(version.group(2))) >= (4, 4)
+
+
+def _ninja_shim(shim: Path, ninja: str, makeflags: str) -> None:
+    """``shim/ninja``: the chosen ninja, given the pool in its own ``MAKEFLAGS`` (torch runs
+    the ninja ``PATH`` finds first; the build's other tools never see it)."""
+    shim.mkdir(parents=True, exist_ok=True)
+    script = shim / "ninja"
+    script.write_text(
+        f"#!/bin/sh\nMAKEFLAGS={shlex.quote(makeflags)}\nexport MAKEFLAGS\n"
+        f'exec {shlex.quote(ninja)} "$@"\n'
+    )
+    script.chmod(0o755)
+
+
 @contextmanager
 def build_tokens(
     choices: dict[str, Choice],
@@ -165,35 +197,30 @@ def build_tokens(
     is removed then, and what was not given back is said)."""
     ninja = {name: c for name, c in choices.items() if c.mode is BuildMode.NINJA}
     static = {name: str(c.jobs) for name, c in ninja.items() if c.jobs_chosen}
-    if not ninja:
+    on, given = env_jobserver(os.environ)
+    if not ninja or not on:
+        if ninja:
+            say(f"parallel: jobserver off ({ENV_JOBSERVER}): each build keeps its static share")
         yield Tokens(jobs=static)
         return
-    if not env_jobserver(os.environ):
-        say(f"parallel: jobserver off ({ENV_JOBSERVER}): each build keeps its static share")
-        yield Tokens(jobs=static, record={"jobserver": f"off ({ENV_JOBSERVER})"})
+    outer = given or jobserver.fifo_of(os.environ.get("MAKEFLAGS", ""))
+    if outer is not None and not _reachable(outer):
+        say(f"parallel: the jobserver fifo:{outer} cannot be opened: the static choice stands")
+        yield Tokens(jobs=static, variables={"MAKEFLAGS": None, ENV_JOBSERVER: None})
         return
-    outer = jobserver.fifo_of(os.environ.get("MAKEFLAGS", ""))
-    beside = beside or Path(sys.executable).parent  # the build's Python's own ninja
-    where, version = pick_ninja(os.environ.get("PATH", ""), beside)
-    if version is None or version < NINJA_CLIENT:
+    path = os.environ.get("PATH", "")
+    where, version = pick_ninja(path, beside or Path(sys.executable).parent)
+    if where is None or version is None or version < NINJA_CLIENT:
         with _fallback(static, outer, where, version) as tokens:
             yield tokens
         return
-    with _pool(outer, machine or detect_machine()) as (source, makeflags):
-        kind = "the caller's pool" if outer else "a pool made for this build"  # path-free
-        tokens = Tokens(record={"jobserver": kind, "ninja": ".".join(map(str, version))})
-        if makeflags:
+    with _pool(outer, machine or detect_machine()) as (source, fifo, width):
+        makeflags = f"-j{width} {jobserver.AUTH}fifo:{fifo}"
+        tokens = Tokens(variables={ENV_JOBSERVER: f"fifo:{fifo}"})
+        _ninja_shim(shim, where, makeflags)
+        tokens.variables["PATH"] = f"{shim}{os.pathsep}{variables.get('PATH') or path}"
+        if make_reads_fifo(path):  # make 4.4 and later: its sub-builds take tokens too
             tokens.variables["MAKEFLAGS"] = makeflags
-        first = shutil.which("ninja", path=os.environ.get("PATH", ""))
-        if where is not None and (first is None or Path(first) != Path(where)):
-            shim.mkdir(parents=True, exist_ok=True)  # torch runs the ninja PATH finds first
-            link = shim / "ninja"
-            link.unlink(missing_ok=True)
-            link.symlink_to(where)
-            tokens.variables["PATH"] = (
-                f"{shim}{os.pathsep}{variables.get('PATH') or os.environ.get('PATH', '')}"
-            )
-            say(f"parallel: ninja {where} (beside the build's Python) runs the build, not {first}")
         nvcc = _nvcc_command(variables)
         for name, choice in ninja.items():
             if not choice.jobs_chosen:  # MAX_JOBS, max_jobs: torch passes -j; ninja's count
@@ -201,14 +228,14 @@ def build_tokens(
                     f"parallel: extension {name}: {choice.jobs_from}: ninja runs that many "
                     "and ignores the jobserver"
                 )
-            if choice.jobs_chosen and choice.threads_from == CHOSEN and nvcc is not None:
+            elif choice.threads_from == CHOSEN and nvcc is not None:
                 tokens.launched.add(name)
         if tokens.launched:
             launcher = f"{shlex.quote(sys.executable)} -I -S {shlex.quote(jobserver.__file__)}"
-            tokens.variables["PYTORCH_NVCC"] = f"{launcher} {nvcc}"
+            tokens.variables["PYTORCH_NVCC"] = f"{launcher} {shlex.quote(fifo)} {nvcc}"
         say(
-            f"parallel: jobserver {source}: ninja {tokens.record['ninja']} ({where}) takes a "
-            "token per compile"
+            f"parallel: jobserver {source}: ninja {'.'.join(map(str, version))} ({where}) "
+            "takes a token per compile"
             + (
                 "; archguard's nvcc launcher gives each compile --threads 1 + the free tokens, "
                 "at most its device compiles"
@@ -219,13 +246,21 @@ def build_tokens(
         yield tokens
 
 
+def _reachable(fifo: str) -> bool:
+    try:
+        jobserver.Client(fifo).close()
+    except OSError:
+        return False
+    return True
+
+
 @contextmanager
-def _pool(outer: str | None, machine: Machine) -> Iterator[tuple[str, str | None]]:
-    """The pool a build takes its tokens from (in words) and the MAKEFLAGS that names it:
-    the caller's, or one made for the build (removed at its end; tokens not given back
-    are said)."""
+def _pool(outer: str | None, machine: Machine) -> Iterator[tuple[str, str, int]]:
+    """The pool a build takes its tokens from: (in words, its FIFO, the jobs it stands for);
+    the caller's, or one made for the build (removed at its end; tokens not given back are
+    said)."""
     if outer is not None:
-        yield f"the caller's (MAKEFLAGS names fifo:{outer})", None
+        yield f"the caller's (fifo:{outer})", outer, pool_tokens(machine)
         return
     width = pool_tokens(machine)  # ninja holds one implicit token: the FIFO holds the rest
     directory = Path(tempfile.mkdtemp(prefix="archguard-jobserver-"))
@@ -233,7 +268,8 @@ def _pool(outer: str | None, machine: Machine) -> Iterator[tuple[str, str | None
     try:
         yield (
             f"made for this build: {width} token{'s' if width != 1 else ''} ({machine.cores_from})",
-            pool.makeflags,
+            str(pool.path),
+            width,
         )
     finally:
         back = pool.close()
@@ -251,19 +287,20 @@ def _fallback(
     which = (
         f"ninja {'.'.join(map(str, version))} ({where})"
         if version
-        else f"no ninja found ({where or 'not on PATH'})"
+        else f"no ninja version read ({where or 'not on PATH'})"
     )
     why = f"{which} reads no jobserver (ninja 1.13 is the first that does)"
     if outer is None or not static:
         say(f"parallel: {why}: each compile count stays archguard's static choice")
-        yield Tokens(jobs=static, record={"jobserver": "none: ninja reads none"})
+        yield Tokens(jobs=static)
         return
     client = jobserver.Client(outer)
-    got = client.take(max(int(j) for j in static.values()) - 1)
-    jobs = {name: str(min(int(j), 1 + len(got))) for name, j in static.items()}
-    say(f"parallel: {why}: it runs MAX_JOBS={1 + len(got)}, the tokens the caller's pool had free")
+    got = b""
     try:
-        yield Tokens(jobs=jobs, record={"jobserver": "the caller's pool, for MAX_JOBS"})
+        got = client.take(max(int(j) for j in static.values()) - 1)
+        jobs = {name: str(min(int(j), 1 + len(got))) for name, j in static.items()}
+        say(f"parallel: {why}: it runs MAX_JOBS={1 + len(got)}, the tokens the pool had free")
+        yield Tokens(jobs=jobs)
     finally:
         client.give(got)
         client.close()

@@ -192,6 +192,27 @@ def reproducible(  # noqa: PLR0913 - each a fact of this build, each needed
     return Reproducible(tuple(nvcc), tuple(maps), not why_not, tuple(why_not))
 
 
+# _fs.own_directory's second and later slots of a source in the cache: src/<sha>.2, ...
+_SLOT = re.compile(r"^(?:tree-)?[0-9a-f]{16}\.\d+$")
+
+
+def _path_bound(root: Path, bound: str | None) -> str | None:
+    """Where a source's bytes follow its path, and the tree is not where any build of the
+    same content builds: its checkout, or a second slot of the cache (two builds of the
+    same source at once)."""
+    if bound is None:
+        return None
+    cache = cache_root().resolve()
+    if not root.is_relative_to(cache):
+        return bound
+    slot = next((p.name for p in root.relative_to(cache).parents if _SLOT.search(p.name)), None)
+    return (
+        f"{bound}, built in the cache's slot {slot} (another build held the first)"
+        if slot
+        else None
+    )
+
+
 def for_build(
     cmd: Any, session: Session, planned: Planned, variables: dict[str, str | None]
 ) -> Reproducible:
@@ -214,7 +235,7 @@ def for_build(
         environ=environ,
         cuda_major=toolkit.version.major,
         uses=uses,
-        path_bound=None if root.is_relative_to(cache_root().resolve()) else bound,
+        path_bound=_path_bound(root, bound),
     )
     for line in repro.lines():
         say(line)

@@ -472,16 +472,26 @@ def path_free(value: Any, tree: str | Path) -> Any:
     prefix = str(Path(tree).resolve())
     # the tree itself, never a longer path that starts with its text (/a/b, not /a/bc)
     pattern = re.compile(re.escape(prefix) + r"(?=/|$|[^\w.-])") if prefix != "/" else None
-    return _path_free(value, prefix, pattern, f"{cache_root()}/")
+    root = str(cache_root())
+    # the cache as a whole path: /a/cache/x, never /b/a/cache/x nor a URL's //a/cache
+    cache = (root, re.compile(r"(?<![\w./-])" + re.escape(root) + "/")) if root != "/" else None
+    return _path_free(value, prefix, pattern, cache)
 
 
-def _path_free(value: Any, prefix: str, pattern: re.Pattern[str] | None, cache: str) -> Any:
+def _path_free(
+    value: Any,
+    prefix: str,
+    pattern: re.Pattern[str] | None,
+    cache: tuple[str, re.Pattern[str]] | None,
+) -> Any:
     if isinstance(value, str):
         if "/cuda-root/cuda-" in value:
             value = _ASSEMBLED_ROOT.sub(lambda m: ASSEMBLED + m.group(1), value)
-        if cache in value:  # a farm's package config, named by its content under the cache
-            value = value.replace(cache, CACHE)
-        return pattern.sub(".", value) if pattern is not None and prefix in value else value
+        if pattern is not None and prefix in value:  # the tree first: it may be in the cache
+            value = pattern.sub(".", value)
+        if cache is not None and cache[0] in value:  # a farm package's config, by content
+            value = cache[1].sub(lambda _: CACHE, value)
+        return value
     if isinstance(value, list):
         return [_path_free(v, prefix, pattern, cache) for v in value]
     if isinstance(value, dict):

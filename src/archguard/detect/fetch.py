@@ -50,7 +50,12 @@ def cache_root() -> Path:
     ``~/.cache/archguard`` (sources, build environments, the farm's cell environments)."""
     own = os.environ.get(ENV_CACHE_DIR, "").strip()
     if own:
-        return Path(own).absolute()
+        if not Path(own).is_absolute():  # a build runs elsewhere: the same cache everywhere
+            raise ConfigError(
+                f"{ENV_CACHE_DIR}={own!r} is a relative path; give an absolute one (the "
+                "build backend runs in another directory, and would find another cache)."
+            )
+        return Path(own)
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base, "archguard")
 

@@ -83,14 +83,17 @@ def chosen(  # noqa: PLR0913 - the site, its records, the manifest and the three
     return published[:sample] if sample else published
 
 
-def rebuild_site(
+def rebuild_site(  # noqa: PLR0913 - the site, the manifest, and each option of the command
     site: Path,
     manifest: Path,
     only: Sequence[str] = (),
     sample: int | None = None,
+    *,
     repair: bool = True,
+    in_container: bool = False,
 ) -> list[Proof]:
-    """Each chosen job built again in a scratch site, each of its wheels compared."""
+    """Each chosen job built again in a scratch site, each of its wheels compared
+    (``in_container``: this runner is the cells' image, as a workflow's rebuild job is)."""
     records = all_records(site)
     jobs = chosen(site, records, manifest, only=only, sample=sample, repair=repair)
     proofs: list[Proof] = []
@@ -98,7 +101,8 @@ def rebuild_site(
         scratch = Path(tmp) / "site"
         for number, job in enumerate(jobs, 1):
             say(f"rebuild [{number}/{len(jobs)}] {job.package.name} in {job.cell.name}")
-            run_farm(manifest, RunOptions(scratch, only=job.id, repair=repair))
+            options = RunOptions(scratch, only=job.id, repair=repair, in_container=in_container)
+            run_farm(manifest, options)
             mine = all_records(scratch).get(job.id)
             theirs = records[job.id]
             for name in theirs.wheels:

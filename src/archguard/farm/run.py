@@ -154,7 +154,7 @@ class _Run:
         self.stop = threading.Event()  # set on Ctrl-C: no job starts after it
         self.job_run = JobRun(self.site, options.policy, options.repair, manifest.variants)
         self.tokens: Client | None = None  # the run's jobserver: a token per job building
-        self.makeflags = ""
+        self.joining: dict[str, str] = {}  # what a build adds to its environment to join it
 
     def python(self, cell: Cell) -> tuple[Path, dict[str, Any]]:
         """The cell's Python and what its environment holds; a cell whose environment could
@@ -194,23 +194,25 @@ class _Run:
 
     def env(self, job: Job) -> dict[str, str]:
         """What the job's build adds to the environment: its package's switches, and the
-        run's jobserver (``MAKEFLAGS``), else with ``--jobs N`` its share of the cores as
-        MAX_JOBS (unless the package or the caller sets one)."""
+        run's jobserver, else with ``--jobs N`` its share of the cores as MAX_JOBS (unless
+        the package or the caller sets one)."""
         extra = dict(job.package.env)
         if self.tokens is not None:
-            extra.setdefault("MAKEFLAGS", self.makeflags)
+            extra = {**self.joining, **extra}
         elif self.options.jobs > 1 and "MAX_JOBS" not in extra and "MAX_JOBS" not in os.environ:
             extra["MAX_JOBS"] = str(max(1, (os.cpu_count() or 1) // self.options.jobs))
         return extra
 
     def build(self, job: Job, python: Path, box: CellContainer | None) -> Outcome:
         """The job's build, holding one of the run's tokens (its implicit one: the tokens
-        its compiles take besides come from the pool too)."""
+        its compiles take besides come from the pool too); skipped, never recorded, where
+        the run stopped while it waited for one (its earlier record stands)."""
         if self.tokens is None:
             return run_job(job, python, self.job_run, self.env(job), box)
         token = self.tokens.wait_one(self.stop)
-        if token is None:  # the run is stopping
-            return Outcome(job.id, job.package.name, job.cell.name, Status.FAILED, why="stopped")
+        if token is None:
+            why = "not built: the run was stopped before it started"
+            return Outcome(job.id, job.package.name, job.cell.name, Status.SKIPPED, why=why)
         try:
             return run_job(job, python, self.job_run, self.env(job), box)
         finally:
@@ -374,7 +376,7 @@ def run_farm(manifest_path: Path, options: RunOptions) -> tuple[int, str]:
     meter = Meter()
     with site_lock(site, options.wait, command), run_tokens(site, options.assemble) as tokens:
         farm = _Run(options, manifest, every)
-        farm.tokens, farm.makeflags = tokens.client, tokens.makeflags
+        farm.tokens, farm.joining = tokens.client, tokens.env
         farm.total = len(jobs)
         by_source: dict[str, list[tuple[int, Job]]] = {}
         for number, job in enumerate(jobs, 1):

@@ -25,35 +25,48 @@ from archguard.settings.config import ENV_JOBSERVER, env_jobserver
 
 @dataclass
 class RunTokens:
-    """The run's end of its pool (None: no jobserver), the ``MAKEFLAGS`` its builds get, and
-    its last words for the summary."""
+    """The run's end of its pool (None: no jobserver), what its builds add to their
+    environment to join it (``ARCHGUARD_JOBSERVER=fifo:PATH``: ``MAKEFLAGS`` would stop a GNU
+    make before 4.4 in a package's build, which cannot read a FIFO's name), and its last
+    words for the summary."""
 
     client: Client | None = None
-    makeflags: str = ""
+    env: dict[str, str] = field(default_factory=dict)
     said: list[str] = field(default_factory=list)
 
 
 @contextmanager
 def run_tokens(site: Path, assemble: bool = False) -> Iterator[RunTokens]:
-    """The caller's pool where ``MAKEFLAGS`` names one (make, another tool's jobserver);
-    none with ``ARCHGUARD_JOBSERVER=0`` (each build gets a static share) or ``--assemble``;
-    else a token per core, memory-capped."""
-    outer = fifo_of(os.environ.get("MAKEFLAGS", ""))
-    if assemble or not env_jobserver(os.environ):
+    """The pool ``ARCHGUARD_JOBSERVER=fifo:PATH`` or the caller's ``MAKEFLAGS`` names (make
+    4.4, another tool's jobserver); none with ``ARCHGUARD_JOBSERVER=0`` (each build gets a
+    static share) or ``--assemble``; else a token per core, memory-capped, under SITE/.farm."""
+    on, given = env_jobserver(os.environ)
+    outer = given or fifo_of(os.environ.get("MAKEFLAGS", ""))
+    if assemble or not on:
         if not assemble:
             say(f"jobserver: off ({ENV_JOBSERVER}=0): each build gets a static share of the cores")
         yield RunTokens()
         return
     if outer is not None:
-        client = Client(outer)
-        say(f"jobserver: the caller's (MAKEFLAGS names fifo:{outer}): each job takes a token")
         try:
-            yield RunTokens(client, os.environ["MAKEFLAGS"])
+            client = Client(outer)
+        except OSError as exc:
+            say(f"jobserver: fifo:{outer} cannot be opened ({exc}): each build gets a static share")
+            yield RunTokens()
+            return
+        say(f"jobserver: the caller's (fifo:{outer}): each job takes a token")
+        try:
+            yield RunTokens(client, {ENV_JOBSERVER: f"fifo:{outer}"})
         finally:
             client.close()
         return
     machine = detect_machine()
-    pool = Pool(site / STATE / "jobserver", pool_tokens(machine))
+    try:
+        pool = Pool(site / STATE / "jobserver", pool_tokens(machine))
+    except OSError as exc:  # a site on a file system without FIFOs
+        say(f"jobserver: no pool under {site / STATE} ({exc}): each build gets a static share")
+        yield RunTokens()
+        return
     if pool.stale:
         say(f"jobserver: removed {', '.join(pool.stale)}, left by a run that was killed")
     slots = machine.memory // MEMORY_PER_THREAD
@@ -62,7 +75,7 @@ def run_tokens(site: Path, assemble: bool = False) -> Iterator[RunTokens]:
         f"cores, {machine.cores_from}; memory for {slots} compiler threads): a job takes one "
         "to start, its compiles take the others as they come free"
     )
-    tokens = RunTokens(pool.client, pool.makeflags)
+    tokens = RunTokens(pool.client, {ENV_JOBSERVER: f"fifo:{pool.path}"})
     try:
         yield tokens
     finally:

@@ -152,6 +152,7 @@ def _build_job(i: int, manifest: str, policy: str, own_images: bool = False) -> 
         "          path: |",
         "            site",
         "            !site/.farm/envs",
+        "            !site/.farm/jobserver",
         "            !site/*/simple",
         "            !site/*/.simple-*",
         "            !site/.farm/lock",
@@ -219,6 +220,7 @@ def _rebuild_job(manifest: str, policy: str, cells: Sequence[Cell], sample: int)
         "    steps:",
         "      - uses: actions/checkout@v4",
         '      - run: echo "/opt/python/cp${PY//./}-cp${PY//./}/bin" >> "$GITHUB_PATH"',
+        "      - uses: mozilla-actions/sccache-action@v0.0.9",  # as the builds: the same record
         f"      - run: python -m pip install {ARCHGUARD}",
         "      - uses: actions/download-artifact@v4",
         "        with:",
@@ -226,7 +228,7 @@ def _rebuild_job(manifest: str, policy: str, cells: Sequence[Cell], sample: int)
         "          path: site",
         "      - run: >-",
         f"          python -m archguard farm verify site --rebuild {manifest}{policy}",
-        f"          --only ${{{{ matrix.cell }}}} --sample {sample}",
+        f"          --only ${{{{ matrix.cell }}}} --sample {sample} --in-container",
     ]
 
 

@@ -317,15 +317,30 @@ def env_stubs(environ: Mapping[str, str]) -> bool:
     )
 
 
-def env_jobserver(environ: Mapping[str, str]) -> bool:
-    """``ARCHGUARD_JOBSERVER``: False when set to an off word (each build's compiles take the
-    static share archguard chose, as before the jobserver); True when unset."""
-    if not (environ.get(ENV_JOBSERVER) or "").strip():
-        return True
-    return _env_switch(
-        environ,
-        ENV_JOBSERVER,
-        "set it to 0 for the static shares (MAX_JOBS per build) instead of the token pool",
+def env_jobserver(environ: Mapping[str, str]) -> tuple[bool, str | None]:
+    """``ARCHGUARD_JOBSERVER``: (on, the pool to join). Unset or an on word: on, a pool of the
+    build's own (or the caller's ``MAKEFLAGS`` one); ``fifo:PATH``: on, that pool (what a farm
+    run gives its jobs: ``MAKEFLAGS`` itself would stop GNU make before 4.4, which cannot read
+    a FIFO's name, measured with make 4.3); an off word: off, each build's compiles take the
+    static share archguard chose."""
+    value = (environ.get(ENV_JOBSERVER) or "").strip()
+    if not value:
+        return True, None
+    if value.startswith("fifo:"):
+        if len(value) == len("fifo:"):
+            raise ConfigError(
+                f"{ENV_JOBSERVER}={environ[ENV_JOBSERVER]!r} names no FIFO; give "
+                "fifo:/path/to/the/pool, 1 for a pool of the build's own, or 0 for none."
+            )
+        return True, value[len("fifo:") :]
+    return (
+        _env_switch(
+            environ,
+            ENV_JOBSERVER,
+            "set it to 0 for the static shares (MAX_JOBS per build) instead of the token pool, "
+            "or fifo:PATH to join a pool",
+        ),
+        None,
     )
 
 
