@@ -39,6 +39,50 @@ class Mutation:
 
 MUTATIONS = [
     Mutation(
+        "launcher-keeps-its-tokens",
+        "src/archguard/jobserver.py",
+        "        client.give(got)\n        client.close()\n\n\nif __name__",
+        "        client.close()\n\n\nif __name__",
+        (
+            "tests/test_jobserver.py::test_the_launcher_takes_free_tokens_for_threads_and_gives_them_back",
+            "tests/test_jobserver.py::test_a_launcher_stopped_by_a_signal_gives_its_tokens_back",
+        ),
+    ),
+    Mutation(
+        "launcher-takes-every-token",
+        "src/archguard/jobserver.py",
+        "        got = client.take(device_compiles(argv) - 1)",
+        "        got = client.take(64)",
+        (
+            "tests/test_jobserver.py::test_the_launcher_takes_free_tokens_for_threads_and_gives_them_back",
+        ),
+    ),
+    Mutation(
+        "ninja-given-no-pool",
+        "src/archguard/_integration/parallel.py",
+        "        _ninja_shim(shim, where, makeflags)",
+        "        _ninja_shim(shim, where, '-j64')",
+        (
+            "tests/test_jobserver.py::test_two_concurrent_builds_never_run_more_compiles_than_tokens",
+        ),
+    ),
+    Mutation(
+        "stale-fifo-kept",
+        "src/archguard/jobserver.py",
+        "        if pid.isdigit() and int(pid) != os.getpid() and _alive(int(pid)):",
+        "        if True:",
+        ("tests/test_jobserver.py::test_a_killed_holder_leaves_no_stuck_tokens_for_the_next_run",),
+    ),
+    Mutation(
+        "makeflags-fifo-to-old-make",
+        "src/archguard/_integration/parallel.py",
+        "        if make_reads_fifo(path):  # make 4.4 and later: its sub-builds take tokens too",
+        "        if True:  # make 4.4 and later: its sub-builds take tokens too",
+        (
+            "tests/test_jobserver.py::test_the_build_picks_a_ninja_that_reads_the_pool_else_falls_back",
+        ),
+    ),
+    Mutation(
         "nvcc-temporary-named-by-pid",
         "src/archguard/_integration/reproducible.py",
         '        nvcc.insert(0, "-objtemp")',

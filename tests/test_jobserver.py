@@ -176,7 +176,12 @@ def test_make_before_4_4_never_sees_the_pool_in_makeflags(tmp_path: Path) -> Non
 def test_the_build_picks_a_ninja_that_reads_the_pool_else_falls_back(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from archguard._integration.parallel import build_tokens, ninja_version, pick_ninja
+    from archguard._integration.parallel import (
+        build_tokens,
+        make_reads_fifo,
+        ninja_version,
+        pick_ninja,
+    )
     from archguard.detect.machine import Machine
     from archguard.nvcc.parallel import BuildMode, Choice
 
@@ -218,6 +223,8 @@ def test_the_build_picks_a_ninja_that_reads_the_pool_else_falls_back(
         shim = (tmp_path / "shim" / "ninja").read_text()
         assert f"exec {NEW_NINJA}" in shim and f"--jobserver-auth=fifo:{made}" in shim
         assert str(tokens.variables["PATH"]).startswith(str(tmp_path / "shim"))
+        # the build's environment names the pool only where its make reads a FIFO's name
+        assert ("MAKEFLAGS" in tokens.variables) == make_reads_fifo("/usr/bin")
         assert str(tokens.variables["PYTORCH_NVCC"]).endswith(f"jobserver.py {made} nvcc")
     assert not Path(made).exists()  # the build's own pool ends with it
     said = capsys.readouterr().err
