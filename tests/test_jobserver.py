@@ -215,9 +215,11 @@ def test_the_build_picks_a_ninja_that_reads_the_pool_else_falls_back(
     # the new ninja beside the build's Python: a pool of the build's own, ninja given it in
     # its shim alone (this machine's make 4.3 would stop on it), the launcher for --threads
     monkeypatch.delenv("ARCHGUARD_JOBSERVER")
+    monkeypatch.setenv("MAX_JOBS", "0")  # ignored by archguard: torch would pass ninja -j 0
     variables: dict[str, str | None] = {"PYTORCH_NVCC": "nvcc"}
     with build_tokens(choices, variables, tmp_path / "shim", machine) as tokens:
         assert tokens.jobs == {} and tokens.launched == {"_k"}
+        assert tokens.variables["MAX_JOBS"] is None
         made = str(tokens.variables["ARCHGUARD_JOBSERVER"]).removeprefix("fifo:")
         assert Path(made).exists()
         shim = (tmp_path / "shim" / "ninja").read_text()

@@ -126,6 +126,9 @@ def test_explain_and_the_build_agree_on_an_ignored_max_jobs(tmp_path: Path) -> N
     shown = " ".join(explain.stdout.split())  # explain wraps its paragraphs (a path's length)
     assert "MAX_JOBS='0' is not a positive whole number; archguard ignores it" in shown
     assert re.search(r"Build parallelism here: \d+ parallel compile jobs? \(chosen\)", shown)
+    # and both say the jobserver the build runs with (its ninja 1.13, beside this Python)
+    assert "With the jobserver (the default; ARCHGUARD_JOBSERVER=0 for none)" in shown
+    assert "--threads 1 + the free tokens, at most its device compiles" in shown
     proc = pip_wheel(root, tmp_path / "out", env=env)
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-5000:]
@@ -133,6 +136,8 @@ def test_explain_and_the_build_agree_on_an_ignored_max_jobs(tmp_path: Path) -> N
     assert re.search(
         r"archguard: parallel: extension _one: \d+ parallel compile jobs? \(chosen\)", log
     )
+    assert "archguard: parallel: jobserver made for this build:" in log
+    assert "ninja: Jobserver mode detected" in log
 
 
 _SUMMARY = (

@@ -221,6 +221,8 @@ def build_tokens(
         tokens.variables["PATH"] = f"{shim}{os.pathsep}{variables.get('PATH') or path}"
         if make_reads_fifo(path):  # make 4.4 and later: its sub-builds take tokens too
             tokens.variables["MAKEFLAGS"] = makeflags
+        if static and "MAX_JOBS" in os.environ:  # one it ignored (MAX_JOBS=0): torch would
+            tokens.variables["MAX_JOBS"] = None  # pass -j 0, which ninja reads as no limit
         nvcc = _nvcc_command(variables)
         for name, choice in ninja.items():
             if not choice.jobs_chosen:  # MAX_JOBS, max_jobs: torch passes -j; ninja's count

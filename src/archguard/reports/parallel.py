@@ -16,6 +16,7 @@ from archguard.detect.machine import detect_machine
 from archguard.detect.sources import CUDA_SOURCES, CXX_SOURCES, tree_files
 from archguard.nvcc.flags import gencode_flags, threads_flag
 from archguard.nvcc.parallel import (
+    CHOSEN,
     BuildMode,
     Decided,
     RunsAs,
@@ -24,6 +25,7 @@ from archguard.nvcc.parallel import (
     decided_parallelism,
     device_compiles,
 )
+from archguard.settings.config import env_jobserver
 from archguard.settings.inputs import Settings
 
 
@@ -101,8 +103,20 @@ def parallel_preview(settings: Settings, res: Resolution, environ: Mapping[str, 
         RunsAs(mode, mode_from),
     )
     ignored = "".join(f" Warning: {w}." for w in chosen.warnings)
+    pooled = ""
+    if mode is BuildMode.NINJA and choice.jobs_chosen and env_jobserver(environ)[0]:
+        pooled = (
+            " With the jobserver (the default; ARCHGUARD_JOBSERVER=0 for none), a build whose "
+            "ninja is 1.13 or later takes a token per compile from one pool of a token per "
+            "core instead, and each nvcc compile "
+            + (
+                "--threads 1 + the free tokens, at most its device compiles."
+                if choice.threads_from == CHOSEN
+                else f"keeps --threads {choice.threads} ({choice.threads_from})."
+            )
+        )
     return (
         f"Build parallelism here: {choice.summary}, from {choice.why} (sources counted under "
         f"{settings.project.root}; the build decides per extension, and a --threads on an "
-        f"extension's own nvcc line wins).{ignored}"
+        f"extension's own nvcc line wins).{ignored}{pooled}"
     )
