@@ -297,3 +297,28 @@ def test_two_concurrent_builds_never_run_more_compiles_than_tokens(tmp_path: Pat
     assert most_procs <= 3 and most_threads <= 3, (most_procs, most_threads)
     assert most_procs >= 2  # the builds did run side by side
     assert pool.close() == 1
+
+
+def test_archguard_wheel_with_several_sources_builds_them_in_one_pool(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from archguard.frontend.wheel import _one_pool
+
+    monkeypatch.delenv("ARCHGUARD_JOBSERVER", raising=False)
+    monkeypatch.delenv("MAKEFLAGS", raising=False)
+    with _one_pool(1):
+        assert "ARCHGUARD_JOBSERVER" not in os.environ  # one build: its hook makes its own
+    with _one_pool(2):
+        fifo = os.environ["ARCHGUARD_JOBSERVER"].removeprefix("fifo:")
+        assert Path(fifo).exists()
+        client = Client(fifo)
+        width = len(client.take(64)) + 1  # the build that runs holds one
+        client.close()
+    assert "ARCHGUARD_JOBSERVER" not in os.environ and not Path(fifo).exists()
+    from archguard.detect.machine import detect_machine
+    from archguard.nvcc.parallel import pool_tokens
+
+    assert width == pool_tokens(detect_machine())
+    monkeypatch.setenv("ARCHGUARD_JOBSERVER", "fifo:/a/farm/pool")  # a farm job's: kept
+    with _one_pool(2):
+        assert os.environ["ARCHGUARD_JOBSERVER"] == "fifo:/a/farm/pool"

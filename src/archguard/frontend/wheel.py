@@ -17,7 +17,9 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import sys
+import tempfile
 from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -27,6 +29,7 @@ from archguard._fs import SOURCE_DATE_EPOCH
 from archguard.binaries.relabel import check_label
 from archguard.core.resolve import Resolution
 from archguard.detect.fetch import source_tree
+from archguard.detect.machine import detect_machine
 from archguard.detect.tools import BUILD_TIMEOUT_S, run
 from archguard.errors import ArchguardError, ConfigError
 from archguard.frontend import buildenv
@@ -47,9 +50,11 @@ from archguard.frontend.release import declared_release, not_the_release
 from archguard.frontend.result import WHEEL_SCHEMA, Built
 from archguard.frontend.setup_py import SetupPy, read_setup_py
 from archguard.frontend.toolkit import BuildToolkit, build_toolkit, cmake_arches
+from archguard.jobserver import Pool, fifo_of
 from archguard.nvcc.flags import dropped_ptx, spelled_like
+from archguard.nvcc.parallel import pool_tokens
 from archguard.reports.text import build_variables, render_error
-from archguard.settings.config import ENV_CONFIG, env_wheel_variant
+from archguard.settings.config import ENV_CONFIG, ENV_JOBSERVER, env_jobserver, env_wheel_variant
 from archguard.settings.inputs import Query, gather
 from archguard.settings.optin import ENV_ENABLE
 
@@ -285,6 +290,27 @@ def _zip_dates() -> Iterator[None]:
             del os.environ["SOURCE_DATE_EPOCH"]
 
 
+@contextlib.contextmanager
+def _one_pool(count: int) -> Iterator[None]:
+    """Several sources: one jobserver for all their builds (a token per core, one held by
+    the build that runs; each build's hook joins it through ``ARCHGUARD_JOBSERVER=fifo:``).
+    One source, a pool the caller gives (a farm job's), or none asked: each build as it is."""
+    on, given = env_jobserver(os.environ)
+    if count < 2 or not on or given or fifo_of(os.environ.get("MAKEFLAGS", "")):
+        yield
+        return
+    width = pool_tokens(detect_machine())
+    directory = Path(tempfile.mkdtemp(prefix="archguard-jobserver-"))
+    pool = Pool(directory, width - 1, width)
+    os.environ[ENV_JOBSERVER] = f"fifo:{pool.path}"
+    try:
+        yield
+    finally:
+        del os.environ[ENV_JOBSERVER]
+        pool.close()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
 def _built(source: Path, out: Path, options: WheelOptions) -> Built:
     """One source built; a failed build's wheels moved aside (``out/*.whl`` is publishable)."""
     before = _wheels_in(out)
@@ -315,7 +341,7 @@ def run_wheel(
         _check_template(options.local_version, "--local-version")
     trees = [source_tree(s, options.sha256, pip_args=options.pip_args) for s in sources]
     out.mkdir(parents=True, exist_ok=True)
-    with _zip_dates():
+    with _zip_dates(), _one_pool(len(trees)):
         results = [_built(source, out, options) for source in trees]
     ok = all(r.ok for r in results)
     if fmt == "json":
