@@ -6,6 +6,7 @@ its limit, max(CPU-seconds / cores, the longest job)."""
 from __future__ import annotations
 
 import contextlib
+import os
 import resource
 import time
 from collections.abc import Mapping, Sequence
@@ -16,6 +17,7 @@ from archguard.detect.machine import detect_machine
 from archguard.detect.sources import CUDA_FILES, tree_files
 from archguard.farm.plan import Job
 from archguard.farm.records import Outcome
+from archguard.settings.config import ENV_COMPILER_CACHE
 
 
 def estimate(jobs: Sequence[Job], records: Mapping[str, Outcome]) -> tuple[bool, float]:
@@ -75,10 +77,16 @@ class Usage:
 
     def line(self) -> str:
         distance = f"{self.wall / self.limit:.2f}x" if self.limit > 0 else "n/a"
+        aside = (
+            " (sccache compiles in its own server, outside the run's processes: its CPU is not "
+            "counted)"
+            if os.environ.get(ENV_COMPILER_CACHE, "").strip().lower() == "sccache"
+            else ""
+        )
         return (
             f"cores: {self.cores}, wall {self.wall:.0f} s, the builds' CPU {self.cpu:.0f} s: "
             f"utilization {self.utilization:.2f}; the limit max(CPU / cores, the longest job "
-            f"{self.longest:.0f} s) is {self.limit:.0f} s: this run took {distance} of it"
+            f"{self.longest:.0f} s) is {self.limit:.0f} s: this run took {distance} of it{aside}"
         )
 
     def as_json(self) -> dict[str, float | int]:
