@@ -12,8 +12,13 @@ built from its content-addressed copy there, so every path a compile sees is the
 the hits sccache counted in (2) (each job's log says them), and whether (2)'s wheel is
 byte for byte (1)'s; for one that is not, the zip members and ELF sections that differ.
 
-Usage: python benchmarks/farm_second_site.py [--arch 8.0] [--sccache PATH] [--sdists ...]
-(2 cores, the default five sdists: about 12 minutes)
+With ``--cache off`` both runs compile everything (no compile cache): whether the same
+inputs give the same bytes when every object is compiled again, from another checkout into
+another site, a second later.
+
+Usage: python benchmarks/farm_second_site.py [--arch 8.0] [--sccache PATH] [--cache off]
+           [--sdists ...]
+(2 cores, the default five sdists: about 10 minutes; with --cache off about 13)
 """
 
 from __future__ import annotations
@@ -37,8 +42,9 @@ def main() -> int:
     parser.add_argument("--arch", default="8.0")
     parser.add_argument("--sdists", nargs="+", default=list(SDISTS))
     parser.add_argument("--sccache", default=os.environ.get("AG_TEST_SCCACHE") or "sccache")
+    parser.add_argument("--cache", choices=("sccache", "off"), default="sccache")
     args = parser.parse_args()
-    sccache = shutil.which(args.sccache)
+    sccache = shutil.which(args.sccache) if args.cache == "sccache" else "off"
     if sccache is None:
         sys.exit(f"no sccache at {args.sccache}")
     work = Path(tempfile.mkdtemp(prefix="archguard-second-site-"))
@@ -49,11 +55,12 @@ def main() -> int:
     cache = work / "cache"
     prewarm(first, cache)
     env = base_env(
-        ARCHGUARD_COMPILER_CACHE="sccache",
+        ARCHGUARD_COMPILER_CACHE=args.cache,
         ARCHGUARD_CACHE_DIR=str(cache),
         SCCACHE_DIR=str(work / "sccache"),
     )
-    env["PATH"] = f"{Path(sccache).parent}{os.pathsep}{env['PATH']}"
+    if args.cache == "sccache":
+        env["PATH"] = f"{Path(sccache).parent}{os.pathsep}{env['PATH']}"
     runs = []
     for label, farm in (("A", first), ("B", second)):
         run = farm_run(farm, work / f"site-{label}", env)
@@ -77,7 +84,7 @@ def main() -> int:
             if (work / "site-B" / record.cell / "logs" / f"{package}.log").is_file()
             else ""
         )
-        hits = re.findall(r"compiler cache: sccache for this build: (.*)", log)
+        hits = re.findall(r"compiler cache: sccache for this build: (.*)", log) or [args.cache]
         same = "n/a"
         if other is not None and record.wheels and other.wheels:
             a = record.pooled(work / "site-A")[0]
