@@ -203,8 +203,9 @@ def test_the_build_picks_a_ninja_that_reads_the_pool_else_falls_back(
     monkeypatch.setenv("ARCHGUARD_JOBSERVER", f"fifo:{pool.path}")
     with build_tokens(choices, {}, tmp_path / "shim", machine, beside=tmp_path) as tokens:
         assert tokens.jobs == {"_k": "2"}
-        assert pool.client.take(3) == b"++"  # it holds one of the three
-        pool.client.give(b"++")
+        # a farm's pool gives a build no token: it took its first, and one more for MAX_JOBS
+        assert pool.client.take(3) == b"+"
+        pool.client.give(b"+")
     assert "MAX_JOBS=2, the tokens the pool had free" in capsys.readouterr().err
     assert pool.close() == 3
     # a pool that cannot be opened: the static choice, and no variable names it
@@ -265,17 +266,17 @@ def _most_at_once(log: Path) -> tuple[int, int]:
 @needs_cuda_torch
 def test_two_concurrent_builds_never_run_more_compiles_than_tokens(tmp_path: Path) -> None:
     """Two real builds (4 .cu files of 3 device compiles each, no MAX_JOBS) side by side in
-    one pool of 3 (1 in the FIFO, and each build's implicit one, held here as a farm run
-    holds a job's): never more nvcc processes, nor nvcc threads, than 3, where archguard's
-    static choice runs 2 per build (4; measured) and ninja's own default 4 per build; every
-    token back at the end."""
+    one pool of 3 tokens, given as a farm run gives it (each build takes its first token as
+    its compiles start): never more nvcc processes, nor nvcc threads, than 3, where
+    archguard's static choice runs 2 per build (4; measured) and ninja's own default 4 per
+    build; every token back at the end."""
     from test_parallel_build import package
 
     log = tmp_path / "nvcc.log"
     probe = tmp_path / "nvcc-probe"
     probe.write_text(PROBE.format(log=log, nvcc=f"{CUDA_HOME}/bin/nvcc"))
     probe.chmod(0o755)
-    pool = Pool(tmp_path / "pool", 1, width=3)
+    pool = Pool(tmp_path / "pool", 3)
     env = build_env(
         ARCHGUARD_ENABLE="1",
         ARCHGUARD_ARCH_LIST="7.5;8.0;9.0",
@@ -289,14 +290,14 @@ def test_two_concurrent_builds_never_run_more_compiles_than_tokens(tmp_path: Pat
     for proc in procs:
         said = proc.stdout + proc.stderr
         assert proc.returncode == 0, said[-4000:]
-        assert "archguard: parallel: jobserver the caller's (fifo:" in said
+        assert "archguard: parallel: jobserver the farm run's (fifo:" in said
         assert "archguard's nvcc launcher gives each compile --threads 1 + the free tokens" in said
     starts = [line for line in log.read_text().splitlines() if line.startswith("start")]
     assert len(starts) == 8, starts
     most_procs, most_threads = _most_at_once(log)
     assert most_procs <= 3 and most_threads <= 3, (most_procs, most_threads)
     assert most_procs >= 2  # the builds did run side by side
-    assert pool.close() == 1
+    assert pool.close() == 3
 
 
 def test_archguard_wheel_with_several_sources_builds_them_in_one_pool(

@@ -23,6 +23,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -211,10 +212,10 @@ def build_tokens(
     path = os.environ.get("PATH", "")
     where, version = pick_ninja(path, beside or Path(sys.executable).parent)
     if where is None or version is None or version < NINJA_CLIENT:
-        with _fallback(static, outer, where, version) as tokens:
+        with _fallback(static, outer, where, version, own_token=given is not None) as tokens:
             yield tokens
         return
-    with _pool(outer, machine or detect_machine()) as (source, fifo, width):
+    with _pool(outer, machine or detect_machine(), given is not None) as (source, fifo, width):
         makeflags = f"-j{width} {jobserver.AUTH}fifo:{fifo}"
         tokens = Tokens(variables={ENV_JOBSERVER: f"fifo:{fifo}"})
         _ninja_shim(shim, where, makeflags)
@@ -257,11 +258,31 @@ def _reachable(fifo: str) -> bool:
 
 
 @contextmanager
-def _pool(outer: str | None, machine: Machine) -> Iterator[tuple[str, str, int]]:
+def _pool(outer: str | None, machine: Machine, own_token: bool) -> Iterator[tuple[str, str, int]]:
     """The pool a build takes its tokens from: (in words, its FIFO, the jobs it stands for);
-    the caller's, or one made for the build (removed at its end; tokens not given back are
-    said)."""
-    if outer is not None:
+    a farm run's (``own_token``: the build takes its first token itself, held to its end),
+    a make's (which gave the build its first), or one made for the build (removed at its
+    end; tokens not given back are said)."""
+    if outer is not None and own_token:
+        # a farm run's pool: no token comes with the build (the job holds none while it
+        # fetches, resolves, repairs), so the build takes the one its ninja runs on first
+        client = jobserver.Client(outer)
+        started = time.monotonic()
+        token = client.wait_one()
+        waited = time.monotonic() - started
+        try:
+            yield (
+                f"the farm run's (fifo:{outer}; its first token taken"
+                + (f" after {waited:.0f} s" if waited >= 1 else "")
+                + ")",
+                outer,
+                pool_tokens(machine),
+            )
+        finally:
+            client.give(token or b"")
+            client.close()
+        return
+    if outer is not None:  # make's: the build came with its token
         yield f"the caller's (fifo:{outer})", outer, pool_tokens(machine)
         return
     width = pool_tokens(machine)  # ninja holds one implicit token: the FIFO holds the rest
@@ -282,10 +303,16 @@ def _pool(outer: str | None, machine: Machine) -> Iterator[tuple[str, str, int]]
 
 @contextmanager
 def _fallback(
-    static: dict[str, str], outer: str | None, where: str | None, version: tuple[int, ...] | None
+    static: dict[str, str],
+    outer: str | None,
+    where: str | None,
+    version: tuple[int, ...] | None,
+    *,
+    own_token: bool = False,
 ) -> Iterator[Tokens]:
     """ninja reads no jobserver: the static choice, within the caller's pool where there is
-    one (as many compiles as the tokens free now, held to the build's end)."""
+    one (as many compiles as the tokens free as it starts, held to the build's end; from a
+    farm run's pool, the first waited for)."""
     which = (
         f"ninja {'.'.join(map(str, version))} ({where})"
         if version
@@ -299,9 +326,11 @@ def _fallback(
     client = jobserver.Client(outer)
     got = b""
     try:
-        got = client.take(max(int(j) for j in static.values()) - 1)
-        jobs = {name: str(min(int(j), 1 + len(got))) for name, j in static.items()}
-        say(f"parallel: {why}: it runs MAX_JOBS={1 + len(got)}, the tokens the pool had free")
+        got = (client.wait_one() or b"") if own_token else b""
+        got += client.take(max(int(j) for j in static.values()) - 1)
+        count = max(1, len(got) + (0 if own_token else 1))
+        jobs = {name: str(min(int(j), count)) for name, j in static.items()}
+        say(f"parallel: {why}: it runs MAX_JOBS={count}, the tokens the pool had free")
         yield Tokens(jobs=jobs)
     finally:
         client.give(got)

@@ -153,7 +153,7 @@ class _Run:
         self.guard = threading.Lock()
         self.stop = threading.Event()  # set on Ctrl-C: no job starts after it
         self.job_run = JobRun(self.site, options.policy, options.repair, manifest.variants)
-        self.tokens: Client | None = None  # the run's jobserver: a token per job building
+        self.tokens: Client | None = None  # the run's jobserver, where it has one
         self.joining: dict[str, str] = {}  # what a build adds to its environment to join it
 
     def python(self, cell: Cell) -> tuple[Path, dict[str, Any]]:
@@ -202,21 +202,6 @@ class _Run:
         elif self.options.jobs > 1 and "MAX_JOBS" not in extra and "MAX_JOBS" not in os.environ:
             extra["MAX_JOBS"] = str(max(1, (os.cpu_count() or 1) // self.options.jobs))
         return extra
-
-    def build(self, job: Job, python: Path, box: CellContainer | None) -> Outcome:
-        """The job's build, holding one of the run's tokens (its implicit one: the tokens
-        its compiles take besides come from the pool too); skipped, never recorded, where
-        the run stopped while it waited for one (its earlier record stands)."""
-        if self.tokens is None:
-            return run_job(job, python, self.job_run, self.env(job), box)
-        token = self.tokens.wait_one(self.stop)
-        if token is None:
-            why = "not built: the run was stopped before it started"
-            return Outcome(job.id, job.package.name, job.cell.name, Status.SKIPPED, why=why)
-        try:
-            return run_job(job, python, self.job_run, self.env(job), box)
-        finally:
-            self.tokens.give(token)
 
     def inputs(self, job: Job, held: Mapping[str, Any]) -> dict[str, Any]:
         """Every input of the job's build: the plan's, the toolkit its build finds (with the
@@ -319,7 +304,7 @@ class _Run:
             return served
         say(f"{head}: building ({job.arch_list})")
         box = self.containers.get(job.cell.name)
-        outcome = self.build(job, python, box)
+        outcome = run_job(job, python, self.job_run, self.env(job), box)
         outcome.inputs = inputs
         offers.extend(servings(outcome, job))
         self.record(outcome)

@@ -2,10 +2,13 @@
 the run starts, so that the builds side by side never run more compiles than the machine has
 cores, and a build in its serial tail leaves its cores to the others.
 
-A job takes one token to start (its build's implicit one); its ninja (1.13 and later) and
-archguard's nvcc launcher take the rest as they are free. The FIFO lives under SITE/.farm
-for the run and is removed at its end; a run killed before that leaves a FIFO no later run
-reads (the next run's pool removes it), so no token is ever stuck.
+A job holds no token while it fetches, resolves or repairs: its build takes one as its
+compiles start (held to their end: the one its ninja runs on) and, through ninja (1.13 and
+later) and archguard's nvcc launcher, the others as they come free. So a job in a serial or
+idle phase leaves the cores to the others (measured: a token held by each job for its whole
+run left the cores idle while it resolved or repaired, 0.83 of them used). The FIFO lives
+under SITE/.farm for the run and is removed at its end; a run killed before that leaves a
+FIFO no later run reads (the next run's pool removes it), so no token is ever stuck.
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ def run_tokens(site: Path, assemble: bool = False) -> Iterator[RunTokens]:
             say(f"jobserver: fifo:{outer} cannot be opened ({exc}): each build gets a static share")
             yield RunTokens()
             return
-        say(f"jobserver: the caller's (fifo:{outer}): each job takes a token")
+        say(f"jobserver: the caller's (fifo:{outer}): each build takes its tokens there")
         try:
             yield RunTokens(client, {ENV_JOBSERVER: f"fifo:{outer}"})
         finally:
@@ -72,8 +75,8 @@ def run_tokens(site: Path, assemble: bool = False) -> Iterator[RunTokens]:
     slots = machine.memory // MEMORY_PER_THREAD
     say(
         f"jobserver: {pool.tokens} token{'s' if pool.tokens != 1 else ''} ({machine.cores} "
-        f"cores, {machine.cores_from}; memory for {slots} compiler threads): a job takes one "
-        "to start, its compiles take the others as they come free"
+        f"cores, {machine.cores_from}; memory for {slots} compiler threads): a build takes one "
+        "as its compiles start, and the others as they come free"
     )
     tokens = RunTokens(pool.client, {ENV_JOBSERVER: f"fifo:{pool.path}"})
     try:
