@@ -116,8 +116,8 @@ class Tokens:
     launched: set[str] = field(default_factory=set)
 
 
-def ninja_version(path: str | None) -> tuple[int, ...] | None:
-    """The version ``ninja --version`` prints (``1.13.2.git.kitware.jobserver-pipe-1``)."""
+def tool_version(path: str | None, pattern: str) -> tuple[int, int] | None:
+    """(major, minor) of what ``PATH --version`` prints, read by ``pattern`` (two groups)."""
     if path is None:
         return None
     try:
@@ -126,8 +126,13 @@ def ninja_version(path: str | None) -> tuple[int, ...] | None:
         ).stdout
     except (OSError, subprocess.SubprocessError):
         return None
-    found = re.match(r"\s*(\d+)\.(\d+)", out)
+    found = re.match(pattern, out)
     return (int(found.group(1)), int(found.group(2))) if found else None
+
+
+def ninja_version(path: str | None) -> tuple[int, int] | None:
+    """The version ``ninja --version`` prints (``1.13.2.git.kitware.jobserver-pipe-1``)."""
+    return tool_version(path, r"\s*(\d+)\.(\d+)")
 
 
 def pick_ninja(path: str, beside: Path) -> tuple[str | None, tuple[int, ...] | None]:
@@ -163,14 +168,8 @@ def make_reads_fifo(path: str) -> bool:
     found = shutil.which("make", path=path)
     if found is None:
         return True
-    try:
-        out = subprocess.run(
-            [found, "--version"], capture_output=True, text=True, timeout=30, check=False
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return False
-    version = re.match(r"GNU Make (\d+)\.(\d+)", out)
-    return version is not None and (int(version.group(1)), int(version.group(2))) >= (4, 4)
+    version = tool_version(found, r"GNU Make (\d+)\.(\d+)")
+    return version is not None and version >= (4, 4)
 
 
 def _ninja_shim(shim: Path, ninja: str, makeflags: str) -> None:

@@ -137,11 +137,7 @@ def _build_job(i: int, manifest: str, policy: str, own_images: bool = False) -> 
         '      CUDA_VISIBLE_DEVICES: ""',
         "      CUDA_HOME: /usr/local/cuda",
         "      PY: ${{ matrix.python }}",
-        "    steps:",
-        "      - uses: actions/checkout@v4",
-        '      - run: echo "/opt/python/cp${PY//./}-cp${PY//./}/bin" >> "$GITHUB_PATH"',
-        "      - uses: mozilla-actions/sccache-action@v0.0.9",
-        f"      - run: python -m pip install {ARCHGUARD}",
+        *_image_steps(),
         "      - run: >-",
         f"          python -m archguard farm run {manifest}{policy} -o site{inside}",
         "          --only ${{ matrix.job }}",
@@ -217,11 +213,7 @@ def _rebuild_job(manifest: str, policy: str, cells: Sequence[Cell], sample: int)
         '      CUDA_VISIBLE_DEVICES: ""',
         "      CUDA_HOME: /usr/local/cuda",
         "      PY: ${{ matrix.python }}",
-        "    steps:",
-        "      - uses: actions/checkout@v4",
-        '      - run: echo "/opt/python/cp${PY//./}-cp${PY//./}/bin" >> "$GITHUB_PATH"',
-        "      - uses: mozilla-actions/sccache-action@v0.0.9",  # as the builds: the same record
-        f"      - run: python -m pip install {ARCHGUARD}",
+        *_image_steps(),  # as the builds': the same record
         "      - uses: actions/download-artifact@v4",
         "        with:",
         "          name: farm-site",
@@ -229,6 +221,18 @@ def _rebuild_job(manifest: str, policy: str, cells: Sequence[Cell], sample: int)
         "      - run: >-",
         f"          python -m archguard farm verify site --rebuild {manifest}{policy}",
         f"          --only ${{{{ matrix.cell }}}} --sample {sample} --in-container",
+    ]
+
+
+def _image_steps() -> list[str]:
+    """A job's first steps in a builder image: the checkout, the cell's Python from the
+    image's /opt/python, sccache, and the archguard that wrote the workflow."""
+    return [
+        "    steps:",
+        "      - uses: actions/checkout@v4",
+        '      - run: echo "/opt/python/cp${PY//./}-cp${PY//./}/bin" >> "$GITHUB_PATH"',
+        "      - uses: mozilla-actions/sccache-action@v0.0.9",
+        f"      - run: python -m pip install {ARCHGUARD}",
     ]
 
 
