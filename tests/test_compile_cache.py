@@ -115,10 +115,8 @@ def test_a_second_build_is_all_hits_with_identical_command_lines(tmp_path: Path)
     assert misses >= 2 and hits == 0, cold_log[-3000:]
     # the record keeps the choice, not the counts: warm and cold record the same bytes
     records = [wheel_record(only_wheel(tmp_path / r)) for r in ("cold", "warm")]
-    assert records[0]["build"]["compiler_cache"] == {  # type: ignore[index]
-        "tool": "sccache",
-        "from": "ARCHGUARD_COMPILER_CACHE",
-    }
+    chosen = records[0]["build"]["compiler_cache"]  # type: ignore[index]
+    assert chosen["tool"] == "sccache" and set(chosen) == {"tool", "from"}, chosen
     assert records[0] == records[1]
 
 
