@@ -82,6 +82,11 @@ def main() -> None:
             f"{variant}: the objects from {args.runs} tree paths are {'' if same else 'NOT '}"
             "the same bytes"
         )
+    print(
+        "(nvcc names each anonymous namespace after the source's absolute path, and torch's "
+        "headers bring one: two paths differ in .nv_fatbin and that namespace's .rodata "
+        "whatever the flags; a farm builds each source at one path, named by its content)"
+    )
 
 
 if __name__ == "__main__":
