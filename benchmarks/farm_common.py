@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 
 # Released sdists no test names, each a torch CUDA extension (issue 47's survey): the build
@@ -25,10 +26,8 @@ SDISTS: dict[str, dict[str, str]] = {
 
 def manifest(root: Path, sdists: list[str], arch: str) -> Path:
     """One cell (this Python, the installed torch's release), the sdists at ``arch``."""
-    import torch
-
     python = f"{sys.version_info.major}.{sys.version_info.minor}"
-    release = torch.__version__.split("+")[0]
+    release = metadata.version("torch").split("+")[0]
     lines = [
         "[[cell]]",
         'name = "c"',

@@ -23,10 +23,12 @@ import contextlib
 import os
 import re
 import select
+import shutil
 import signal
 import subprocess
 import sys
-import threading
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 AUTH = "--jobserver-auth="
@@ -69,15 +71,13 @@ class Client:
             got += chunk
         return got
 
-    def wait_one(self, stop: threading.Event | None = None, poll: float = 0.5) -> bytes | None:
-        """One token, waiting until one is free (None once ``stop`` is set)."""
-        while stop is None or not stop.is_set():
-            ready, _, _ = select.select([self.fd], [], [], poll)
-            if ready:
-                got = self.take(1)
-                if got:
-                    return got
-        return None
+    def wait_one(self) -> bytes:
+        """One token, waiting until one is free (the FIFO always has a writer: this one)."""
+        while True:
+            select.select([self.fd], [], [])
+            got = self.take(1)
+            if got:  # another holder may have read it first
+                return got
 
     def give(self, tokens: bytes) -> None:
         """The tokens back, the same bytes taken."""
@@ -110,6 +110,7 @@ class Pool:
         os.mkfifo(self.path, 0o600)
         self.client = Client(str(self.path))
         self.client.give(TOKEN * self.tokens)
+        self.returned: int | None = None  # what close() found back in the FIFO
 
     @property
     def makeflags(self) -> str:
@@ -118,10 +119,24 @@ class Pool:
     def close(self) -> int:
         """Remove the FIFO; how many tokens were back in it (all, unless a holder was
         killed before it could give its own back)."""
-        returned = len(self.client.take(self.tokens + 64))
+        self.returned = len(self.client.take(self.tokens + 64))
         self.client.close()
         self.path.unlink(missing_ok=True)
-        return returned
+        return self.returned
+
+
+@contextlib.contextmanager
+def own_pool(width: int) -> Iterator[Pool]:
+    """A pool of ``width`` jobs for one process's builds, in a directory of its own under
+    the temporary directory, removed at the end: ``width - 1`` tokens in the FIFO, the one
+    build that runs at a time holding the other."""
+    directory = Path(tempfile.mkdtemp(prefix="archguard-jobserver-"))
+    pool = Pool(directory, width - 1, width)
+    try:
+        yield pool
+    finally:
+        pool.close()
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def _remove_stale(directory: Path) -> list[str]:

@@ -113,8 +113,9 @@ def farm_plan_command(sub: Subparsers) -> None:
         type=positive,
         default=1,
         metavar="N",
-        help="build N packages at once (a package's cells stay in order; each build gets "
-        "its share of the cores as MAX_JOBS unless the package sets it); default 1",
+        help="build N packages at once (a package's cells stay in order; their compiles "
+        "share one jobserver, a token per core; more jobs than cores fetch and resolve while "
+        "others compile); default 1",
     )
     run.add_argument("--policy", metavar="FILE", help="the farm's policy (default: bundled)")
     run.add_argument("--no-repair", action="store_true", help="keep linux_x86_64 wheels")

@@ -19,10 +19,7 @@ import dataclasses
 import os
 import re
 import shlex
-import shutil
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -35,6 +32,7 @@ from archguard._integration.common import is_torch_build_extension, say
 from archguard._integration.session import Session
 from archguard.detect.machine import Machine, detect_machine
 from archguard.detect.sources import CUDA_SOURCES, CXX_SOURCES
+from archguard.detect.tools import ToolFailed, executable, on_path, run
 from archguard.nvcc.flags import threads_flag
 from archguard.nvcc.parallel import (
     CHOSEN,
@@ -48,7 +46,7 @@ from archguard.nvcc.parallel import (
     device_compiles,
     pool_tokens,
 )
-from archguard.settings.config import ENV_JOBSERVER, env_jobserver
+from archguard.settings.config import ENV_JOBSERVER, jobserver_pool
 
 NINJA_CLIENT = (1, 13)  # the first ninja that takes its jobs from a jobserver
 
@@ -121,10 +119,8 @@ def tool_version(path: str | None, pattern: str) -> tuple[int, int] | None:
     if path is None:
         return None
     try:
-        out = subprocess.run(
-            [path, "--version"], capture_output=True, text=True, timeout=30, check=False
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
+        out = run([path, "--version"]).stdout
+    except ToolFailed:
         return None
     found = re.match(pattern, out)
     return (int(found.group(1)), int(found.group(2))) if found else None
@@ -138,12 +134,12 @@ def ninja_version(path: str | None) -> tuple[int, int] | None:
 def pick_ninja(path: str, beside: Path) -> tuple[str | None, tuple[int, ...] | None]:
     """The ninja the build runs and its version: the first on ``PATH``, unless it reads no
     jobserver and the build's Python has one beside it that does (the ``ninja`` package)."""
-    first = shutil.which("ninja", path=path)
+    first = on_path("ninja", path)
     version = ninja_version(first)
     if version is not None and version >= NINJA_CLIENT:
         return first, version
     own = beside / "ninja"
-    if own.is_file() and os.access(own, os.X_OK):
+    if executable(own):
         newer = ninja_version(str(own))
         if newer is not None and newer >= NINJA_CLIENT:
             return str(own), newer
@@ -165,7 +161,7 @@ def make_reads_fifo(path: str) -> bool:
     """Whether the GNU make on ``path`` reads a FIFO's name in ``MAKEFLAGS`` (4.4 and later;
     make 4.3 stops: "internal error: invalid --jobserver-auth string", measured). No make:
     nothing to stop."""
-    found = shutil.which("make", path=path)
+    found = on_path("make", path)
     if found is None:
         return True
     version = tool_version(found, r"GNU Make (\d+)\.(\d+)")
@@ -197,13 +193,12 @@ def build_tokens(
     is removed then, and what was not given back is said)."""
     ninja = {name: c for name, c in choices.items() if c.mode is BuildMode.NINJA}
     static = {name: str(c.jobs) for name, c in ninja.items() if c.jobs_chosen}
-    on, given = env_jobserver(os.environ)
+    on, outer, own_token = jobserver_pool(os.environ)
     if not ninja or not on:
         if ninja:
             say(f"parallel: jobserver off ({ENV_JOBSERVER}): each build keeps its static share")
         yield Tokens(jobs=static)
         return
-    outer = given or jobserver.fifo_of(os.environ.get("MAKEFLAGS", ""))
     if outer is not None and not _reachable(outer):
         say(f"parallel: the jobserver fifo:{outer} cannot be opened: the static choice stands")
         yield Tokens(jobs=static, variables={"MAKEFLAGS": None, ENV_JOBSERVER: None})
@@ -211,10 +206,10 @@ def build_tokens(
     path = os.environ.get("PATH", "")
     where, version = pick_ninja(path, beside or Path(sys.executable).parent)
     if where is None or version is None or version < NINJA_CLIENT:
-        with _fallback(static, outer, where, version, own_token=given is not None) as tokens:
+        with _fallback(static, outer, where, version, own_token=own_token) as tokens:
             yield tokens
         return
-    with _pool(outer, machine or detect_machine(), given is not None) as (source, fifo, width):
+    with _pool(outer, machine or detect_machine(), own_token) as (source, fifo, width):
         makeflags = f"-j{width} {jobserver.AUTH}fifo:{fifo}"
         tokens = Tokens(variables={ENV_JOBSERVER: f"fifo:{fifo}"})
         _ninja_shim(shim, where, makeflags)
@@ -278,26 +273,22 @@ def _pool(outer: str | None, machine: Machine, own_token: bool) -> Iterator[tupl
                 pool_tokens(machine),
             )
         finally:
-            client.give(token or b"")
+            client.give(token)
             client.close()
         return
     if outer is not None:  # make's: the build came with its token
         yield f"the caller's (fifo:{outer})", outer, pool_tokens(machine)
         return
     width = pool_tokens(machine)  # ninja holds one implicit token: the FIFO holds the rest
-    directory = Path(tempfile.mkdtemp(prefix="archguard-jobserver-"))
-    pool = jobserver.Pool(directory, width - 1, width)
-    try:
+    with jobserver.own_pool(width) as pool:
         yield (
             f"made for this build: {width} token{'s' if width != 1 else ''} ({machine.cores_from})",
             str(pool.path),
             width,
         )
-    finally:
-        back = pool.close()
-        shutil.rmtree(directory, ignore_errors=True)
-        if back < pool.tokens:
-            say(f"parallel: jobserver: {pool.tokens - back} of {pool.tokens} tokens not given back")
+    if pool.returned is not None and pool.returned < pool.tokens:
+        lost = pool.tokens - pool.returned
+        say(f"parallel: jobserver: {lost} of {pool.tokens} tokens not given back")
 
 
 @contextmanager
@@ -325,7 +316,7 @@ def _fallback(
     client = jobserver.Client(outer)
     got = b""
     try:
-        got = (client.wait_one() or b"") if own_token else b""
+        got = client.wait_one() if own_token else b""
         got += client.take(max(int(j) for j in static.values()) - 1)
         count = max(1, len(got) + (0 if own_token else 1))
         jobs = {name: str(min(int(j), count)) for name, j in static.items()}

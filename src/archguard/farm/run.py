@@ -54,7 +54,6 @@ from archguard.farm.records import (
 from archguard.farm.sitejson import site_data, write_site_json
 from archguard.farm.tokens import run_tokens
 from archguard.farm.usage import Meter, longest_first
-from archguard.jobserver import Client
 
 __all__ = ["Outcome", "RunOptions", "publish_site", "run_farm", "write_page"]
 
@@ -153,8 +152,8 @@ class _Run:
         self.guard = threading.Lock()
         self.stop = threading.Event()  # set on Ctrl-C: no job starts after it
         self.job_run = JobRun(self.site, options.policy, options.repair, manifest.variants)
-        self.tokens: Client | None = None  # the run's jobserver, where it has one
-        self.joining: dict[str, str] = {}  # what a build adds to its environment to join it
+        self.joining: dict[str, str] = {}  # what a build adds to its environment to join
+        # the run's jobserver (empty: none, each build's static share)
 
     def python(self, cell: Cell) -> tuple[Path, dict[str, Any]]:
         """The cell's Python and what its environment holds; a cell whose environment could
@@ -197,7 +196,7 @@ class _Run:
         run's jobserver, else with ``--jobs N`` its share of the cores as MAX_JOBS (unless
         the package or the caller sets one)."""
         extra = dict(job.package.env)
-        if self.tokens is not None:
+        if self.joining:
             extra = {**self.joining, **extra}
         elif self.options.jobs > 1 and "MAX_JOBS" not in extra and "MAX_JOBS" not in os.environ:
             extra["MAX_JOBS"] = str(max(1, (os.cpu_count() or 1) // self.options.jobs))
@@ -361,7 +360,7 @@ def run_farm(manifest_path: Path, options: RunOptions) -> tuple[int, str]:
     meter = Meter()
     with site_lock(site, options.wait, command), run_tokens(site, options.assemble) as tokens:
         farm = _Run(options, manifest, every)
-        farm.tokens, farm.joining = tokens.client, tokens.env
+        farm.joining = tokens.env
         farm.total = len(jobs)
         by_source: dict[str, list[tuple[int, Job]]] = {}
         for number, job in enumerate(jobs, 1):

@@ -21,19 +21,17 @@ from pathlib import Path
 
 from archguard.detect.machine import detect_machine
 from archguard.farm.records import STATE, say
-from archguard.jobserver import Client, Pool, fifo_of
+from archguard.jobserver import Client, Pool
 from archguard.nvcc.parallel import MEMORY_PER_THREAD, pool_tokens
-from archguard.settings.config import ENV_JOBSERVER, env_jobserver
+from archguard.settings.config import ENV_JOBSERVER, jobserver_pool
 
 
 @dataclass
 class RunTokens:
-    """The run's end of its pool (None: no jobserver), what its builds add to their
-    environment to join it (``ARCHGUARD_JOBSERVER=fifo:PATH``: ``MAKEFLAGS`` would stop a GNU
-    make before 4.4 in a package's build, which cannot read a FIFO's name), and its last
-    words for the summary."""
+    """What the run's builds add to their environment to join its pool (empty: no pool;
+    ``ARCHGUARD_JOBSERVER=fifo:PATH``: ``MAKEFLAGS`` would stop a GNU make before 4.4 in a
+    package's build, which cannot read a FIFO's name), and its last words for the summary."""
 
-    client: Client | None = None
     env: dict[str, str] = field(default_factory=dict)
     said: list[str] = field(default_factory=list)
 
@@ -43,8 +41,7 @@ def run_tokens(site: Path, assemble: bool = False) -> Iterator[RunTokens]:
     """The pool ``ARCHGUARD_JOBSERVER=fifo:PATH`` or the caller's ``MAKEFLAGS`` names (make
     4.4, another tool's jobserver); none with ``ARCHGUARD_JOBSERVER=0`` (each build gets a
     static share) or ``--assemble``; else a token per core, memory-capped, under SITE/.farm."""
-    on, given = env_jobserver(os.environ)
-    outer = given or fifo_of(os.environ.get("MAKEFLAGS", ""))
+    on, outer, _ = jobserver_pool(os.environ)
     if assemble or not on:
         if not assemble:
             say(f"jobserver: off ({ENV_JOBSERVER}=0): each build gets a static share of the cores")
@@ -52,16 +49,13 @@ def run_tokens(site: Path, assemble: bool = False) -> Iterator[RunTokens]:
         return
     if outer is not None:
         try:
-            client = Client(outer)
+            Client(outer).close()
         except OSError as exc:
             say(f"jobserver: fifo:{outer} cannot be opened ({exc}): each build gets a static share")
             yield RunTokens()
             return
         say(f"jobserver: the caller's (fifo:{outer}): each build takes its tokens there")
-        try:
-            yield RunTokens(client, {ENV_JOBSERVER: f"fifo:{outer}"})
-        finally:
-            client.close()
+        yield RunTokens({ENV_JOBSERVER: f"fifo:{outer}"})
         return
     machine = detect_machine()
     try:
@@ -78,7 +72,7 @@ def run_tokens(site: Path, assemble: bool = False) -> Iterator[RunTokens]:
         f"cores, {machine.cores_from}; memory for {slots} compiler threads): a build takes one "
         "as its compiles start, and the others as they come free"
     )
-    tokens = RunTokens(pool.client, {ENV_JOBSERVER: f"fifo:{pool.path}"})
+    tokens = RunTokens({ENV_JOBSERVER: f"fifo:{pool.path}"})
     try:
         yield tokens
     finally:

@@ -17,9 +17,7 @@ import contextlib
 import json
 import os
 import re
-import shutil
 import sys
-import tempfile
 from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -50,11 +48,11 @@ from archguard.frontend.release import declared_release, not_the_release
 from archguard.frontend.result import WHEEL_SCHEMA, Built
 from archguard.frontend.setup_py import SetupPy, read_setup_py
 from archguard.frontend.toolkit import BuildToolkit, build_toolkit, cmake_arches
-from archguard.jobserver import Pool, fifo_of
+from archguard.jobserver import own_pool
 from archguard.nvcc.flags import dropped_ptx, spelled_like
 from archguard.nvcc.parallel import pool_tokens
 from archguard.reports.text import build_variables, render_error
-from archguard.settings.config import ENV_CONFIG, ENV_JOBSERVER, env_jobserver, env_wheel_variant
+from archguard.settings.config import ENV_CONFIG, ENV_JOBSERVER, env_wheel_variant, jobserver_pool
 from archguard.settings.inputs import Query, gather
 from archguard.settings.optin import ENV_ENABLE
 
@@ -295,20 +293,16 @@ def _one_pool(count: int) -> Iterator[None]:
     """Several sources: one jobserver for all their builds (a token per core, one held by
     the build that runs; each build's hook joins it through ``ARCHGUARD_JOBSERVER=fifo:``).
     One source, a pool the caller gives (a farm job's), or none asked: each build as it is."""
-    on, given = env_jobserver(os.environ)
-    if count < 2 or not on or given or fifo_of(os.environ.get("MAKEFLAGS", "")):
+    on, outer, _ = jobserver_pool(os.environ)
+    if count < 2 or not on or outer is not None:
         yield
         return
-    width = pool_tokens(detect_machine())
-    directory = Path(tempfile.mkdtemp(prefix="archguard-jobserver-"))
-    pool = Pool(directory, width - 1, width)
-    os.environ[ENV_JOBSERVER] = f"fifo:{pool.path}"
-    try:
-        yield
-    finally:
-        del os.environ[ENV_JOBSERVER]
-        pool.close()
-        shutil.rmtree(directory, ignore_errors=True)
+    with own_pool(pool_tokens(detect_machine())) as pool:
+        os.environ[ENV_JOBSERVER] = f"fifo:{pool.path}"
+        try:
+            yield
+        finally:
+            del os.environ[ENV_JOBSERVER]
 
 
 def _built(source: Path, out: Path, options: WheelOptions) -> Built:

@@ -32,6 +32,7 @@ from archguard.core.modes import (
 from archguard.core.problems import Problems, closest
 from archguard.core.toolkit import known_arches
 from archguard.errors import ConfigError, InvalidArch
+from archguard.jobserver import fifo_of
 from archguard.settings.model import CHOICES, CONFIG_KEYS, COUNTS, PackageConfig
 from archguard.settings.optin import (
     DISTRIBUTION,
@@ -342,6 +343,16 @@ def env_jobserver(environ: Mapping[str, str]) -> tuple[bool, str | None]:
         ),
         None,
     )
+
+
+def jobserver_pool(environ: Mapping[str, str]) -> tuple[bool, str | None, bool]:
+    """(on, the pool a build joins, whether it came without a token): the one
+    ``ARCHGUARD_JOBSERVER=fifo:PATH`` names (a farm run's: no token comes with it), else the
+    one a make 4.4 caller's ``MAKEFLAGS`` names (its token came with the build), else none."""
+    on, given = env_jobserver(environ)
+    if given is not None:
+        return on, given, True
+    return on, fifo_of(environ.get("MAKEFLAGS", "")), False
 
 
 def env_choice(environ: Mapping[str, str], name: str, key: str) -> str | None:
