@@ -251,8 +251,21 @@ def build_env(**extra: str) -> dict[str, str]:
         if not k.startswith("ARCHGUARD_") and k != "TORCH_CUDA_ARCH_LIST"
     }
     env.update({"CUDA_HOME": CUDA_HOME, "CUDA_VISIBLE_DEVICES": "", "MAX_JOBS": "2"})
+    if "XDG_CACHE_HOME" in extra and "UV_CACHE_DIR" not in extra:
+        # a fresh archguard cache, not a fresh uv cache: uv's links the cell's torch from
+        # the one the session already holds, not a second download of ~5 GB onto the disk
+        env["UV_CACHE_DIR"] = uv_cache_dir()
     env.update(extra)
     return env
+
+
+def uv_cache_dir() -> str:
+    """The uv cache of the session's own environment (uv's rule: UV_CACHE_DIR, else
+    $XDG_CACHE_HOME/uv, else ~/.cache/uv)."""
+    if os.environ.get("UV_CACHE_DIR"):
+        return os.environ["UV_CACHE_DIR"]
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return str(Path(base) / "uv")
 
 
 def farm_env(**extra: str) -> dict[str, str]:

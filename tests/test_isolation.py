@@ -356,7 +356,7 @@ def two_sites(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Path
 
 
 @pytest.mark.slow
-@pytest.mark.network  # uv fetches the cell's torch once (its cache links it for the second)
+@pytest.mark.network  # the cell's torch: from the session's uv cache, else the index
 @needs_nvcc
 @needs_cuda_torch
 @needs_cuobjdump

@@ -182,9 +182,11 @@ def _make_venv(uv: str, cell: Cell, root: Path, wrap: Wrap = list) -> None:
     except CellEnvironmentFailed as exc:
         if cell.interpreter:
             raise
+        first, _, rest = exc.message.partition("\n")
         raise CellEnvironmentFailed(
-            f"{exc}\nuv found no Python {cell.python} (it looks on PATH) and could not fetch "
+            f"{first}; uv found no Python {cell.python} (it looks on PATH) and could not fetch "
             f'one: name it in the cell\'s table, interpreter = "/path/to/python{cell.python}".'
+            f"\n{rest}"
         ) from None
     python = root / "bin" / "python"
     made = run(
@@ -262,10 +264,42 @@ def _check_extras(cell: Cell, python: Path, extras: Sequence[str], wrap: Wrap = 
 
 
 def _run(argv: list[str], what: str, wrap: Wrap = list) -> None:
+    """``argv`` (a uv command), else :class:`CellEnvironmentFailed`: its first line what
+    failed and uv's own cause, then the end of uv's output."""
     proc = run(wrap(argv), CellEnvironmentFailed, None)  # uv fetching a cell's torch: no limit
     if proc.returncode != 0:
-        tail = "\n".join(proc.stderr.strip().splitlines()[-6:])
-        raise CellEnvironmentFailed(f"{what} failed (exit {proc.returncode}):\n{tail}")
+        tail = "\n".join(proc.stderr.strip().splitlines()[-20:])
+        said = uv_error(proc.stderr)
+        raise CellEnvironmentFailed(
+            f"{what} failed (exit {proc.returncode}){': ' + said if said else ''}\n{tail}"
+        )
+
+
+_WHY_INCLUDED = " was included because "  # uv's hint of which requirement brought a package
+
+
+def uv_error(stderr: str) -> str:
+    """uv's error on one line: its ``error:`` and each ``cause:`` below it (a cause's
+    continuation lines joined), and its hints except the one that only says which
+    requirement brought the failing package; "" when uv printed no error. One pass."""
+    parts: list[list[str]] = []  # each part's lines
+    inside = False
+    for raw in stderr.splitlines():
+        line = raw.strip()
+        if raw.startswith("error:"):
+            parts, inside = [[line.removeprefix("error:").strip()]], True
+        elif not inside or not line:
+            continue
+        elif line.startswith(("cause:", "Caused by:")):
+            parts.append([line.partition(":")[2].strip()])
+        elif line.startswith(("hint:", "help:")):
+            if _WHY_INCLUDED not in line:
+                parts.append([line])
+        elif raw[:1].isspace():  # a cause or hint going on
+            parts[-1].append(line)
+        else:
+            inside = False  # uv's output after its error (a warning, a summary)
+    return ": ".join(" ".join(p).rstrip(":") for p in parts)
 
 
 HELD = "archguard-held.json"

@@ -173,10 +173,10 @@ class _Run:
                 except ArchguardError as exc:
                     log = self.site / cell.name / "logs" / "environment.log"
                     write_atomic(log, exc.message + "\n")
-                    last = exc.message.strip().splitlines()[-1].strip()
+                    first = exc.message.strip().splitlines()[0].strip()  # the cause
                     self.broken[cell.name] = (
                         f"cell {cell.name}: its environment could not be made (see "
-                        f"{log.relative_to(self.site)}): {last}"
+                        f"{log.relative_to(self.site)}): {first}"
                     )
                     raise CellEnvironmentFailed(self.broken[cell.name]) from None
             return self.pythons[cell.name]
