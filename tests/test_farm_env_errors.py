@@ -136,3 +136,7 @@ def test_reading_uvs_output_is_linear_on_hostile_input() -> None:
     assert time.process_time() - start < 1.0
     assert "\n" not in said and said.startswith("x: y") and said.endswith("hint: a")
     assert uv_error("Resolved 4 packages\nwarning: something\n") == ""
+    # FORCE_COLOR's escapes around uv's words
+    colored = "\x1b[1m\x1b[31merror\x1b[39m\x1b[0m: x\n  \x1b[31mcause\x1b[39m: y\n"
+    assert uv_error(colored) == "x: y"
+    assert uv_error("error: x\n" + "\x1b[" * 100_000 + "\n") == "x"

@@ -17,6 +17,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import shutil
 import sys
 from collections.abc import Callable, Sequence
@@ -275,6 +276,7 @@ def _run(argv: list[str], what: str, wrap: Wrap = list) -> None:
         )
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")  # no nesting, no backtracking: linear
 _WHY_INCLUDED = " was included because "  # uv's hint of which requirement brought a package
 
 
@@ -284,7 +286,7 @@ def uv_error(stderr: str) -> str:
     requirement brought the failing package; "" when uv printed no error. One pass."""
     parts: list[list[str]] = []  # each part's lines
     inside = False
-    for raw in stderr.splitlines():
+    for raw in _ANSI.sub("", stderr).splitlines():  # FORCE_COLOR's escapes, where set
         line = raw.strip()
         if raw.startswith("error:"):
             parts, inside = [[line.removeprefix("error:").strip()]], True
