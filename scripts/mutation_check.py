@@ -60,10 +60,19 @@ MUTATIONS = [
     Mutation(
         "ninja-given-no-pool",
         "src/archguard/_integration/parallel.py",
-        "        _ninja_shim(shim, where, makeflags)",
-        "        _ninja_shim(shim, where, '-j64')",
+        "        jobserver.ninja_shim(shim, where, makeflags)",
+        "        jobserver.ninja_shim(shim, where, '-j64')",
         (
             "tests/test_jobserver.py::test_two_concurrent_builds_never_run_more_compiles_than_tokens",
+        ),
+    ),
+    Mutation(
+        "cmake-build-outside-the-pool",
+        "src/archguard/frontend/wheel.py",
+        "        environment.update(joined)  # a backend the hook never runs in: the pool's tokens",
+        "        environment.update({})  # a backend the hook never runs in: the pool's tokens",
+        (
+            "tests/test_jobserver_backends.py::test_a_scikit_build_core_build_runs_no_more_compiles_than_the_pool_gives",
         ),
     ),
     Mutation(

@@ -158,7 +158,7 @@ def test_a_launcher_stopped_by_a_signal_gives_its_tokens_back(tmp_path: Path) ->
 def test_make_before_4_4_never_sees_the_pool_in_makeflags(tmp_path: Path) -> None:
     """GNU make 4.3 stops on a FIFO's name in MAKEFLAGS (measured): archguard passes the pool
     to ninja in its own shim, and to a farm's jobs as ARCHGUARD_JOBSERVER=fifo:PATH."""
-    from archguard._integration.parallel import make_reads_fifo
+    from archguard.detect.buildtools import make_reads_fifo
 
     pool = Pool(tmp_path / "pool", 1)
     (tmp_path / "Makefile").write_text("all:\n\t@echo built\n")
@@ -176,12 +176,8 @@ def test_make_before_4_4_never_sees_the_pool_in_makeflags(tmp_path: Path) -> Non
 def test_the_build_picks_a_ninja_that_reads_the_pool_else_falls_back(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from archguard._integration.parallel import (
-        build_tokens,
-        make_reads_fifo,
-        ninja_version,
-        pick_ninja,
-    )
+    from archguard._integration.parallel import build_tokens
+    from archguard.detect.buildtools import make_reads_fifo, ninja_version, pick_ninja
     from archguard.detect.machine import Machine
     from archguard.nvcc.parallel import BuildMode, Choice
 

@@ -23,6 +23,7 @@ import contextlib
 import os
 import re
 import select
+import shlex
 import shutil
 import signal
 import subprocess
@@ -137,6 +138,20 @@ def own_pool(width: int) -> Iterator[Pool]:
     finally:
         pool.close()
         shutil.rmtree(directory, ignore_errors=True)
+
+
+def ninja_shim(shim: Path, ninja: str, makeflags: str) -> Path:
+    """``shim/ninja``: ``ninja`` given the pool in its own ``MAKEFLAGS`` (put first on a
+    build's ``PATH``, or named to CMake as its make program: the build's other tools never
+    see the pool, a GNU make older than 4.4 included, which stops on it)."""
+    shim.mkdir(parents=True, exist_ok=True)
+    script = shim / "ninja"
+    script.write_text(
+        f"#!/bin/sh\nMAKEFLAGS={shlex.quote(makeflags)}\nexport MAKEFLAGS\n"
+        f'exec {shlex.quote(ninja)} "$@"\n'
+    )
+    script.chmod(0o755)
+    return script
 
 
 def _remove_stale(directory: Path) -> list[str]:

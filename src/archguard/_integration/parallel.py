@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
 import shlex
 import sys
 import time
@@ -30,9 +29,9 @@ from typing import Any
 from archguard import jobserver
 from archguard._integration.common import is_torch_build_extension, say
 from archguard._integration.session import Session
+from archguard.detect.buildtools import NINJA_CLIENT, make_reads_fifo, pick_ninja
 from archguard.detect.machine import Machine, detect_machine
 from archguard.detect.sources import CUDA_SOURCES, CXX_SOURCES
-from archguard.detect.tools import ToolFailed, executable, on_path, run
 from archguard.nvcc.flags import threads_flag
 from archguard.nvcc.parallel import (
     CHOSEN,
@@ -47,8 +46,6 @@ from archguard.nvcc.parallel import (
     pool_tokens,
 )
 from archguard.settings.config import ENV_JOBSERVER, jobserver_pool
-
-NINJA_CLIENT = (1, 13)  # the first ninja that takes its jobs from a jobserver
 
 
 def build_mode(cmd: Any) -> tuple[BuildMode, str]:
@@ -114,38 +111,6 @@ class Tokens:
     launched: set[str] = field(default_factory=set)
 
 
-def tool_version(path: str | None, pattern: str) -> tuple[int, int] | None:
-    """(major, minor) of what ``PATH --version`` prints, read by ``pattern`` (two groups)."""
-    if path is None:
-        return None
-    try:
-        out = run([path, "--version"]).stdout
-    except ToolFailed:
-        return None
-    found = re.match(pattern, out)
-    return (int(found.group(1)), int(found.group(2))) if found else None
-
-
-def ninja_version(path: str | None) -> tuple[int, int] | None:
-    """The version ``ninja --version`` prints (``1.13.2.git.kitware.jobserver-pipe-1``)."""
-    return tool_version(path, r"\s*(\d+)\.(\d+)")
-
-
-def pick_ninja(path: str, beside: Path) -> tuple[str | None, tuple[int, ...] | None]:
-    """The ninja the build runs and its version: the first on ``PATH``, unless it reads no
-    jobserver and the build's Python has one beside it that does (the ``ninja`` package)."""
-    first = on_path("ninja", path)
-    version = ninja_version(first)
-    if version is not None and version >= NINJA_CLIENT:
-        return first, version
-    own = beside / "ninja"
-    if executable(own):
-        newer = ninja_version(str(own))
-        if newer is not None and newer >= NINJA_CLIENT:
-            return str(own), newer
-    return first, version
-
-
 def _nvcc_command(variables: dict[str, str | None]) -> str | None:
     """What torch's ninja file runs for nvcc: ``PYTORCH_NVCC`` (archguard's cache, or the
     caller's), else ``CUDA_HOME/bin/nvcc`` as torch found it."""
@@ -155,29 +120,6 @@ def _nvcc_command(variables: dict[str, str | None]) -> str | None:
     extension = sys.modules.get("torch.utils.cpp_extension")
     home = getattr(extension, "CUDA_HOME", None)
     return shlex.quote(str(Path(home, "bin", "nvcc"))) if home else None
-
-
-def make_reads_fifo(path: str) -> bool:
-    """Whether the GNU make on ``path`` reads a FIFO's name in ``MAKEFLAGS`` (4.4 and later;
-    make 4.3 stops: "internal error: invalid --jobserver-auth string", measured). No make:
-    nothing to stop."""
-    found = on_path("make", path)
-    if found is None:
-        return True
-    version = tool_version(found, r"GNU Make (\d+)\.(\d+)")
-    return version is not None and version >= (4, 4)
-
-
-def _ninja_shim(shim: Path, ninja: str, makeflags: str) -> None:
-    """``shim/ninja``: the chosen ninja, given the pool in its own ``MAKEFLAGS`` (torch runs
-    the ninja ``PATH`` finds first; the build's other tools never see it)."""
-    shim.mkdir(parents=True, exist_ok=True)
-    script = shim / "ninja"
-    script.write_text(
-        f"#!/bin/sh\nMAKEFLAGS={shlex.quote(makeflags)}\nexport MAKEFLAGS\n"
-        f'exec {shlex.quote(ninja)} "$@"\n'
-    )
-    script.chmod(0o755)
 
 
 @contextmanager
@@ -212,7 +154,7 @@ def build_tokens(
     with _pool(outer, machine or detect_machine(), own_token) as (source, fifo, width):
         makeflags = f"-j{width} {jobserver.AUTH}fifo:{fifo}"
         tokens = Tokens(variables={ENV_JOBSERVER: f"fifo:{fifo}"})
-        _ninja_shim(shim, where, makeflags)
+        jobserver.ninja_shim(shim, where, makeflags)
         tokens.variables["PATH"] = f"{shim}{os.pathsep}{variables.get('PATH') or path}"
         if make_reads_fifo(path):  # make 4.4 and later: its sub-builds take tokens too
             tokens.variables["MAKEFLAGS"] = makeflags

@@ -43,6 +43,7 @@ from archguard.frontend.finish import (
     varianter,
     verified,
 )
+from archguard.frontend.pool import backend_tokens
 from archguard.frontend.recorded import frontend_part
 from archguard.frontend.release import declared_release, not_the_release
 from archguard.frontend.result import WHEEL_SCHEMA, Built
@@ -205,7 +206,9 @@ def build_one(source: Path, out: Path, options: WheelOptions) -> Built:
     # stdout is the one line per wheel (or JSON)
     environment = {**os.environ, **env_vars, **declared.environment(os.environ)}
     tail: deque[str] = deque(maxlen=4000)  # the log's last lines, to say why it failed
-    proc = run(argv, ConfigError, BUILD_TIMEOUT_S, environment, log=sys.stderr, tail=tail)
+    with backend_tokens(declared.backend, environment, lambda t: _say(source, t)) as joined:
+        environment.update(joined)  # a backend the hook never runs in: the pool's tokens
+        proc = run(argv, ConfigError, BUILD_TIMEOUT_S, environment, log=sys.stderr, tail=tail)
     made = sorted(p for p, t in _wheels_in(out).items() if before.get(p) != t)
     built = Built(str(source), proc.returncode, env_vars, setup_py.reads)
     built.build_env = declared.as_json()

@@ -1,0 +1,147 @@
+"""A build whose backend is not setuptools joins the pool ``archguard wheel`` is given (a
+farm run's): archguard's hook never runs in it, so the front-end takes the build's first
+token before the backend runs and gives the build's ninja the pool (issue 51: "passes it to
+every build"). A real scikit-build-core build, with a probe as CMake's CUDA compiler
+launcher counting the nvcc processes at once; the choices on a real FIFO and this machine's
+real ninja and make."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from archguard.frontend.pool import LEVEL, backend_tokens, hook_joins
+from archguard.jobserver import Client, Pool
+from realtools import REPO, build_env, cli, copy_tree, needs_cuda_torch, needs_nvcc
+
+NEW_NINJA = Path(sys.executable).parent / "ninja"  # the ninja package: 1.13.2
+SKBUILD = "scikit_build_core.build"
+
+LAUNCHER_PROBE = """\
+#!/bin/sh
+# CMake's CUDA compiler launcher: a line as each compile starts and ends
+echo "start $(date +%s.%N) $$ 1" >> {log}
+"$@"
+rc=$?
+echo "end $(date +%s.%N) $$ 1" >> {log}
+exit $rc
+"""
+
+
+def _env(pool: Pool, **more: str) -> dict[str, str]:
+    """A farm job's environment: the run's pool, the cell's Python's directory first on PATH
+    (its ninja 1.13 beside it), this machine's make 4.3 after."""
+    return {
+        "ARCHGUARD_JOBSERVER": f"fifo:{pool.path}",
+        "PATH": f"{NEW_NINJA.parent}{os.pathsep}/usr/bin",
+        **more,
+    }
+
+
+def test_only_backends_the_hook_never_runs_in_are_joined_from_outside(tmp_path: Path) -> None:
+    assert hook_joins("setuptools.build_meta") and hook_joins("setuptools.build_meta:__legacy__")
+    assert not hook_joins(SKBUILD) and not hook_joins("mesonpy")
+    pool = Pool(tmp_path / "pool", 2)
+    said: list[str] = []
+    client = Client(pool.path)
+    with backend_tokens("setuptools.build_meta", _env(pool), said.append) as joined:
+        got = client.take(8)
+        assert joined == {} and len(got) == 2  # nothing taken: the hook takes its own
+        client.give(got)
+    with backend_tokens(SKBUILD, {"PATH": "/usr/bin"}, said.append) as joined:
+        assert joined == {}  # no pool given: the backend's own choice
+    client.close()
+    assert said == [] and pool.close() == 2
+
+
+def test_a_cmake_build_gets_ninja_with_the_pool_and_holds_its_first_token(
+    tmp_path: Path,
+) -> None:
+    pool = Pool(tmp_path / "pool", 3)
+    said: list[str] = []
+    env = _env(pool, CMAKE_ARGS="-DFOO=1")
+    with backend_tokens(SKBUILD, env, said.append) as joined:
+        shim = Path(joined["PATH"].split(os.pathsep)[0])
+        assert joined["CMAKE_ARGS"] == f"-DCMAKE_MAKE_PROGRAM={shim / 'ninja'} -DFOO=1"
+        script = (shim / "ninja").read_text()
+        assert f"--jobserver-auth=fifo:{pool.path}" in script and str(NEW_NINJA) in script
+        client = Client(pool.path)
+        assert len(client.take(8)) == 2  # the build holds the third
+        client.give(b"++")
+        client.close()
+    assert not shim.exists()
+    (line,) = said
+    assert "its first token taken, held by the build of scikit_build_core.build" in line
+    assert "ninja 1.13 (" in line and "takes a token per compile beyond it" in line
+    assert pool.close() == 3
+
+
+def test_ninja_that_reads_no_pool_runs_as_many_as_the_tokens_free(tmp_path: Path) -> None:
+    """A generator that is not ninja (the build then runs as many compiles as the tokens
+    free as it starts, held to its end), and a level the caller set (kept: its first token
+    only)."""
+    pool = Pool(tmp_path / "pool", 3)
+    said: list[str] = []
+    held = Client(pool.path)
+    one = held.take(1)  # another build holds one
+    makefiles = _env(pool, CMAKE_GENERATOR="Unix Makefiles")
+    with backend_tokens(SKBUILD, makefiles, said.append) as joined:
+        assert joined == {LEVEL: "2"}
+        assert held.take(1) == b""  # the build holds the two that were free
+    assert (
+        "CMAKE_GENERATOR=Unix Makefiles reads no jobserver: CMAKE_BUILD_PARALLEL_LEVEL=2"
+        in (said[-1])
+    )
+    with backend_tokens(SKBUILD, _env(pool, **{LEVEL: "7"}), said.append) as joined:
+        assert joined == {} and len(held.take(8)) == 1  # the caller's level: its first only
+        held.give(b"+")
+    assert "CMAKE_BUILD_PARALLEL_LEVEL=7 is set, which CMake passes as -j" in said[-1]
+    held.give(one)
+    held.close()
+    assert pool.close() == 3
+
+
+@pytest.mark.slow
+@needs_nvcc
+@needs_cuda_torch
+def test_a_scikit_build_core_build_runs_no_more_compiles_than_the_pool_gives(
+    tmp_path: Path,
+) -> None:
+    """``archguard wheel`` of a scikit-build-core package of four .cu files, in a pool of 2
+    tokens as a farm job gets it: at most 2 nvcc processes at once and at least 2 (ninja took
+    the second token), where ninja's own default on these 2 cores runs 4; every token back.
+    The caller's CMAKE_ARGS are kept after archguard's."""
+    pytest.importorskip("scikit_build_core")
+    root = copy_tree(REPO / "tests" / "packages" / "skbuild", tmp_path / "skbuild")
+    kernel = (root / "kernel.cu").read_text()
+    names = ["kernel.cu"]
+    for n in range(2, 5):
+        (root / f"kernel{n}.cu").write_text(kernel.replace("minicuda_", f"minicuda{n}_"))
+        names.append(f"kernel{n}.cu")
+    cmake = (root / "CMakeLists.txt").read_text()
+    (root / "CMakeLists.txt").write_text(cmake.replace("kernel.cu", " ".join(names)))
+    log = tmp_path / "nvcc.log"
+    probe = tmp_path / "probe"
+    probe.write_text(LAUNCHER_PROBE.format(log=log))
+    probe.chmod(0o755)
+    pool = Pool(tmp_path / "pool", 2)
+    env = build_env(
+        ARCHGUARD_ARCH_LIST="8.0",
+        ARCHGUARD_JOBSERVER=f"fifo:{pool.path}",
+        CMAKE_CUDA_COMPILER_LAUNCHER=str(probe),
+        CMAKE_ARGS="-DCMAKE_VERBOSE_MAKEFILE=ON",
+    )
+    env["PATH"] = f"{NEW_NINJA.parent}{os.pathsep}{env['PATH']}"
+    proc = cli("wheel", str(root), "-w", str(tmp_path / "out"), env=env)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    assert "takes a token per compile beyond it" in proc.stderr, proc.stderr[-4000:]
+    from test_jobserver import _most_at_once
+
+    starts = [line for line in log.read_text().splitlines() if line.startswith("start")]
+    assert len(starts) >= 4, starts
+    most, _ = _most_at_once(log)
+    assert most == 2, most
+    assert pool.close() == 2
