@@ -76,6 +76,16 @@ MUTATIONS = [
         ),
     ),
     Mutation(
+        "makefiles-given-ninja",
+        "src/archguard/frontend/pool.py",
+        "            chosen = generator_chosen(environ, source, pip_args)"
+        " if backend == SKBUILD else None",
+        "            chosen = None",
+        (
+            "tests/test_jobserver_backends.py::test_a_project_that_chooses_makefiles_builds_in_the_pool_as_it_did",
+        ),
+    ),
+    Mutation(
         "stale-fifo-kept",
         "src/archguard/jobserver.py",
         "        if pid.isdigit() and int(pid) != os.getpid() and _alive(int(pid)):",

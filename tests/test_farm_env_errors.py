@@ -127,6 +127,43 @@ def test_a_cell_uv_cannot_install_fails_its_jobs_with_uvs_cause(uv: str, tmp_pat
     assert log.startswith("uv pip install for c13") and "\nerror: " in log, log
 
 
+def test_a_build_backends_own_output_stays_in_the_log_and_the_line_is_bounded() -> None:
+    """uv quotes a failed sdist build's output under its cause: the one line stops there
+    (the log keeps it), and is at most 500 characters whatever uv printed."""
+    said = uv_error(
+        "error: Failed to build `a @ file:///a`\n"
+        "  cause: The build backend returned an error\n"
+        "  cause: Call to `setuptools.build_meta.build_wheel` failed (exit status: 1)\n"
+        "\n"
+        "      [stdout]\n"
+        "      compiling a.cu\n"
+        "\n"
+        "      [stderr]\n"
+        "      nvcc fatal   : Unsupported gpu architecture 'compute_20'\n"
+        "\n"
+        "      hint: This usually indicates a problem with the package or the build environment.\n"
+    )
+    assert said == (
+        "Failed to build `a @ file:///a`: The build backend returned an error: Call to "
+        "`setuptools.build_meta.build_wheel` failed (exit status: 1): hint: This usually "
+        "indicates a problem with the package or the build environment."
+    ), said
+    long = uv_error("error: x\n  cause: " + "y" * 5000 + "\n")
+    assert len(long) == 500 and long.endswith("...")
+
+
+def test_a_command_that_prints_no_uv_error_gives_its_last_line(tmp_path: Path) -> None:
+    """A container runtime that cannot pull the image, uv killed: no ``error:`` line, so the
+    summary gives the last line the command printed."""
+    script = (
+        "echo 'Unable to find image x:1 locally' >&2; echo 'docker: Error response' >&2; exit 125"
+    )
+    with pytest.raises(CellEnvironmentFailed) as failed:
+        _run(["sh", "-c", script], "uv venv for c13")
+    first = failed.value.message.partition("\n")[0]
+    assert first == "uv venv for c13 failed (exit 125): docker: Error response", first
+
+
 def test_reading_uvs_output_is_linear_on_hostile_input() -> None:
     """uv's output is read in one pass: 20,000 cause lines and 200,000 continuation lines
     read in well under a second of CPU time, and give one line."""
@@ -134,7 +171,7 @@ def test_reading_uvs_output_is_linear_on_hostile_input() -> None:
     start = time.process_time()
     said = uv_error(hostile)
     assert time.process_time() - start < 1.0
-    assert "\n" not in said and said.startswith("x: y") and said.endswith("hint: a")
+    assert "\n" not in said and said.startswith("x: y") and len(said) <= 500
     assert uv_error("Resolved 4 packages\nwarning: something\n") == ""
     # FORCE_COLOR's escapes around uv's words
     colored = "\x1b[1m\x1b[31merror\x1b[39m\x1b[0m: x\n  \x1b[31mcause\x1b[39m: y\n"

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from archguard.frontend.pool import LEVEL, backend_tokens, hook_joins
+from archguard.frontend.pool import LEVEL, backend_tokens, generator_chosen, hook_joins
 from archguard.jobserver import Client, Pool
+from archguard.settings.config import jobserver_pool
 from realtools import REPO, build_env, cli, copy_tree, needs_cuda_torch, needs_nvcc
 
 NEW_NINJA = Path(sys.executable).parent / "ninja"  # the ninja package: 1.13.2
@@ -46,12 +47,14 @@ def test_only_backends_the_hook_never_runs_in_are_joined_from_outside(tmp_path: 
     assert not hook_joins(SKBUILD) and not hook_joins("mesonpy")
     pool = Pool(tmp_path / "pool", 2)
     said: list[str] = []
-    client = Client(pool.path)
-    with backend_tokens("setuptools.build_meta", _env(pool), said.append) as joined:
+    client = Client(str(pool.path))
+    with backend_tokens(
+        "setuptools.build_meta", _env(pool), said.append, source=tmp_path
+    ) as joined:
         got = client.take(8)
         assert joined == {} and len(got) == 2  # nothing taken: the hook takes its own
         client.give(got)
-    with backend_tokens(SKBUILD, {"PATH": "/usr/bin"}, said.append) as joined:
+    with backend_tokens(SKBUILD, {"PATH": "/usr/bin"}, said.append, source=tmp_path) as joined:
         assert joined == {}  # no pool given: the backend's own choice
     client.close()
     assert said == [] and pool.close() == 2
@@ -63,19 +66,23 @@ def test_a_cmake_build_gets_ninja_with_the_pool_and_holds_its_first_token(
     pool = Pool(tmp_path / "pool", 3)
     said: list[str] = []
     env = _env(pool, CMAKE_ARGS="-DFOO=1")
-    with backend_tokens(SKBUILD, env, said.append) as joined:
+    with backend_tokens(SKBUILD, env, said.append, source=tmp_path) as joined:
         shim = Path(joined["PATH"].split(os.pathsep)[0])
         assert joined["CMAKE_ARGS"] == f"-DCMAKE_MAKE_PROGRAM={shim / 'ninja'} -DFOO=1"
+        # a setuptools build behind another backend's name runs the hook: it must not wait
+        # for a first token of its own
+        assert joined["ARCHGUARD_JOBSERVER"] == f"held:{pool.path}"
+        assert jobserver_pool(joined) == (True, str(pool.path), False)
         script = (shim / "ninja").read_text()
         assert f"--jobserver-auth=fifo:{pool.path}" in script and str(NEW_NINJA) in script
-        client = Client(pool.path)
+        client = Client(str(pool.path))
         assert len(client.take(8)) == 2  # the build holds the third
         client.give(b"++")
         client.close()
     assert not shim.exists()
     (line,) = said
     assert "its first token taken, held by the build of scikit_build_core.build" in line
-    assert "ninja 1.13 (" in line and "takes a token per compile beyond it" in line
+    assert "ninja takes a token per compile beyond it" in line
     assert pool.close() == 3
 
 
@@ -85,23 +92,90 @@ def test_ninja_that_reads_no_pool_runs_as_many_as_the_tokens_free(tmp_path: Path
     only)."""
     pool = Pool(tmp_path / "pool", 3)
     said: list[str] = []
-    held = Client(pool.path)
+    held = Client(str(pool.path))
     one = held.take(1)  # another build holds one
     makefiles = _env(pool, CMAKE_GENERATOR="Unix Makefiles")
-    with backend_tokens(SKBUILD, makefiles, said.append) as joined:
-        assert joined == {LEVEL: "2"}
+    with backend_tokens(SKBUILD, makefiles, said.append, source=tmp_path) as joined:
+        assert joined == {LEVEL: "2", "ARCHGUARD_JOBSERVER": f"held:{pool.path}"}
         assert held.take(1) == b""  # the build holds the two that were free
-    assert (
-        "CMAKE_GENERATOR=Unix Makefiles reads no jobserver: CMAKE_BUILD_PARALLEL_LEVEL=2"
-        in (said[-1])
-    )
-    with backend_tokens(SKBUILD, _env(pool, **{LEVEL: "7"}), said.append) as joined:
-        assert joined == {} and len(held.take(8)) == 1  # the caller's level: its first only
+    assert "the generator is chosen (CMAKE_GENERATOR=Unix Makefiles): " in said[-1]
+    assert "CMAKE_BUILD_PARALLEL_LEVEL=2, the tokens free as it starts" in said[-1]
+    level = _env(pool, **{LEVEL: "7"})
+    with backend_tokens(SKBUILD, level, said.append, source=tmp_path) as joined:
+        assert LEVEL not in joined and "PATH" not in joined
+        assert len(held.take(8)) == 1  # the caller's level: its first token only
         held.give(b"+")
     assert "CMAKE_BUILD_PARALLEL_LEVEL=7 is set, which CMake passes as -j" in said[-1]
     held.give(one)
     held.close()
     assert pool.close() == 3
+
+
+def test_the_pool_a_build_joins_and_whether_its_first_token_came_with_it() -> None:
+    from archguard.errors import ConfigError
+
+    assert jobserver_pool({"ARCHGUARD_JOBSERVER": "fifo:/p"}) == (True, "/p", True)
+    assert jobserver_pool({"ARCHGUARD_JOBSERVER": "held:/p"}) == (True, "/p", False)
+    made = {"MAKEFLAGS": "-j4 --jobserver-auth=fifo:/m"}
+    assert jobserver_pool(made) == (True, "/m", False)  # make's: the token came with it
+    assert jobserver_pool({"ARCHGUARD_JOBSERVER": "0", **made})[0] is False
+    for empty in ("fifo:", "held:"):
+        with pytest.raises(ConfigError, match=rf"ARCHGUARD_JOBSERVER='{empty}' names no FIFO"):
+            jobserver_pool({"ARCHGUARD_JOBSERVER": empty})
+
+
+def test_a_generator_chosen_anywhere_the_front_end_sees_keeps_ninja_out(tmp_path: Path) -> None:
+    """A Makefiles build given the ninja shim as its make program fails (ninja reads the
+    Makefile): any sign of a chosen generator or make program keeps CMake's own."""
+    assert generator_chosen({}, tmp_path) is None
+    assert generator_chosen({"CMAKE_GENERATOR": "Ninja Multi-Config"}, tmp_path) is None
+    assert generator_chosen({"CMAKE_GENERATOR": "Unix Makefiles"}, tmp_path)
+    assert generator_chosen({"CMAKE_ARGS": "-DX=1 -G 'Unix Makefiles'"}, tmp_path) == "CMAKE_ARGS"
+    assert generator_chosen({"SKBUILD_CMAKE_ARGS": "-GNinja"}, tmp_path) == "SKBUILD_CMAKE_ARGS"
+    assert generator_chosen({"SKBUILD_CMAKE_DEFINE": "CMAKE_MAKE_PROGRAM=/x"}, tmp_path)
+    said = generator_chosen({}, tmp_path, ["--config-settings=cmake.args=-GUnix Makefiles"])
+    assert said == "pip's --config-settings"
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.scikit-build]\ncmake.args = ["-G", "Unix Makefiles"]\n'
+    )
+    assert generator_chosen({}, tmp_path) == f"{tmp_path / 'pyproject.toml'} [tool.scikit-build]"
+
+
+def _four_kernels(tmp_path: Path, pyproject: str = "") -> tuple[Path, Path, Pool, dict[str, str]]:
+    """tests/packages/skbuild with four .cu files (its tree, ``pyproject`` added to its
+    pyproject.toml), the log of a probe that is CMake's CUDA compiler launcher, a pool of 2
+    tokens, and a farm job's environment for ``archguard wheel`` (list 8.0)."""
+    pytest.importorskip("scikit_build_core")
+    root = copy_tree(REPO / "tests" / "packages" / "skbuild", tmp_path / "skbuild")
+    kernel = (root / "kernel.cu").read_text()
+    names = ["kernel.cu"]
+    for n in range(2, 5):
+        (root / f"kernel{n}.cu").write_text(kernel.replace("minicuda_", f"minicuda{n}_"))
+        names.append(f"kernel{n}.cu")
+    cmake = (root / "CMakeLists.txt").read_text()
+    (root / "CMakeLists.txt").write_text(cmake.replace("kernel.cu", " ".join(names)))
+    with (root / "pyproject.toml").open("a") as toml:
+        toml.write(pyproject)
+    log = tmp_path / "nvcc.log"
+    probe = tmp_path / "probe"
+    probe.write_text(LAUNCHER_PROBE.format(log=log))
+    probe.chmod(0o755)
+    pool = Pool(tmp_path / "pool", 2)
+    env = build_env(
+        ARCHGUARD_ARCH_LIST="8.0",
+        ARCHGUARD_JOBSERVER=f"fifo:{pool.path}",
+        CMAKE_CUDA_COMPILER_LAUNCHER=str(probe),
+    )
+    env["PATH"] = f"{NEW_NINJA.parent}{os.pathsep}{env['PATH']}"
+    return root, log, pool, env
+
+
+def _compiles(log: Path) -> tuple[int, int]:
+    """(the compiles the probe saw, the most at once)."""
+    from test_jobserver import _most_at_once
+
+    starts = [line for line in log.read_text().splitlines() if line.startswith("start")]
+    return len(starts), _most_at_once(log)[0]
 
 
 @pytest.mark.slow
@@ -112,36 +186,35 @@ def test_a_scikit_build_core_build_runs_no_more_compiles_than_the_pool_gives(
 ) -> None:
     """``archguard wheel`` of a scikit-build-core package of four .cu files, in a pool of 2
     tokens as a farm job gets it: at most 2 nvcc processes at once and at least 2 (ninja took
-    the second token), where ninja's own default on these 2 cores runs 4; every token back.
-    The caller's CMAKE_ARGS are kept after archguard's."""
-    pytest.importorskip("scikit_build_core")
-    root = copy_tree(REPO / "tests" / "packages" / "skbuild", tmp_path / "skbuild")
-    kernel = (root / "kernel.cu").read_text()
-    names = ["kernel.cu"]
-    for n in range(2, 5):
-        (root / f"kernel{n}.cu").write_text(kernel.replace("minicuda_", f"minicuda{n}_"))
-        names.append(f"kernel{n}.cu")
-    cmake = (root / "CMakeLists.txt").read_text()
-    (root / "CMakeLists.txt").write_text(cmake.replace("kernel.cu", " ".join(names)))
-    log = tmp_path / "nvcc.log"
-    probe = tmp_path / "probe"
-    probe.write_text(LAUNCHER_PROBE.format(log=log))
-    probe.chmod(0o755)
-    pool = Pool(tmp_path / "pool", 2)
-    env = build_env(
-        ARCHGUARD_ARCH_LIST="8.0",
-        ARCHGUARD_JOBSERVER=f"fifo:{pool.path}",
-        CMAKE_CUDA_COMPILER_LAUNCHER=str(probe),
-        CMAKE_ARGS="-DCMAKE_VERBOSE_MAKEFILE=ON",
-    )
-    env["PATH"] = f"{NEW_NINJA.parent}{os.pathsep}{env['PATH']}"
+    the second token), where ninja's own default on these 2 cores runs 3 (measured); every
+    token back. The caller's CMAKE_ARGS are kept after archguard's."""
+    root, log, pool, env = _four_kernels(tmp_path)
+    env["CMAKE_ARGS"] = "-DCMAKE_VERBOSE_MAKEFILE=ON"
     proc = cli("wheel", str(root), "-w", str(tmp_path / "out"), env=env)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     assert "takes a token per compile beyond it" in proc.stderr, proc.stderr[-4000:]
-    from test_jobserver import _most_at_once
+    assert "Building project with Ninja" in proc.stderr
+    compiles, most = _compiles(log)
+    assert compiles >= 4 and most == 2, (compiles, most)
+    assert pool.close() == 2
 
-    starts = [line for line in log.read_text().splitlines() if line.startswith("start")]
-    assert len(starts) >= 4, starts
-    most, _ = _most_at_once(log)
-    assert most == 2, most
+
+@pytest.mark.slow
+@needs_nvcc
+@needs_cuda_torch
+def test_a_project_that_chooses_makefiles_builds_in_the_pool_as_it_did(tmp_path: Path) -> None:
+    """A project whose [tool.scikit-build] asks for Unix Makefiles: never given ninja as its
+    make program (it would fail reading the Makefile); it builds, with as many compiles as
+    the tokens free as it started (both: 2 at most)."""
+    root, log, pool, env = _four_kernels(
+        tmp_path, '\n[tool.scikit-build.cmake]\nargs = ["-G", "Unix Makefiles"]\n'
+    )
+    proc = cli("wheel", str(root), "-w", str(tmp_path / "out"), env=env)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    assert "the generator is chosen (" in proc.stderr and "CMAKE_BUILD_PARALLEL_LEVEL=2" in (
+        proc.stderr
+    )
+    assert "Building project with Unix Makefiles" in proc.stderr  # scikit-build-core's words
+    compiles, most = _compiles(log)
+    assert compiles >= 4 and 1 <= most <= 2, (compiles, most)
     assert pool.close() == 2

@@ -194,3 +194,12 @@ def _tee(
         log.flush()
         code = proc.wait()
     return subprocess.CompletedProcess(argv, code, "", "")
+
+
+def last_line(text: str) -> str:
+    """The last line of ``text`` that is not blank: where a command that stopped says why
+    (its stderr); "" when it printed nothing."""
+    for line in reversed(text.strip().splitlines()):
+        if line.strip():
+            return line.strip()
+    return ""

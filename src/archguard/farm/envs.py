@@ -26,7 +26,7 @@ from pathlib import Path
 
 from archguard._fs import file_lock, write_atomic
 from archguard.detect.fetch import cache_root
-from archguard.detect.tools import run
+from archguard.detect.tools import last_line, run
 from archguard.errors import CellEnvironmentFailed, ConfigError
 from archguard.farm.container import CellContainer
 from archguard.farm.identity import code_digest, held
@@ -252,7 +252,7 @@ def _check_extras(cell: Cell, python: Path, extras: Sequence[str], wrap: Wrap = 
         tail = "\n".join(proc.stderr.strip().splitlines()[-4:])
         raise CellEnvironmentFailed(
             f"cell {cell.name}: its archguard could not be checked for the extras "
-            f"{', '.join(extras)} (exit {proc.returncode}):\n{tail}"
+            f"{', '.join(extras)} (exit {proc.returncode}): {last_line(proc.stderr)}\n{tail}"
         )
     if missing:
         needs = "".join(f"; {e}: {NEEDED_BY[e]}" for e in extras if e in NEEDED_BY)
@@ -270,7 +270,7 @@ def _run(argv: list[str], what: str, wrap: Wrap = list) -> None:
     proc = run(wrap(argv), CellEnvironmentFailed, None)  # uv fetching a cell's torch: no limit
     if proc.returncode != 0:
         tail = "\n".join(proc.stderr.strip().splitlines()[-20:])
-        said = uv_error(proc.stderr)
+        said = uv_error(proc.stderr) or last_line(proc.stderr)  # a container's runtime, a kill
         raise CellEnvironmentFailed(
             f"{what} failed (exit {proc.returncode}){': ' + said if said else ''}\n{tail}"
         )
@@ -280,28 +280,36 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")  # no nesting, no backtracking: linear
 _WHY_INCLUDED = " was included because "  # uv's hint of which requirement brought a package
 
 
-def uv_error(stderr: str) -> str:
-    """uv's error on one line: its ``error:`` and each ``cause:`` below it (a cause's
-    continuation lines joined), and its hints except the one that only says which
-    requirement brought the failing package; "" when uv printed no error. One pass."""
+def uv_error(stderr: str, limit: int = 500) -> str:
+    """uv's error on one line, at most ``limit`` characters: its ``error:`` and each
+    ``cause:`` below it (a cause's continuation lines joined, up to a blank line or a build
+    backend's ``[stdout]``/``[stderr]``, which stay in the log), and its hints except the one
+    that only says which requirement brought the failing package; "" when uv printed no
+    error. One pass."""
     parts: list[list[str]] = []  # each part's lines
-    inside = False
+    inside = going = False
     for raw in _ANSI.sub("", stderr).splitlines():  # FORCE_COLOR's escapes, where set
         line = raw.strip()
         if raw.startswith("error:"):
-            parts, inside = [[line.removeprefix("error:").strip()]], True
-        elif not inside or not line:
+            parts, inside, going = [[line.removeprefix("error:").strip()]], True, True
+        elif not inside:
             continue
         elif line.startswith(("cause:", "Caused by:")):
             parts.append([line.partition(":")[2].strip()])
+            going = True
         elif line.startswith(("hint:", "help:")):
-            if _WHY_INCLUDED not in line:
+            going = _WHY_INCLUDED not in line
+            if going:
                 parts.append([line])
-        elif raw[:1].isspace():  # a cause or hint going on
-            parts[-1].append(line)
+        elif not line or line.startswith(("[stdout]", "[stderr]")):
+            going = False  # a build's own output: the log has it
+        elif raw[:1].isspace():
+            if going:  # a cause or hint going on
+                parts[-1].append(line)
         else:
             inside = False  # uv's output after its error (a warning, a summary)
-    return ": ".join(" ".join(p).rstrip(":") for p in parts)
+    said = ": ".join(" ".join(p).rstrip(":") for p in parts)
+    return said if len(said) <= limit else said[: limit - 3].rstrip() + "..."
 
 
 HELD = "archguard-held.json"

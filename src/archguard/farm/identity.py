@@ -15,7 +15,7 @@ from pathlib import Path
 
 from archguard.detect.nvcc import find_nvcc
 from archguard.detect.sources import SKIP_DIRS, file_sha256
-from archguard.detect.tools import QUERY_TIMEOUT_S, run
+from archguard.detect.tools import QUERY_TIMEOUT_S, last_line, run
 from archguard.errors import ArchguardError, ConfigError
 from archguard.farm.records import write_atomic
 
@@ -187,7 +187,7 @@ def held(python: Path, wrap: Callable[[list[str]], list[str]] = list) -> dict[st
     except (ValueError, IndexError):
         raise ConfigError(
             f"{python} could not say what its environment holds (exit {proc.returncode}): "
-            f"{proc.stderr.strip()[-300:]}"
+            f"{last_line(proc.stderr) or 'it printed nothing'}\n{proc.stderr.strip()[-300:]}"
         ) from None
     return {k: (str(v) if v is not None else None) for k, v in data.items()}
 

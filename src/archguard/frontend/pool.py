@@ -5,16 +5,22 @@ sources: ``ARCHGUARD_JOBSERVER=fifo:PATH``).
 archguard's setuptools hook takes a setuptools build's tokens from inside the build
 (:mod:`archguard._integration.parallel`). Another backend never runs the hook, so the
 front-end joins the pool for it, from outside: it waits for the build's first token before
-the backend runs and holds it to the build's end, and gives the build's ninja (1.13 or
-later) the pool through a shim, put first on ``PATH`` (meson, and tools that run ``ninja``
-by name) and named to CMake as its make program in ``CMAKE_ARGS`` (scikit-build-core runs
-the ``ninja`` module's binary before ``PATH``'s; a ``-DCMAKE_MAKE_PROGRAM`` of the caller's
-comes later and wins). ninja then takes a token per compile beyond its first.
+the backend runs, holds it to the build's end, and tells the build so
+(``ARCHGUARD_JOBSERVER=held:PATH``: a setuptools build behind another backend's name, whose
+hook does run, then takes no first token of its own). The build's ninja (1.13 or later) gets
+the pool through a shim put first on ``PATH`` (meson, and tools that run ``ninja`` by name);
+scikit-build-core runs the ``ninja`` module's binary before ``PATH``'s, so the shim is also
+named to CMake as ``-DCMAKE_MAKE_PROGRAM`` at the front of ``CMAKE_ARGS``, but only where
+nothing the front-end can see chooses a generator or a make program (``CMAKE_GENERATOR``
+other than Ninja, ``-G`` or ``CMAKE_MAKE_PROGRAM`` in ``CMAKE_ARGS``, ``SKBUILD_CMAKE_ARGS``,
+``SKBUILD_CMAKE_DEFINE``, the project's ``[tool.scikit-build]`` or pip's
+``--config-settings``): a Makefiles build given ninja as its make program would fail.
 
-Where ninja cannot read the pool (none 1.13 or later, or a generator other than Ninja), the
-build runs as many compiles as the tokens free as it starts (``CMAKE_BUILD_PARALLEL_LEVEL``),
-held to its end. A ``CMAKE_BUILD_PARALLEL_LEVEL`` the caller set is kept: CMake passes it
-as ``-j``, and ninja given ``-j`` reads no pool (measured), which the build log says.
+Where the shim cannot be used (no ninja 1.13, a generator chosen, a shim that does not run:
+a ``noexec`` temporary directory), the build runs as many compiles as the tokens free as it
+starts (``CMAKE_BUILD_PARALLEL_LEVEL``), held to its end. A ``CMAKE_BUILD_PARALLEL_LEVEL``
+the caller set is kept: CMake passes it as ``-j``, and ninja given ``-j`` reads no pool
+(measured); the build log says so.
 """
 
 from __future__ import annotations
@@ -24,32 +30,65 @@ import shlex
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 from archguard import jobserver
-from archguard.detect.buildtools import NINJA_CLIENT, pick_ninja
+from archguard.detect.buildtools import NINJA_CLIENT, ninja_version, pick_ninja
 from archguard.detect.machine import detect_machine
 from archguard.nvcc.parallel import pool_tokens
-from archguard.settings.config import jobserver_pool
+from archguard.settings.config import ENV_JOBSERVER, HELD, jobserver_pool, read_toml
 
 LEVEL = "CMAKE_BUILD_PARALLEL_LEVEL"
+SKBUILD = "scikit_build_core.build"
+_CHOOSERS = ("-G", "CMAKE_GENERATOR", "CMAKE_MAKE_PROGRAM")  # what picks the build tool
 
 
 def hook_joins(backend: str) -> bool:
-    """Whether archguard's setuptools hook runs in a build of ``backend`` (and joins the pool
-    itself): setuptools' ``build_meta`` and its ``__legacy__``."""
+    """Whether archguard's setuptools hook runs in a build of ``backend`` and joins the pool
+    itself (its first token as its compiles start): setuptools' ``build_meta`` and its
+    ``__legacy__``."""
     return backend.startswith("setuptools.")
+
+
+def generator_chosen(
+    environ: Mapping[str, str], source: Path, pip_args: Sequence[str] = ()
+) -> str | None:
+    """Where something other than scikit-build-core's own choice (Ninja, where it finds one)
+    picks the build's generator or make program, in words; None: nowhere the front-end can
+    see. Any mention counts: a wrong "chosen" costs the pool's ninja, a wrong "not chosen"
+    the build."""
+    generator = environ.get("CMAKE_GENERATOR", "")
+    if generator and "Ninja" not in generator:
+        return f"CMAKE_GENERATOR={generator}"
+    for name in ("CMAKE_ARGS", "SKBUILD_CMAKE_ARGS", "SKBUILD_CMAKE_DEFINE"):
+        if any(c in environ.get(name, "") for c in _CHOOSERS):
+            return name
+    if any(c in arg or "cmake." in arg for arg in pip_args for c in _CHOOSERS):
+        return "pip's --config-settings"
+    pyproject = source / "pyproject.toml"
+    if pyproject.is_file():
+        tool = read_toml(pyproject).get("tool")
+        table = tool.get("scikit-build") if isinstance(tool, dict) else None
+        if table is not None and any(c in repr(table) for c in _CHOOSERS):
+            return f"{pyproject} [tool.scikit-build]"
+    return None
 
 
 @contextmanager
 def backend_tokens(
-    backend: str, environ: Mapping[str, str], say: Callable[[str], None]
+    backend: str,
+    environ: Mapping[str, str],
+    say: Callable[[str], None],
+    *,
+    source: Path,
+    pip_args: Sequence[str] = (),
 ) -> Iterator[dict[str, str]]:
-    """What the build of ``backend``, whose whole environment is ``environ``, adds to it to
-    run in the pool ``ARCHGUARD_JOBSERVER=fifo:PATH`` names, while the context is open (its
-    tokens held until then); nothing where the hook joins it itself or no pool is named."""
+    """What the build of ``source`` with ``backend``, whose whole environment is ``environ``,
+    adds to it to run in the pool ``ARCHGUARD_JOBSERVER=fifo:PATH`` names, while the context
+    is open (its tokens held until then); nothing where the hook joins the pool itself or no
+    pool is named."""
     on, fifo, own_token = jobserver_pool(environ)
     if hook_joins(backend) or not on or fifo is None or not own_token:
         yield {}
@@ -60,51 +99,58 @@ def backend_tokens(
         say(f"parallel: the jobserver fifo:{fifo} cannot be opened: the backend's own choice")
         yield {}
         return
-    started = time.monotonic()
-    held = client.wait_one()
-    waited = time.monotonic() - started
-    first = f"its first token taken{f' after {waited:.0f} s' if waited >= 1 else ''}"
+    held = b""
     try:
-        width = pool_tokens(detect_machine())
-        path = environ.get("PATH", "")
-        ninja, version = pick_ninja(path, Path(sys.executable).parent)
-        generator = environ.get("CMAKE_GENERATOR") or "Ninja"
-        if environ.get(LEVEL):
-            say(
-                f"parallel: jobserver fifo:{fifo} ({first}): {LEVEL}={environ[LEVEL]} is "
-                "set, which CMake passes as -j: ninja runs that many and ignores the jobserver"
-            )
-            yield {}
-        elif "Ninja" in generator and version is not None and version >= NINJA_CLIENT:
-            with tempfile.TemporaryDirectory(prefix="archguard-ninja-") as shim:
-                script = jobserver.ninja_shim(
-                    Path(shim), str(ninja), f"-j{width} {jobserver.AUTH}fifo:{fifo}"
+        started = time.monotonic()
+        held = client.wait_one()
+        waited = time.monotonic() - started
+        first = f"its first token taken{f' after {waited:.0f} s' if waited >= 1 else ''}"
+        joined = {ENV_JOBSERVER: f"{HELD}{fifo}"}
+        with tempfile.TemporaryDirectory(prefix="archguard-ninja-") as shim:
+            ninja = _shim(Path(shim), fifo, environ.get("PATH", ""))
+            chosen = generator_chosen(environ, source, pip_args) if backend == SKBUILD else None
+            if environ.get(LEVEL):
+                say(
+                    f"parallel: jobserver fifo:{fifo} ({first}): {LEVEL}={environ[LEVEL]} is "
+                    "set, which CMake passes as -j: ninja runs that many, not the pool's"
                 )
+            elif isinstance(ninja, Path) and chosen is None:
                 say(
                     f"parallel: jobserver fifo:{fifo} ({first}, held by the build of "
-                    f"{backend}): ninja {'.'.join(map(str, version))} ({ninja}) takes a "
-                    "token per compile beyond it"
+                    f"{backend}): ninja takes a token per compile beyond it"
                 )
-                args = f"-DCMAKE_MAKE_PROGRAM={shlex.quote(str(script))}"
-                yield {
-                    "PATH": f"{shim}{os.pathsep}{path}",
-                    "CMAKE_ARGS": f"{args} {environ.get('CMAKE_ARGS', '')}".strip(),
-                }
-        else:
-            held += client.take(width - 1)
-            which = (
-                f"CMAKE_GENERATOR={generator} reads no jobserver"
-                if "Ninja" not in generator
-                else f"ninja {'.'.join(map(str, version))} ({ninja}) reads no jobserver (1.13 "
-                "is the first that does)"
-                if version
-                else "no ninja found"
-            )
-            say(
-                f"parallel: jobserver fifo:{fifo} ({first}): {which}: {LEVEL}={len(held)}, "
-                "the tokens free as it starts"
-            )
-            yield {LEVEL: str(len(held))}
+                joined["PATH"] = os.pathsep.join(p for p in (shim, environ.get("PATH", "")) if p)
+                if backend == SKBUILD:
+                    args = environ.get("CMAKE_ARGS", "")
+                    joined["CMAKE_ARGS"] = f"-DCMAKE_MAKE_PROGRAM={shlex.quote(str(ninja))} {args}"
+                    joined["CMAKE_ARGS"] = joined["CMAKE_ARGS"].strip()
+            else:
+                held += client.take(pool_tokens(detect_machine()) - 1)
+                why = f"the generator is chosen ({chosen})" if chosen else str(ninja)
+                say(
+                    f"parallel: jobserver fifo:{fifo} ({first}): {why}: {LEVEL}={len(held)}, "
+                    "the tokens free as it starts"
+                )
+                joined[LEVEL] = str(len(held))
+            yield joined
     finally:
         client.give(held)
         client.close()
+
+
+def _shim(directory: Path, fifo: str, path: str) -> Path | str:
+    """The shim in ``directory`` that runs a ninja 1.13 with the pool, checked to run; else
+    why there is none, in words."""
+    ninja, version = pick_ninja(path, Path(sys.executable).parent)
+    if ninja is None or version is None or version < NINJA_CLIENT:
+        return (
+            f"ninja {'.'.join(map(str, version))} ({ninja}) reads no jobserver (1.13 is the "
+            "first that does)"
+            if version
+            else "no ninja found"
+        )
+    width = pool_tokens(detect_machine())
+    script = jobserver.ninja_shim(directory, ninja, f"-j{width} {jobserver.AUTH}fifo:{fifo}")
+    if ninja_version(str(script)) is None:  # a temporary directory mounted noexec
+        return f"the ninja shim in {directory} does not run"
+    return script

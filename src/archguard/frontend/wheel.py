@@ -206,7 +206,13 @@ def build_one(source: Path, out: Path, options: WheelOptions) -> Built:
     # stdout is the one line per wheel (or JSON)
     environment = {**os.environ, **env_vars, **declared.environment(os.environ)}
     tail: deque[str] = deque(maxlen=4000)  # the log's last lines, to say why it failed
-    with backend_tokens(declared.backend, environment, lambda t: _say(source, t)) as joined:
+    with backend_tokens(
+        declared.backend,
+        environment,
+        lambda t: _say(source, t),
+        source=source,
+        pip_args=options.pip_args,
+    ) as joined:
         environment.update(joined)  # a backend the hook never runs in: the pool's tokens
         proc = run(argv, ConfigError, BUILD_TIMEOUT_S, environment, log=sys.stderr, tail=tail)
     made = sorted(p for p, t in _wheels_in(out).items() if before.get(p) != t)

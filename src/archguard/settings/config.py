@@ -318,6 +318,9 @@ def env_stubs(environ: Mapping[str, str]) -> bool:
     )
 
 
+HELD = "held:"  # ARCHGUARD_JOBSERVER=held:PATH: the pool, a token taken for the build already
+
+
 def env_jobserver(environ: Mapping[str, str]) -> tuple[bool, str | None]:
     """``ARCHGUARD_JOBSERVER``: (on, the pool to join). Unset or an on word: on, a pool of the
     build's own (or the caller's ``MAKEFLAGS`` one); ``fifo:PATH``: on, that pool (what a farm
@@ -327,13 +330,14 @@ def env_jobserver(environ: Mapping[str, str]) -> tuple[bool, str | None]:
     value = (environ.get(ENV_JOBSERVER) or "").strip()
     if not value:
         return True, None
-    if value.startswith("fifo:"):
-        if len(value) == len("fifo:"):
-            raise ConfigError(
-                f"{ENV_JOBSERVER}={environ[ENV_JOBSERVER]!r} names no FIFO; give "
-                "fifo:/path/to/the/pool, 1 for a pool of the build's own, or 0 for none."
-            )
-        return True, value[len("fifo:") :]
+    for form in ("fifo:", HELD):
+        if value.startswith(form):
+            if len(value) == len(form):
+                raise ConfigError(
+                    f"{ENV_JOBSERVER}={environ[ENV_JOBSERVER]!r} names no FIFO; give "
+                    "fifo:/path/to/the/pool, 1 for a pool of the build's own, or 0 for none."
+                )
+            return True, value[len(form) :]
     return (
         _env_switch(
             environ,
@@ -347,11 +351,12 @@ def env_jobserver(environ: Mapping[str, str]) -> tuple[bool, str | None]:
 
 def jobserver_pool(environ: Mapping[str, str]) -> tuple[bool, str | None, bool]:
     """(on, the pool a build joins, whether it came without a token): the one
-    ``ARCHGUARD_JOBSERVER=fifo:PATH`` names (a farm run's: no token comes with it), else the
-    one a make 4.4 caller's ``MAKEFLAGS`` names (its token came with the build), else none."""
+    ``ARCHGUARD_JOBSERVER=fifo:PATH`` names (a farm run's: no token comes with it; ``held:PATH``:
+    the same pool, with the token ``archguard wheel`` took for the build), else the one a make
+    4.4 caller's ``MAKEFLAGS`` names (its token came with the build), else none."""
     on, given = env_jobserver(environ)
     if given is not None:
-        return on, given, True
+        return on, given, not (environ.get(ENV_JOBSERVER) or "").strip().startswith(HELD)
     return on, fifo_of(environ.get("MAKEFLAGS", "")), False
 
 
