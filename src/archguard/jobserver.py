@@ -29,6 +29,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -48,6 +49,11 @@ def fifo_of(makeflags: str) -> str | None:
             value = word[len(AUTH) :]
             found = value[len("fifo:") :] if value.startswith("fifo:") else None
     return found or None
+
+
+def makeflags(fifo: str | Path, width: int) -> str:
+    """The ``MAKEFLAGS`` that give a client the pool ``fifo`` of ``width`` jobs."""
+    return f"-j{width} {AUTH}fifo:{fifo}"
 
 
 class Client:
@@ -89,9 +95,26 @@ class Client:
             except BlockingIOError:  # a pool holds at most its own tokens: never full
                 select.select([], [self.fd], [], 1.0)
 
+    def wait_first(self) -> tuple[bytes, str]:
+        """A build's first token (:meth:`wait_one`), and the words the log gives it."""
+        started = time.monotonic()
+        token = self.wait_one()
+        waited = time.monotonic() - started
+        return token, f"its first token taken{f' after {waited:.0f} s' if waited >= 1 else ''}"
+
     def close(self) -> None:
         with contextlib.suppress(OSError):
             os.close(self.fd)
+
+
+def unreachable(path: str) -> str | None:
+    """Why the pool ``path`` cannot be opened (a run that ended, a file system without
+    FIFOs), or None: it can."""
+    try:
+        Client(path).close()
+    except OSError as exc:
+        return str(exc)
+    return None
 
 
 class Pool:
@@ -115,7 +138,7 @@ class Pool:
 
     @property
     def makeflags(self) -> str:
-        return f"-j{self.width} {AUTH}fifo:{self.path}"
+        return makeflags(self.path, self.width)
 
     def close(self) -> int:
         """Remove the FIFO; how many tokens were back in it (all, unless a holder was

@@ -19,7 +19,6 @@ import dataclasses
 import os
 import shlex
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -29,7 +28,7 @@ from typing import Any
 from archguard import jobserver
 from archguard._integration.common import is_torch_build_extension, say
 from archguard._integration.session import Session
-from archguard.detect.buildtools import NINJA_CLIENT, make_reads_fifo, pick_ninja
+from archguard.detect.buildtools import make_reads_fifo, pool_ninja
 from archguard.detect.machine import Machine, detect_machine
 from archguard.detect.sources import CUDA_SOURCES, CXX_SOURCES
 from archguard.nvcc.flags import threads_flag
@@ -141,18 +140,18 @@ def build_tokens(
             say(f"parallel: jobserver off ({ENV_JOBSERVER}): each build keeps its static share")
         yield Tokens(jobs=static)
         return
-    if outer is not None and not _reachable(outer):
+    if outer is not None and jobserver.unreachable(outer) is not None:
         say(f"parallel: the jobserver fifo:{outer} cannot be opened: the static choice stands")
         yield Tokens(jobs=static, variables={"MAKEFLAGS": None, ENV_JOBSERVER: None})
         return
     path = os.environ.get("PATH", "")
-    where, version = pick_ninja(path, beside or Path(sys.executable).parent)
-    if where is None or version is None or version < NINJA_CLIENT:
-        with _fallback(static, outer, where, version, own_token=own_token) as tokens:
+    where, ninja_words = pool_ninja(path, beside or Path(sys.executable).parent)
+    if where is None:
+        with _fallback(static, outer, ninja_words, own_token=own_token) as tokens:
             yield tokens
         return
     with _pool(outer, machine or detect_machine(), own_token) as (source, fifo, width):
-        makeflags = f"-j{width} {jobserver.AUTH}fifo:{fifo}"
+        makeflags = jobserver.makeflags(fifo, width)
         tokens = Tokens(variables={ENV_JOBSERVER: f"fifo:{fifo}"})
         jobserver.ninja_shim(shim, where, makeflags)
         tokens.variables["PATH"] = f"{shim}{os.pathsep}{variables.get('PATH') or path}"
@@ -173,8 +172,7 @@ def build_tokens(
             launcher = f"{shlex.quote(sys.executable)} -I -S {shlex.quote(jobserver.__file__)}"
             tokens.variables["PYTORCH_NVCC"] = f"{launcher} {shlex.quote(fifo)} {nvcc}"
         say(
-            f"parallel: jobserver {source}: ninja {'.'.join(map(str, version))} ({where}) "
-            "takes a token per compile"
+            f"parallel: jobserver {source}: {ninja_words} takes a token per compile"
             + (
                 "; archguard's nvcc launcher gives each compile --threads 1 + the free tokens, "
                 "at most its device compiles"
@@ -183,14 +181,6 @@ def build_tokens(
             )
         )
         yield tokens
-
-
-def _reachable(fifo: str) -> bool:
-    try:
-        jobserver.Client(fifo).close()
-    except OSError:
-        return False
-    return True
 
 
 @contextmanager
@@ -203,17 +193,9 @@ def _pool(outer: str | None, machine: Machine, own_token: bool) -> Iterator[tupl
         # a farm run's pool: no token comes with the build (the job holds none while it
         # fetches, resolves, repairs), so the build takes the one its ninja runs on first
         client = jobserver.Client(outer)
-        started = time.monotonic()
-        token = client.wait_one()
-        waited = time.monotonic() - started
+        token, first = client.wait_first()
         try:
-            yield (
-                f"the farm run's (fifo:{outer}; its first token taken"
-                + (f" after {waited:.0f} s" if waited >= 1 else "")
-                + ")",
-                outer,
-                pool_tokens(machine),
-            )
+            yield f"the farm run's (fifo:{outer}; {first})", outer, pool_tokens(machine)
         finally:
             client.give(token)
             client.close()
@@ -235,22 +217,11 @@ def _pool(outer: str | None, machine: Machine, own_token: bool) -> Iterator[tupl
 
 @contextmanager
 def _fallback(
-    static: dict[str, str],
-    outer: str | None,
-    where: str | None,
-    version: tuple[int, ...] | None,
-    *,
-    own_token: bool = False,
+    static: dict[str, str], outer: str | None, why: str, *, own_token: bool = False
 ) -> Iterator[Tokens]:
-    """ninja reads no jobserver: the static choice, within the caller's pool where there is
-    one (as many compiles as the tokens free as it starts, held to the build's end; from a
-    farm run's pool, the first waited for)."""
-    which = (
-        f"ninja {'.'.join(map(str, version))} ({where})"
-        if version
-        else f"no ninja version read ({where or 'not on PATH'})"
-    )
-    why = f"{which} reads no jobserver (ninja 1.13 is the first that does)"
+    """ninja reads no jobserver (``why``, in words): the static choice, within the caller's
+    pool where there is one (as many compiles as the tokens free as it starts, held to the
+    build's end; from a farm run's pool, the first waited for)."""
     if outer is None or not static:
         say(f"parallel: {why}: each compile count stays archguard's static choice")
         yield Tokens(jobs=static)

@@ -99,11 +99,6 @@ def prefix_maps(prefixes: Mapping[str, str]) -> list[str]:
     return [f"-ffile-prefix-map={old}={new}" for old, new in sorted(found, key=lambda p: len(p[0]))]
 
 
-def time_macros(files: Iterable[Path], root: Path) -> list[str]:
-    """``FILE:LINE uses __DATE__`` for each use of a time macro in ``files``."""
-    return source_facts(files, root)[0]
-
-
 def source_facts(files: Iterable[Path], root: Path) -> tuple[list[str], str | None]:
     """The uses of a time macro (``FILE:LINE uses __DATE__``), and the first place whose
     bytes depend on the source's path (``FILE:LINE has an anonymous namespace`` or includes

@@ -45,6 +45,19 @@ def pick_ninja(path: str, beside: Path) -> tuple[str | None, tuple[int, ...] | N
     return first, version
 
 
+def pool_ninja(path: str, beside: Path) -> tuple[str | None, str]:
+    """The ninja a build runs (:func:`pick_ninja`) where it takes its jobs from a jobserver,
+    else None; and in words, that ninja (``ninja 1.13 (/x/bin/ninja)``) or why there is none
+    that reads a pool."""
+    where, version = pick_ninja(path, beside)
+    if version is None:
+        return None, f"no ninja version read ({where or 'not on PATH'}) reads no jobserver"
+    which = f"ninja {'.'.join(map(str, version))} ({where})"
+    if version < NINJA_CLIENT:
+        return None, f"{which} reads no jobserver (ninja 1.13 is the first that does)"
+    return where, which
+
+
 def make_reads_fifo(path: str) -> bool:
     """Whether the GNU make on ``path`` reads a FIFO's name in ``MAKEFLAGS`` (4.4 and later;
     make 4.3 stops: "internal error: invalid --jobserver-auth string", measured). No make:

@@ -53,7 +53,7 @@ from archguard.farm.records import (
 )
 from archguard.farm.sitejson import site_data, write_site_json
 from archguard.farm.tokens import run_tokens
-from archguard.farm.usage import Meter, longest_first
+from archguard.farm.usage import Meter, longest_first, uncounted
 
 __all__ = ["Outcome", "RunOptions", "publish_site", "run_farm", "write_page"]
 
@@ -137,7 +137,15 @@ class _Run:
     since packages run side by side with ``--jobs``), the progress lines, and the site
     published after every job."""
 
-    def __init__(self, options: RunOptions, manifest: Manifest, jobs: Sequence[Job]) -> None:
+    def __init__(
+        self,
+        options: RunOptions,
+        manifest: Manifest,
+        jobs: Sequence[Job],
+        joining: dict[str, str] | None = None,
+    ) -> None:
+        """``joining``: what a build adds to its environment to join the run's jobserver
+        (none: each build's static share)."""
         self.options = options
         self.manifest = manifest
         self.site = options.site.resolve()
@@ -152,8 +160,7 @@ class _Run:
         self.guard = threading.Lock()
         self.stop = threading.Event()  # set on Ctrl-C: no job starts after it
         self.job_run = JobRun(self.site, options.policy, options.repair, manifest.variants)
-        self.joining: dict[str, str] = {}  # what a build adds to its environment to join
-        # the run's jobserver (empty: none, each build's static share)
+        self.joining = joining or {}
 
     def python(self, cell: Cell) -> tuple[Path, dict[str, Any]]:
         """The cell's Python and what its environment holds; a cell whose environment could
@@ -359,8 +366,7 @@ def run_farm(manifest_path: Path, options: RunOptions) -> tuple[int, str]:
         say(floor)  # a cell built in its container has the image's floor
     meter = Meter()
     with site_lock(site, options.wait, command), run_tokens(site, options.assemble) as tokens:
-        farm = _Run(options, manifest, every)
-        farm.joining = tokens.env
+        farm = _Run(options, manifest, every, tokens.env)
         farm.total = len(jobs)
         by_source: dict[str, list[tuple[int, Job]]] = {}
         for number, job in enumerate(jobs, 1):
@@ -380,13 +386,14 @@ def run_farm(manifest_path: Path, options: RunOptions) -> tuple[int, str]:
         outcomes = [outcome for _, outcome in sorted(done, key=lambda pair: pair[0])]
         built = [o for o in outcomes if o.status is Status.BUILT]
         usage = meter.usage(built) if built else None  # the machine's use, where it built
+        used = usage.line(uncounted(os.environ)) if usage is not None else ""
         if usage is not None:  # the page shows the last run that built anything
-            write_atomic(site / USAGE, json.dumps({**usage.as_json(), "line": usage.line()}))
+            write_atomic(site / USAGE, json.dumps({**usage.as_json(), "line": used}))
         records = publish_site(site, manifest, every, {o.job: o for o in outcomes})
         collect_garbage(site, kept_wheels(records, built_ids(every)))
     status, text = summary(outcomes)
-    if usage is not None:
-        text += "  " + usage.line() + "\n"
+    if used:
+        text += f"  {used}\n"
     return status, text + "".join(f"  {line}\n" for line in tokens.said)
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from archguard.detect.machine import detect_machine
 from archguard.farm.records import STATE, say
-from archguard.jobserver import Client, Pool
+from archguard.jobserver import Pool, unreachable
 from archguard.nvcc.parallel import MEMORY_PER_THREAD, pool_tokens
 from archguard.settings.config import ENV_JOBSERVER, jobserver_pool
 
@@ -48,10 +48,9 @@ def run_tokens(site: Path, assemble: bool = False) -> Iterator[RunTokens]:
         yield RunTokens()
         return
     if outer is not None:
-        try:
-            Client(outer).close()
-        except OSError as exc:
-            say(f"jobserver: fifo:{outer} cannot be opened ({exc}): each build gets a static share")
+        why = unreachable(outer)
+        if why is not None:
+            say(f"jobserver: fifo:{outer} cannot be opened ({why}): each build gets a static share")
             yield RunTokens()
             return
         say(f"jobserver: the caller's (fifo:{outer}): each build takes its tokens there")

@@ -6,7 +6,6 @@ its limit, max(CPU-seconds / cores, the longest job)."""
 from __future__ import annotations
 
 import contextlib
-import os
 import resource
 import time
 from collections.abc import Mapping, Sequence
@@ -15,9 +14,10 @@ from pathlib import Path
 
 from archguard.detect.machine import detect_machine
 from archguard.detect.sources import CUDA_FILES, tree_files
+from archguard.errors import ConfigError
 from archguard.farm.plan import Job
 from archguard.farm.records import Outcome
-from archguard.settings.config import ENV_COMPILER_CACHE
+from archguard.settings.config import ENV_COMPILER_CACHE, env_choice
 
 
 def estimate(jobs: Sequence[Job], records: Mapping[str, Outcome]) -> tuple[bool, float]:
@@ -75,14 +75,9 @@ class Usage:
         """The least wall time this work could take on these cores."""
         return max(self.cpu / self.cores, self.longest)
 
-    def line(self) -> str:
+    def line(self, aside: str = "") -> str:
+        """The summary's line (``aside``: what the CPU leaves out, :func:`uncounted`)."""
         distance = f"{self.wall / self.limit:.2f}x" if self.limit > 0 else "n/a"
-        aside = (
-            " (sccache compiles in its own server, outside the run's processes: its CPU is not "
-            "counted)"
-            if os.environ.get(ENV_COMPILER_CACHE, "").strip().lower() == "sccache"
-            else ""
-        )
         return (
             f"cores: {self.cores}, wall {self.wall:.0f} s, the builds' CPU {self.cpu:.0f} s: "
             f"utilization {self.utilization:.2f}; the limit max(CPU / cores, the longest job "
@@ -120,3 +115,17 @@ def _children_cpu() -> float:
     included: pip's nvcc, ninja's compiles)."""
     used = resource.getrusage(resource.RUSAGE_CHILDREN)
     return used.ru_utime + used.ru_stime
+
+
+def uncounted(environ: Mapping[str, str]) -> str:
+    """What a run's CPU-seconds leave out, as the usage line's aside: sccache compiles in
+    its own server, outside the run's processes."""
+    try:
+        chosen = env_choice(environ, ENV_COMPILER_CACHE, "compiler_cache")
+    except ConfigError:  # each build said so; the run's summary still comes
+        return ""
+    if chosen != "sccache":
+        return ""
+    return (
+        " (sccache compiles in its own server, outside the run's processes: its CPU is not counted)"
+    )

@@ -29,13 +29,12 @@ import os
 import shlex
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 from archguard import jobserver
-from archguard.detect.buildtools import NINJA_CLIENT, ninja_version, pick_ninja
+from archguard.detect.buildtools import ninja_version, pool_ninja
 from archguard.detect.machine import detect_machine
 from archguard.nvcc.parallel import pool_tokens
 from archguard.settings.config import ENV_JOBSERVER, HELD, jobserver_pool, read_toml
@@ -101,13 +100,11 @@ def backend_tokens(
         return
     held = b""
     try:
-        started = time.monotonic()
-        held = client.wait_one()
-        waited = time.monotonic() - started
-        first = f"its first token taken{f' after {waited:.0f} s' if waited >= 1 else ''}"
+        held, first = client.wait_first()
+        width = pool_tokens(detect_machine())
         joined = {ENV_JOBSERVER: f"{HELD}{fifo}"}
         with tempfile.TemporaryDirectory(prefix="archguard-ninja-") as shim:
-            ninja = _shim(Path(shim), fifo, environ.get("PATH", ""))
+            ninja = _shim(Path(shim), jobserver.makeflags(fifo, width), environ.get("PATH", ""))
             chosen = generator_chosen(environ, source, pip_args) if backend == SKBUILD else None
             if environ.get(LEVEL):
                 say(
@@ -120,12 +117,12 @@ def backend_tokens(
                     f"{backend}): ninja takes a token per compile beyond it"
                 )
                 joined["PATH"] = os.pathsep.join(p for p in (shim, environ.get("PATH", "")) if p)
-                if backend == SKBUILD:
-                    args = environ.get("CMAKE_ARGS", "")
-                    joined["CMAKE_ARGS"] = f"-DCMAKE_MAKE_PROGRAM={shlex.quote(str(ninja))} {args}"
-                    joined["CMAKE_ARGS"] = joined["CMAKE_ARGS"].strip()
+                if backend == SKBUILD:  # the caller's CMAKE_ARGS after, as they were
+                    mine = f"-DCMAKE_MAKE_PROGRAM={shlex.quote(str(ninja))}"
+                    theirs = environ.get("CMAKE_ARGS", "")
+                    joined["CMAKE_ARGS"] = f"{mine} {theirs}" if theirs else mine
             else:
-                held += client.take(pool_tokens(detect_machine()) - 1)
+                held += client.take(width - 1)
                 why = f"the generator is chosen ({chosen})" if chosen else str(ninja)
                 say(
                     f"parallel: jobserver fifo:{fifo} ({first}): {why}: {LEVEL}={len(held)}, "
@@ -138,19 +135,13 @@ def backend_tokens(
         client.close()
 
 
-def _shim(directory: Path, fifo: str, path: str) -> Path | str:
-    """The shim in ``directory`` that runs a ninja 1.13 with the pool, checked to run; else
-    why there is none, in words."""
-    ninja, version = pick_ninja(path, Path(sys.executable).parent)
-    if ninja is None or version is None or version < NINJA_CLIENT:
-        return (
-            f"ninja {'.'.join(map(str, version))} ({ninja}) reads no jobserver (1.13 is the "
-            "first that does)"
-            if version
-            else "no ninja found"
-        )
-    width = pool_tokens(detect_machine())
-    script = jobserver.ninja_shim(directory, ninja, f"-j{width} {jobserver.AUTH}fifo:{fifo}")
+def _shim(directory: Path, makeflags: str, path: str) -> Path | str:
+    """The shim in ``directory`` that runs a ninja 1.13 with the pool ``makeflags`` names,
+    checked to run; else why there is none, in words."""
+    ninja, words = pool_ninja(path, Path(sys.executable).parent)
+    if ninja is None:
+        return words
+    script = jobserver.ninja_shim(directory, ninja, makeflags)
     if ninja_version(str(script)) is None:  # a temporary directory mounted noexec
         return f"the ninja shim in {directory} does not run"
     return script

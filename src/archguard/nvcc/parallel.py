@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+from archguard import jobserver
 from archguard.detect.machine import Machine
 
 GIB = 1 << 30
@@ -231,8 +232,9 @@ def choose(
 def device_compiles(gencode: list[str]) -> int:
     """How many device compiles one nvcc call runs for these ``-gencode`` flags: one per
     virtual arch (``arch=compute_90``); a cubin and the PTX of the same virtual arch share it
-    (nvcc --time: one cicc for compute_90, then ptxas for sm_90)."""
-    return len({flag.split(",", 1)[0] for flag in gencode})
+    (nvcc --time: one cicc for compute_90, then ptxas for sm_90). Read as archguard's nvcc
+    launcher reads a whole nvcc line (:func:`archguard.jobserver.device_compiles`)."""
+    return jobserver.device_compiles(gencode) if gencode else 0
 
 
 def pool_tokens(machine: Machine, memory_per_thread: int = MEMORY_PER_THREAD) -> int:

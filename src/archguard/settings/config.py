@@ -321,15 +321,17 @@ def env_stubs(environ: Mapping[str, str]) -> bool:
 HELD = "held:"  # ARCHGUARD_JOBSERVER=held:PATH: the pool, a token taken for the build already
 
 
-def env_jobserver(environ: Mapping[str, str]) -> tuple[bool, str | None]:
-    """``ARCHGUARD_JOBSERVER``: (on, the pool to join). Unset or an on word: on, a pool of the
-    build's own (or the caller's ``MAKEFLAGS`` one); ``fifo:PATH``: on, that pool (what a farm
-    run gives its jobs: ``MAKEFLAGS`` itself would stop GNU make before 4.4, which cannot read
-    a FIFO's name, measured with make 4.3); an off word: off, each build's compiles take the
-    static share archguard chose."""
+def env_jobserver(environ: Mapping[str, str]) -> tuple[bool, str | None, bool]:
+    """``ARCHGUARD_JOBSERVER``: (on, the pool to join, whether a token for the build was
+    taken already). Unset or an on word: on, a pool of the build's own (or the caller's
+    ``MAKEFLAGS`` one); ``fifo:PATH``: on, that pool (what a farm run gives its jobs:
+    ``MAKEFLAGS`` itself would stop GNU make before 4.4, which cannot read a FIFO's name,
+    measured with make 4.3); ``held:PATH``: that pool, with the build's first token taken
+    (what ``archguard wheel`` gives a build it took one for); an off word: off, each build's
+    compiles take the static share archguard chose."""
     value = (environ.get(ENV_JOBSERVER) or "").strip()
     if not value:
-        return True, None
+        return True, None, False
     for form in ("fifo:", HELD):
         if value.startswith(form):
             if len(value) == len(form):
@@ -337,26 +339,24 @@ def env_jobserver(environ: Mapping[str, str]) -> tuple[bool, str | None]:
                     f"{ENV_JOBSERVER}={environ[ENV_JOBSERVER]!r} names no FIFO; give "
                     "fifo:/path/to/the/pool, 1 for a pool of the build's own, or 0 for none."
                 )
-            return True, value[len(form) :]
-    return (
-        _env_switch(
-            environ,
-            ENV_JOBSERVER,
-            "set it to 0 for the static shares (MAX_JOBS per build) instead of the token pool, "
-            "or fifo:PATH to join a pool",
-        ),
-        None,
+            return True, value[len(form) :], form == HELD
+    on = _env_switch(
+        environ,
+        ENV_JOBSERVER,
+        "set it to 0 for the static shares (MAX_JOBS per build) instead of the token pool, "
+        "or fifo:PATH to join a pool",
     )
+    return on, None, False
 
 
 def jobserver_pool(environ: Mapping[str, str]) -> tuple[bool, str | None, bool]:
     """(on, the pool a build joins, whether it came without a token): the one
-    ``ARCHGUARD_JOBSERVER=fifo:PATH`` names (a farm run's: no token comes with it; ``held:PATH``:
-    the same pool, with the token ``archguard wheel`` took for the build), else the one a make
-    4.4 caller's ``MAKEFLAGS`` names (its token came with the build), else none."""
-    on, given = env_jobserver(environ)
+    ``ARCHGUARD_JOBSERVER`` names (``fifo:PATH``, a farm run's: no token comes with it;
+    ``held:PATH``: the token came), else the one a make 4.4 caller's ``MAKEFLAGS`` names (its
+    token came with the build), else none."""
+    on, given, held = env_jobserver(environ)
     if given is not None:
-        return on, given, not (environ.get(ENV_JOBSERVER) or "").strip().startswith(HELD)
+        return on, given, not held
     return on, fifo_of(environ.get("MAKEFLAGS", "")), False
 
 
