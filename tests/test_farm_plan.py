@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -434,6 +435,48 @@ compute_80 (list: it hard-codes no target: the effective list).
   RuntimeError: Error compiling objects for extension
   error: subprocess-exited-with-error
 """
+
+
+# the end of a real build log: torch-lap-cuda 0.0.3's sdist (not named elsewhere), farmed
+# here with CUDA 13.0, whose CCCL 3 has no cub::Max (it fails without archguard too, earlier:
+# its nvcc-only toolkit lacks cusparse.h, which archguard's toolkit root has)
+LAP_SRC = "/c/src/00496a1d53a4dd0d/torch_lap_cuda-0.0.3"
+LAP_LOG = f"""\
+  /c/envs/t213/lib/python3.11/site-packages/torch/include/c10/core/AutogradState.h(90): \
+warning #3306-D: a default bit-field initializer is a C++20 feature
+  {LAP_SRC}/csrc/LAP/lap_kernels.cuh(174): error: namespace "cub" has no member "Max"
+        goto_5_flag = BlockReduce(temp_storage_goto).Reduce(goto_5_flag, cub::Max());
+  {LAP_SRC}/csrc/LAP/lap_kernels.cuh(203): error: namespace "cub" has no member "Min"
+  3 errors detected in the compilation of "{LAP_SRC}/csrc/lap_torch.cu".
+  ninja: build stopped: subcommand failed.
+  archguard: error: compile-failed: extension torch_lap_cuda_lib failed to build with sm_80 \
+compute_80 (explicit: arch_list is an explicit list)
+  Traceback (most recent call last):
+    File "/c/envs/t213/lib/python3.11/site-packages/torch/utils/cpp_extension.py", line \
+2893, in _run_ninja_build
+  RuntimeError: Error compiling objects for extension
+  error: subprocess-exited-with-error
+"""
+
+
+def test_nvccs_first_error_in_the_package_comes_before_archguards_compile_failed() -> None:
+    """The targets are not the cause where the package's source does not compile: nvcc's
+    first error in the package's own files is named first; one in torch's headers is not
+    the package's."""
+    from archguard.frontend.failures import cause
+
+    said = cause(LAP_LOG.splitlines(), [], {}, LAP_SRC)
+    assert said.startswith(
+        "nvcc's first error, at csrc/LAP/lap_kernels.cuh:174: 'namespace \"cub\" has no member "
+        '"Max"\'; archguard in the build: compile-failed: extension torch_lap_cuda_lib'
+    ), said
+    elsewhere = LAP_LOG.replace(f"{LAP_SRC}/csrc/LAP", "/c/envs/t213/include/torch")
+    said = cause(elsewhere.splitlines(), [], {}, LAP_SRC)
+    assert said.startswith("archguard in the build: compile-failed: extension"), said
+    hostile = "archguard: error: compile-failed: x\n" + ("(" * 200_000 + "1" * 200_000 + "\n") * 5
+    started = time.process_time()
+    assert cause(hostile.splitlines(), [], {}, LAP_SRC).startswith("archguard in the build")
+    assert time.process_time() - started < 2.0
 
 
 def test_a_failure_is_said_by_whoever_said_it_last() -> None:

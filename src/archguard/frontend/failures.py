@@ -50,6 +50,8 @@ _CUDA_HEADER = re.compile(
     r"^(?:cuda|cublas|cusparse|cusolver|cufft|curand|nvrtc|nvToolsExt|thrust|cub)"
 )
 _NVCC_ERROR = re.compile(r"\.cuh?\(\d+\): error", re.M)
+# nvcc's front end (cudafe++, cicc) on its own line: FILE(LINE): error: MESSAGE
+_DEVICE_ERROR = re.compile(r"^[^\S\n]*(?P<file>\S+)\((?P<line>\d+)\): error: (?P<msg>.+)$", re.M)
 # the setup.py itself raised while pip ran it (setuptools execs it as "<string>")
 _SETUP_RAISED = re.compile(r'File "(?:<string>|[^"]*setup\.py)", line \d+, in <module>')
 _ON_OFF = re.compile(r"^(?:FORCE_\w+|WITH_CUDA|USE_CUDA|BUILD_CUDA\w*)$")  # set to 1
@@ -327,19 +329,17 @@ def _missing_module(own_words: Raised | None) -> str | None:
     )
 
 
-def _host_error(text: str, source: str) -> re.Match[str] | None:
-    """A host compiler's first error in the package's own files (under its tree, or named
-    relative to it, as setuptools' own compiles name them): not the toolkit's headers, not
-    nvcc's tmpxft files."""
+def _host_error(
+    text: str, source: str, pattern: re.Pattern[str] = _HOST_ERROR
+) -> re.Match[str] | None:
+    """A host compiler's (or with ``_DEVICE_ERROR``, nvcc's) first error in the package's own
+    files (under its tree, or named relative to it, as setuptools' own compiles name them):
+    not the toolkit's or torch's headers, not nvcc's tmpxft files."""
     if not source:
         return None
     tree = source.rstrip("/") + "/"
     return next(
-        (
-            m
-            for m in _HOST_ERROR.finditer(text)
-            if m["file"].startswith(tree) or not m["file"].startswith("/")
-        ),
+        (m for m in pattern.finditer(text) if m["file"].startswith(tree) or m["file"][0] != "/"),
         None,
     )
 
@@ -411,7 +411,9 @@ def _in_build(text: str, own_words: Raised | None, source: str) -> str | None:
         return compiled
     said = _archguard_said(text)
     if said and said.startswith(f"{_SAID}compile-failed:"):  # a compiler failed, it says
-        return said
+        nvcc = _host_error(text, source, _DEVICE_ERROR)  # and what the compiler said, first
+        where = nvcc and f"{nvcc['file'].removeprefix(source.rstrip('/') + '/')}:{nvcc['line']}"
+        return f"nvcc's first error, at {where}: {nvcc['msg'].strip()!r}; {said}" if nvcc else said
     stopped = cmake_error(text)
     ran_cmake = own_words is not None and _on_a_line(_CALLED, _CMAKE, own_words.what)
     if stopped and (own_words is None or ran_cmake):
