@@ -29,6 +29,7 @@ def main() -> int:
     ptx = " ".join(str(a) for a in sorted(build.targets.ptx))
     names = " ".join(build.targets.names())
     print(f"""  - tag: {build.cuda.tag}
+    platform: {build.platform}
     torch: ["{build.version.major}.{build.version.minor}"]
     cubins: "{cubins}"
     ptx: "{ptx}"

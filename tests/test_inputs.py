@@ -59,7 +59,7 @@ def test_bad_override_is_an_error_naming_the_variable() -> None:
 
 def test_hypothetical_combo_and_the_order_of_shown_inputs() -> None:
     gathered = gather(Query(project_dir=None, cuda="12.8", torch="2.7"), {})
-    assert [k for k, _ in gathered.shown] == ["policy", "toolkit", "torch", "package"]
+    assert [k for k, _ in gathered.shown] == ["policy", "platform", "toolkit", "torch", "package"]
     assert gathered.resolve().effective_text == "7.5;8.0;8.6;9.0+PTX;10.0;12.0+PTX"
 
 

@@ -19,12 +19,15 @@ def test_installed_torch_agrees_with_its_bundled_row() -> None:
     assert live.version is not None and live.cuda is not None
     minor = f"{live.version.major}.{live.version.minor}"
     index = f"cu{live.cuda[0]}{live.cuda[1]}"
-    if (index, minor) not in {(b.tag, b.torch) for b in bundled_builds()}:
+    assert live.platform == "x86_64"  # this machine's: the installed torch is for it
+    if (index, minor, live.platform) not in {
+        (b.tag, b.torch, b.platform) for b in bundled_builds()
+    }:
         raise AssertionError(
             f"add {index}/torch {minor} to defaults/torch_builds.yml "
             "(python scripts/probe_torch.py prints the row)"
         )
-    assert bundled_torch(live.cuda, Version(minor)).targets == live.targets
+    assert bundled_torch(live.cuda, Version(minor), live.platform).targets == live.targets
 
 
 def test_probe_script_prints_the_row() -> None:
@@ -35,6 +38,7 @@ def test_probe_script_prints_the_row() -> None:
         check=True,
     )
     assert "  - tag: cu" in proc.stdout and "torch.cuda.get_arch_list()" in proc.stdout
+    assert "    platform: x86_64\n" in proc.stdout
 
 
 @needs_nvcc

@@ -54,7 +54,7 @@ def spec_expected(index: str, torch: str) -> str:
     return NO_VOLTA
 
 
-COMBOS = [(b.tag, b.torch) for b in bundled_builds()]
+COMBOS = [(b.tag, b.torch) for b in bundled_builds() if b.platform == "x86_64"]
 
 
 def resolve_combo(index: str, torch: str, **kw):  # type: ignore[no-untyped-def]

@@ -27,7 +27,9 @@ ADR_TABLE = [  # CW-ADR-0012 "What PyTorch itself builds": (index, torch, has sm
 
 @pytest.mark.parametrize(("tag", "torch", "volta", "ptx"), ADR_TABLE)
 def test_bundled_rows_follow_the_adr(tag: str, torch: str, volta: bool, ptx: str) -> None:
-    (build,) = [b for b in bundled_builds() if (b.tag, b.torch) == (tag, torch)]
+    (build,) = [
+        b for b in bundled_builds() if (b.tag, b.torch, b.platform) == (tag, torch, "x86_64")
+    ]
     assert (Arch(7, 0) in build.build.targets.cubins) is volta
     assert " ".join(a.compute for a in sorted(build.build.targets.ptx)) == ptx
     assert build.build.cuda == build.cuda and build.cuda.tag == tag

@@ -22,6 +22,7 @@ def query(args: argparse.Namespace) -> Query:
         torch=args.torch,
         torch_arches=args.torch_arches,
         policy=args.policy,
+        platform=args.platform,
     )
 
 

@@ -5,7 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from archguard._cli.options import Subparsers, cuobjdump_option, format_option, positive
+from archguard._cli.options import (
+    Subparsers,
+    cuobjdump_option,
+    format_option,
+    platform_option,
+    positive,
+)
 from archguard.core.formats import PlanFormat
 
 
@@ -21,6 +27,9 @@ def farm_commands(sub: Subparsers) -> None:
         "--since", metavar="VERSION", help="ignore releases below (default: the table's oldest)"
     )
     p.add_argument("--probe", action="store_true", help="download and probe each missing one")
+    platform_option(
+        p, "the torch wheels of this machine: x86_64 or aarch64 (default: this machine's)"
+    )
     p.add_argument("--download-dir", type=Path, default=Path("torch-wheels"), metavar="DIR")
     p.add_argument("-o", "--output", type=Path, metavar="FILE", help="write the proposed rows")
     cuobjdump_option(p)

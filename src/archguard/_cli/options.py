@@ -27,5 +27,21 @@ def format_option(p: argparse.ArgumentParser, formats: object = Format) -> None:
     p.add_argument("--format", choices=choices, default=choices[0])
 
 
+def platform_text(text: str) -> str:
+    """``--platform``'s type: x86_64 or aarch64, the error naming the fix (arm64 -> aarch64)."""
+    from archguard.core.platform import parse_platform
+    from archguard.errors import ConfigError
+
+    try:
+        return parse_platform(text, "--platform")
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def platform_option(p: argparse.ArgumentParser | argparse._ArgumentGroup, what: str) -> None:
+    """``--platform``: the machine a question is about (x86_64, aarch64)."""
+    p.add_argument("--platform", type=platform_text, metavar="MACHINE", help=what)
+
+
 def cuobjdump_option(p: argparse.ArgumentParser, help: str | None = None) -> None:
     p.add_argument("--cuobjdump", metavar="PATH", help=help)

@@ -8,7 +8,12 @@ from pathlib import Path
 
 from archguard import __version__
 from archguard._cli.farm_args import farm_commands, farm_plan_command
-from archguard._cli.options import Subparsers, cuobjdump_option, format_option
+from archguard._cli.options import (
+    Subparsers,
+    cuobjdump_option,
+    format_option,
+    platform_option,
+)
 from archguard.core.formats import EnvFormat, ListFormat, MatrixFormat
 
 
@@ -31,6 +36,11 @@ def _add_inputs(p: argparse.ArgumentParser) -> None:
         "--torch-arches",
         metavar="LIST",
         help="describe the torch directly: 'sm_75 sm_80 ... compute_120'",
+    )
+    platform_option(
+        g,
+        "the machine the torch is built for: x86_64 or aarch64 (default: this machine's; "
+        "another needs --torch or --torch-arches)",
     )
     g.add_argument(
         "--policy",
@@ -125,6 +135,9 @@ def _list_commands(sub: Subparsers) -> None:
     p.add_argument("--policy", metavar="FILE", help="its decisions and rows (default: bundled)")
     p.add_argument("--toolkits", metavar="FILE", help="a toolkits.yml with that CUDA's row")
     p.add_argument("--torch-builds", metavar="FILE", help="a torch_builds.yml with its torch")
+    platform_option(
+        p, "derive from this machine's torch facts: x86_64 or aarch64 (default: this machine's)"
+    )
     format_option(p)
 
 
@@ -137,6 +150,11 @@ def _binary_commands(sub: Subparsers) -> None:
     p.add_argument("--check", action="store_true", help="exit 1 if the table's row differs")
     p.add_argument("--torch-builds", metavar="FILE", help="the table to check (default: bundled)")
     p.add_argument("--policy", metavar="FILE", help="whose arch_exceptions to check")
+    platform_option(
+        p,
+        "compare with the table's rows for this machine (default: the torch's own, from its "
+        "wheel tag or its libraries' ELF machine)",
+    )
     cuobjdump_option(p)
     format_option(p)
 
@@ -284,6 +302,9 @@ def _checks(sub: Subparsers) -> None:
         help="apply this package's [tool.archguard] overrides",
     )
     p.add_argument("--policy", metavar="FILE")
+    platform_option(
+        p, "the torch builds of this machine: x86_64 or aarch64 (default: this machine's)"
+    )
     format_option(p, MatrixFormat)
     p.add_argument("-o", "--output", type=Path, metavar="FILE", help="write here, not stdout")
 

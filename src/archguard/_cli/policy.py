@@ -37,6 +37,7 @@ def cmd_check_policy(args: argparse.Namespace) -> int:
 def cmd_derive(args: argparse.Namespace) -> int:
     from archguard.core.cuda import CudaVersion
     from archguard.core.derive import derive, render
+    from archguard.core.platform import platform_or_host
     from archguard.settings.inputs import (
         choose_policy,
         installed_row,
@@ -45,6 +46,7 @@ def cmd_derive(args: argparse.Namespace) -> int:
     )
 
     policy = choose_policy(Query(policy=args.policy), None, os.environ)
+    platform = platform_or_host(args.platform)
     inputs: list[tuple[str, str]] = []
     if args.cuda:
         cuda = CudaVersion.parse(args.cuda, "--cuda")
@@ -53,17 +55,18 @@ def cmd_derive(args: argparse.Namespace) -> int:
         toolkit, row = installed_row()
         cuda = row.cuda
         inputs = [("toolkit", f"CUDA {toolkit.text}: {toolkit.source}"), ("row", row.rule)]
-    derived = derive(cuda, policy, toolkit, torch_facts(args.torch_builds))
+    derived = derive(cuda, policy, toolkit, torch_facts(args.torch_builds), platform=platform)
     write(render(derived, policy.source, args.format, inputs))
     return EXIT_OK
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
+    from archguard.core.platform import platform_or_host
     from archguard.reports.matrix import compute, render
     from archguard.settings.inputs import gather_settings
 
     settings = gather_settings(Query(project_dir=args.project, policy=args.policy))
-    cells = compute(settings)
+    cells = compute(settings, platform_or_host(args.platform))
     write(render(cells, settings, args.format), args.output)
     return EXIT_OK if all(c.error is None for c in cells) else EXIT_FAIL
 
@@ -78,7 +81,7 @@ def cmd_probe_torch(args: argparse.Namespace) -> int:
     builds = torch_facts(args.torch_builds)
     policy = choose_policy(Query(policy=args.policy), None, os.environ)
     probes = [probe(path, cuobjdump).probed() for path in args.paths]
-    text, ok = render(probes, builds, policy, args.format, check=args.check)
+    text, ok = render(probes, builds, policy, args.format, check=args.check, platform=args.platform)
     write(text)
     return EXIT_OK if ok or not args.check else EXIT_FAIL
 
@@ -86,16 +89,20 @@ def cmd_probe_torch(args: argparse.Namespace) -> int:
 def cmd_watch(args: argparse.Namespace) -> int:
     import json
 
+    from archguard.core.platform import platform_or_host
     from archguard.core.torchbuild import parse_torch_version
     from archguard.settings.inputs import toolkit_table, torch_facts
     from archguard.user import watch
 
     builds = torch_facts(args.torch_builds)
+    platform = platform_or_host(args.platform)
+    torch_pip = [*watch.platform_pip_args(platform), *args.pip_args]
     since = parse_torch_version(args.since, "--since") if args.since else None
-    versions = watch.available(args.pip_args)  # an IndexUnreachable / PipTooOld exits 2
-    missing, floor = watch.missing_releases(versions, builds, since)
+    versions = watch.available(torch_pip)  # an IndexUnreachable / PipTooOld exits 2
+    missing, floor = watch.missing_releases(versions, builds, since, platform)
     table = args.torch_builds or "the bundled torch_builds.yml"
     watched = watch.Watched(table, [v for v in versions if v >= floor], missing, floor)
+    watched.platform = platform
     if args.probe and missing:
         from archguard.core.snapshot import row_text
         from archguard.detect.cuobjdump import find_cuobjdump
@@ -104,7 +111,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
         cuobjdump = find_cuobjdump(args.cuobjdump, needed_by="archguard watch --probe")
         for version in missing:
             try:
-                wheel = watch.download(version, args.download_dir, args.pip_args)
+                wheel = watch.download(version, args.download_dir, torch_pip)
                 watched.proposed.append(row_text(probe(wheel, cuobjdump).probed()))
             except ArchguardError as exc:
                 watched.problems.append(f"torch {version}: {exc}")

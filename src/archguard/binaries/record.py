@@ -74,6 +74,8 @@ def resolution_record(res: Resolution, why: Sequence[Arch] = ()) -> dict[str, ob
             "rule": res.row.rule,
             "source": res.toolkit.source,
         },
+        # the machine the build's torch (so its wheel) is for: x86_64 or aarch64
+        "platform": torch.platform,
         "torch": {
             "version": str(torch.version) if torch.version is not None else None,
             "cuda": torch.cuda.text if torch.cuda else None,

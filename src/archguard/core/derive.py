@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from packaging.version import Version
@@ -26,6 +26,7 @@ from archguard.core.coverage import Device, describe_devices, known_devices, run
 from archguard.core.cuda import CudaVersion
 from archguard.core.decisions import torch_gap
 from archguard.core.formats import Format
+from archguard.core.platform import DEFAULT_PLATFORM, Platform
 from archguard.core.policy import Policy
 from archguard.core.toolkit import Toolkit
 from archguard.core.torchbuild import BundledBuild
@@ -59,6 +60,12 @@ class Derived:
     exceptions: tuple[ProposedException, ...]
     differences: tuple[str, ...] = field(default=())  # against the policy's row, with why
     existing: str | None = None  # the policy's row, if it has one
+    platform: Platform = DEFAULT_PLATFORM  # whose torch facts: a row's list for that machine
+
+    @property
+    def index(self) -> str:
+        """``cu130``, or ``cu130 aarch64`` for another platform's facts, in words."""
+        return self.cuda.tag + ("" if self.platform == DEFAULT_PLATFORM else f" {self.platform}")
 
     @property
     def text(self) -> str:
@@ -85,12 +92,18 @@ def _specs(hit: list[str], all_releases: list[str]) -> list[tuple[str, list[str]
     return out
 
 
-def _cells(builds: Sequence[BundledBuild], cuda: CudaVersion) -> list[BundledBuild]:
-    cells = sorted((b for b in builds if b.cuda == cuda), key=lambda b: Version(b.torch))
+def _cells(
+    builds: Sequence[BundledBuild], cuda: CudaVersion, platform: Platform = DEFAULT_PLATFORM
+) -> list[BundledBuild]:
+    cells = sorted(
+        (b for b in builds if b.cuda == cuda and b.platform == platform),
+        key=lambda b: Version(b.torch),
+    )
     if not cells:
-        known = ", ".join(sorted({b.tag for b in builds})) or "none"
+        known = ", ".join(sorted({b.tag for b in builds if b.platform == platform})) or "none"
         raise UnknownTorchBuild(
-            f"there are no torch facts for {cuda.tag} (the torch table knows {known}). "
+            f"there are no {platform} torch facts for {cuda.tag} (the torch table knows "
+            f"{known} for {platform}). "
             "Derive needs PyTorch's builds for the index: add them to a torch_builds.yml "
             "(`python -m archguard probe-torch WHEEL` prints each row) and pass it with "
             f"--torch-builds. Until PyTorch publishes a {cuda.tag} index no build needs its "
@@ -136,23 +149,27 @@ def implied_exceptions(
     return tuple(sorted(out, key=lambda e: (Version(e.releases[0]), e.drop)))
 
 
-def derive(
+def derive(  # noqa: PLR0913 - the rule's facts and decisions, and whose machine
     cuda: CudaVersion,
     policy: Policy,
     toolkit: Toolkit,
     builds: Sequence[BundledBuild],
     devices: Sequence[Device] | None = None,
+    *,
+    platform: Platform = DEFAULT_PLATFORM,
 ) -> Derived:
-    """Apply the ADR's rule to the facts for ``cuda``; compare with the policy's row."""
+    """Apply the ADR's rule to the facts for ``cuda`` on ``platform``; compare with the
+    policy's row (its list for that platform, where it has one)."""
     devices = tuple(devices or known_devices())
-    cells = _cells(builds, cuda)
+    cells = _cells(builds, cuda, platform)
+    index = cuda.tag + ("" if platform == DEFAULT_PLATFORM else f" {platform}")
     union = frozenset(a for c in cells for a in c.build.targets.cubins if a.suffix != "a")
     union_ptx = frozenset(a for c in cells for a in c.build.targets.ptx)
     releases = tuple(c.torch for c in cells)
     steps: list[tuple[DeriveStep, str]] = [
         (
             "start",
-            f"PyTorch's {cuda.tag} union over torch {', '.join(releases)}: SASS "
+            f"PyTorch's {index} union over torch {', '.join(releases)}: SASS "
             f"{_names(union)}; PTX {_names(union_ptx)}",
         )
     ]
@@ -201,7 +218,7 @@ def derive(
     entries = tuple(sorted(ArchEntry(a, a in ptx) for a in row))
     nets = [f"{a}+PTX" for a in sorted(ptx)]
     reason = (
-        f"derived by CW-ADR-0012's rule from PyTorch's {cuda.tag} union ({_names(union)}, "
+        f"derived by CW-ADR-0012's rule from PyTorch's {index} union ({_names(union)}, "
         f"torch {releases[0]}-{releases[-1]})"
         + (f" minus {'; '.join(dropped_text)}" if dropped_text else "")
         + f"; PTX per major family: {', '.join(nets)}"
@@ -209,7 +226,17 @@ def derive(
     )
     exceptions = implied_exceptions(cuda, frozenset(row), cells, devices)
     return _compare(
-        Derived(cuda, releases, union, union_ptx, entries, tuple(steps), reason, exceptions),
+        Derived(
+            cuda,
+            releases,
+            union,
+            union_ptx,
+            entries,
+            tuple(steps),
+            reason,
+            exceptions,
+            platform=platform,
+        ),
         policy,
         cells,
     )
@@ -218,7 +245,7 @@ def derive(
 def _compare(derived: Derived, policy: Policy, cells: Sequence[BundledBuild]) -> Derived:
     """Where the policy already has the row: the difference, arch by arch, and why."""
     tag = derived.cuda.tag
-    existing = policy.rows.get(tag)
+    existing = policy.row(tag, derived.platform)
     if existing is None:
         return derived
     out: list[str] = []
@@ -247,29 +274,18 @@ def _compare(derived: Derived, policy: Policy, cells: Sequence[BundledBuild]) ->
             f"arch_exceptions[{tag}]: records {arch} dropped for torch {release}, which the "
             "torch facts do not imply"
         )
-    return Derived(
-        derived.cuda,
-        derived.releases,
-        derived.union_cubins,
-        derived.union_ptx,
-        derived.entries,
-        derived.steps,
-        derived.reason,
-        derived.exceptions,
-        tuple(out),
-        format_list(existing.entries),
-    )
+    return replace(derived, differences=tuple(out), existing=format_list(existing.entries))
 
 
 def _why_in(derived: Derived, arch: Arch) -> str:
-    return f"PyTorch's {derived.cuda.tag} union has {arch}"
+    return f"PyTorch's {derived.index} union has {arch}"
 
 
 def _why_out(derived: Derived, arch: Arch) -> str:
     for step, text in derived.steps:
         if step in _DROPPING and text.startswith(f"{arch}:"):
             return text
-    return f"PyTorch's {derived.cuda.tag} union ({_names(derived.union_cubins)}) does not have it"
+    return f"PyTorch's {derived.index} union ({_names(derived.union_cubins)}) does not have it"
 
 
 DERIVE_SCHEMA = "archguard.derive/1"
@@ -290,6 +306,7 @@ def render(
             "schema": DERIVE_SCHEMA,
             "cuda": derived.cuda.text,
             "tag": tag,
+            "platform": derived.platform,
             "torch_releases": list(derived.releases),
             "union": {
                 "cubins": [str(a) for a in sorted(derived.union_cubins)],
@@ -312,11 +329,19 @@ def render(
             "inputs": dict(inputs),
         }
         return json.dumps(data, indent=2) + "\n"
-    out = [f"archguard derive: {tag} (CUDA {derived.cuda.text}), by CW-ADR-0012's rule", ""]
+    out = [
+        f"archguard derive: {tag} (CUDA {derived.cuda.text}) for {derived.platform}, by "
+        "CW-ADR-0012's rule",
+        "",
+    ]
     out += [f"  {key:<8} {value}" for key, value in inputs] + ([""] if inputs else [])
     out += [f"  {step:<8} {what}" for step, what in derived.steps]
     out += ["", "Proposed row (for a reviewed PR; nothing is written):", "rows:", f"  {tag}:"]
-    out += [f'    arch_list: "{derived.text}"', "    reason: >-", f"      {derived.reason}"]
+    pad = "    "
+    if derived.platform != DEFAULT_PLATFORM:
+        out += ["    platforms:", f"      {derived.platform}:"]
+        pad = "        "
+    out += [f'{pad}arch_list: "{derived.text}"', f"{pad}reason: >-", f"{pad}  {derived.reason}"]
     if derived.exceptions:
         out += ["arch_exceptions:", f"  {tag}:"]
         for e in derived.exceptions:
@@ -329,11 +354,12 @@ def render(
     else:
         out += [f"(no arch_exceptions: every torch release of {tag} runs every cubin's devices)"]
     out += ["", f"Against the policy ({policy_source}):"]
+    name = tag if derived.platform == DEFAULT_PLATFORM else f"{tag} as {derived.platform} reads it"
     if derived.existing is None:
         out.append(f"  no {tag} row yet: the row above is new; review its reason and add it")
     elif not derived.differences:
-        out.append(f"  row {tag} ({derived.existing}) and its arch_exceptions: the same")
+        out.append(f"  row {name} ({derived.existing}) and its arch_exceptions: the same")
     else:
-        out.append(f"  row {tag} is {derived.existing}; differences:")
+        out.append(f"  row {name} is {derived.existing}; differences:")
         out += [f"  - {d}" for d in derived.differences]
     return "\n".join(out) + "\n"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +22,15 @@ from archguard.core.arch import Arch, ArchEntry, parse_arch, parse_arch_list, sp
 from archguard.core.bundled import bundled_text
 from archguard.core.cuda import CudaVersion
 from archguard.core.plain_yaml import load_plain_yaml, read_yaml_text
+from archguard.core.platform import PLATFORMS, Platform
 from archguard.core.problems import Problems, closest
 from archguard.core.toolkit import known_arches
 from archguard.errors import InvalidArch, PolicyError
 
 SCHEMA = 1
 TOP_KEYS = ("schema", "rows", "arch_exceptions", "derivation")
-ROW_KEYS = ("arch_list", "reason")
+ROW_KEYS = ("arch_list", "reason", "platforms")
+PLATFORM_ROW_KEYS = ("arch_list", "reason")
 EXCEPTION_KEYS = ("torch", "drop", "reason")
 DERIVATION_KEYS = ("drop", "gap_nets")
 DROP_KEYS = ("arch", "reason")
@@ -40,6 +42,19 @@ class PolicyRow:
     tag: str
     entries: tuple[ArchEntry, ...]
     reason: str
+    # a platform's own list under this row (rows.cu130.platforms.aarch64): the derivation
+    # rule applied to that platform's torch facts, with its own reason
+    platforms: Mapping[Platform, PolicyRow] = field(default_factory=dict)
+    platform: Platform | None = None  # set on a platform's own list
+
+    @property
+    def name(self) -> str:
+        """``policy row cu130``, or ``policy row cu130 (aarch64)`` for a platform's list."""
+        return f"policy row {self.tag}" + (f" ({self.platform})" if self.platform else "")
+
+    def for_platform(self, platform: Platform) -> PolicyRow:
+        """The list a build for ``platform`` asks for: the platform's own, else this row's."""
+        return self.platforms.get(platform, self)
 
 
 @dataclass(frozen=True)
@@ -92,6 +107,11 @@ class Policy:
 
     def exceptions_for(self, tag: str) -> tuple[ArchException, ...]:
         return self.exceptions.get(tag, ())
+
+    def row(self, tag: str, platform: Platform) -> PolicyRow | None:
+        """Row ``tag`` as a build for ``platform`` reads it (None: the policy has no row)."""
+        row = self.rows.get(tag)
+        return None if row is None else row.for_platform(platform)
 
 
 def _hint(key: str, allowed: Collection[str]) -> str:
@@ -210,17 +230,64 @@ def _rows(
         if not isinstance(row, dict):
             problems.add("must be a mapping with arch_list and reason", where)
             continue
-        problems.check_keys(where, row, ROW_KEYS, ROW_KEYS)
-        reason = _reason(problems, f"{where}.reason", row.get("reason"))
-        try:
-            entries = parse_arch_list(
-                row.get("arch_list", ""), f"{source} {where}.arch_list", known=known
-            )
-        except InvalidArch as exc:
-            problems.add(str(exc), f"{where}.arch_list")
+        problems.check_keys(where, row, ROW_KEYS, PLATFORM_ROW_KEYS)
+        parsed = _row_list(str(tag), row, where, known, problems)
+        if parsed is None:
             continue
-        rows[str(tag)] = PolicyRow(str(tag), entries, reason)
+        platforms = _platform_rows(str(tag), row.get("platforms"), where, known, problems)
+        rows[str(tag)] = replace(parsed, platforms=platforms)
     return rows
+
+
+def _row_list(  # noqa: PLR0913 - a row's data, where it is, and what checks it
+    tag: str,
+    row: Mapping[str, Any],
+    where: str,
+    known: Collection[Arch],
+    problems: _Problems,
+    *,
+    platform: Platform | None = None,
+) -> PolicyRow | None:
+    """A row's (or a platform's) ``arch_list`` and ``reason``; None where the list is bad."""
+    reason = _reason(problems, f"{where}.reason", row.get("reason"))
+    try:
+        entries = parse_arch_list(
+            row.get("arch_list", ""), f"{problems.source} {where}.arch_list", known=known
+        )
+    except InvalidArch as exc:
+        problems.add(str(exc), f"{where}.arch_list")
+        return None
+    return PolicyRow(tag, entries, reason, platform=platform)
+
+
+def _platform_rows(
+    tag: str, raw: object, where: str, known: Collection[Arch], problems: _Problems
+) -> dict[Platform, PolicyRow]:
+    """``rows.cuXYZ.platforms``: a platform's own list and reason, keyed by the platform."""
+    if raw is None:
+        return {}
+    where = f"{where}.platforms"
+    if not isinstance(raw, dict) or not raw:
+        problems.add("must be a mapping of platform -> {arch_list, reason} (e.g. aarch64:)", where)
+        return {}
+    out: dict[Platform, PolicyRow] = {}
+    for name, item in raw.items():
+        pwhere = f"{where}.{name}"
+        if name not in PLATFORMS:
+            problems.add(
+                f"{name!r} is not a platform{_hint(str(name), PLATFORMS)}; write one of "
+                f"{', '.join(PLATFORMS)}",
+                pwhere,
+            )
+            continue
+        if not isinstance(item, dict):
+            problems.add("must be a mapping with arch_list and reason", pwhere)
+            continue
+        problems.check_keys(pwhere, item, PLATFORM_ROW_KEYS, PLATFORM_ROW_KEYS)
+        parsed = _row_list(tag, item, pwhere, known, problems, platform=name)
+        if parsed is not None:
+            out[name] = parsed
+    return out
 
 
 def _exception(

@@ -40,6 +40,7 @@ from archguard.core.decisions import (
     exception_reason,
     toolkit_decision,
 )
+from archguard.core.platform import DEFAULT_PLATFORM, Platform
 from archguard.core.policy import ArchException, Policy
 from archguard.core.rows import RowChoice, choose_row
 from archguard.core.toolkit import Toolkit
@@ -67,14 +68,19 @@ class Request:
         return self.reason is not None
 
 
-def choose_request(
+def choose_request(  # noqa: PLR0913 - step 1's inputs, each named at the call
     policy: Policy,
     cuda: CudaVersion,
     package: PackageRequest | None = None,
     override: tuple[tuple[ArchEntry, ...], str] | None = None,
     rule: str = "",
+    *,
+    platform: Platform = DEFAULT_PLATFORM,
 ) -> Request:
-    """Step 1: which list is asked for, under the row ``cuda`` (see :func:`choose_row`)."""
+    """Step 1: which list is asked for, under the row ``cuda`` (see :func:`choose_row`), as a
+    build for ``platform`` reads it: the row's own list for that platform where the policy
+    has one (``rows.cu130.platforms.aarch64``), else the row's list, which serves every
+    platform and is clamped by that platform's torch."""
     tag = cuda.tag
     if override is not None:
         return Request(override[0], override[1])
@@ -82,7 +88,7 @@ def choose_request(
         chosen = package.requested_for(tag)
         if chosen is not None:
             return Request(chosen[0], chosen[1])
-    row = policy.rows.get(tag)
+    row = policy.row(tag, platform)
     if row is None:
         rows = ", ".join(sorted(policy.rows)) or "none"
         by_rule = f" (the row rule: {rule})" if rule else ""
@@ -94,7 +100,7 @@ def choose_request(
             f'in pyproject.toml: [tool.archguard] arch_list_by_cuda = {{ {tag} = "8.0;9.0+PTX" }}'
             " (or arch_list)."
         )
-    return Request(row.entries, f"policy row {tag}", row.reason)
+    return Request(row.entries, row.name, row.reason)
 
 
 @dataclass(frozen=True)
@@ -451,7 +457,7 @@ def resolve(  # noqa: PLR0913, PLR0917 - SPEC §4's inputs of one resolution, ea
         torch,
         tuple(devices or known_devices((toolkit.version.major, toolkit.version.minor))),
         row,
-        choose_request(policy, row.cuda, package, override, row.rule),
+        choose_request(policy, row.cuda, package, override, row.rule, platform=torch.platform),
     )
     run.steps_2_to_4()
     run.ptx()

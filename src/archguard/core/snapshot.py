@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from packaging.version import Version
 
@@ -19,6 +19,7 @@ from archguard.core.coverage import Device, known_devices
 from archguard.core.cuda import CudaVersion
 from archguard.core.derive import ProposedException, implied_exceptions
 from archguard.core.formats import Format
+from archguard.core.platform import DEFAULT_PLATFORM, Platform
 from archguard.core.policy import ArchException, Policy
 from archguard.core.torchbuild import BundledBuild, TorchBuild
 
@@ -32,13 +33,22 @@ class Probed:
     targets: Targets
     provenance: str
     extras: tuple[str, ...] = ()  # "libtorch_cuda.so: sm_103 (59 of 449)", ...
+    platform: Platform = DEFAULT_PLATFORM  # the wheel's tag, or its libraries' ELF machine
 
     @property
     def release(self) -> str:
         return ".".join(self.version.split("+")[0].split(".")[:2])
 
+    @property
+    def label(self) -> str:
+        """``torch 2.13 (cu130)``, ``torch 2.13 (cu130, aarch64)``."""
+        on = "" if self.platform == DEFAULT_PLATFORM else f", {self.platform}"
+        return f"torch {self.release} ({self.cuda.tag}{on})"
+
     def build(self) -> TorchBuild:
-        return TorchBuild(Version(self.release), self.cuda, self.targets, self.provenance)
+        return TorchBuild(
+            Version(self.release), self.cuda, self.targets, self.provenance, self.platform
+        )
 
 
 def row_text(probed: Probed) -> str:
@@ -49,6 +59,7 @@ def row_text(probed: Probed) -> str:
     lines = [f"  # not torch's arch list: {e}" for e in probed.extras]
     lines += [
         f"  - tag: {probed.cuda.tag}",
+        f"    platform: {probed.platform}",
         f'    torch: ["{probed.release}"]',
         f'    cubins: "{cubins}"',
         f'    ptx: "{ptx}"',
@@ -58,15 +69,20 @@ def row_text(probed: Probed) -> str:
     return "\n".join(lines) + "\n"
 
 
-def differences(probed: Probed, builds: Sequence[BundledBuild]) -> list[str]:
-    """How the table's row for this (index, release) differs from the binaries; [] if not."""
-    cell = next((b for b in builds if b.cuda == probed.cuda and b.torch == probed.release), None)
-    label = f"torch {probed.release} ({probed.cuda.tag})"
+def differences(
+    probed: Probed, builds: Sequence[BundledBuild], platform: Platform | None = None
+) -> list[str]:
+    """How the table's row for this (index, release, platform) differs from the binaries;
+    [] if not. ``platform``: compare with another platform's row (default: the torch's own)."""
+    on = probed.platform if platform is None else platform
+    mine = [b for b in builds if b.cuda == probed.cuda and b.platform == on]
+    cell = next((b for b in mine if b.torch == probed.release), None)
+    label = replace(probed, platform=on).label  # the row compared: its index and machine
     if cell is None:
-        known = ", ".join(b.torch for b in builds if b.cuda == probed.cuda) or "none"
+        known = ", ".join(b.torch for b in mine) or "none"
         return [
-            f"the table has no row for {label} (its {probed.cuda.tag} releases: {known}); "
-            "add the row printed above"
+            f"the table has no {on} row for torch {probed.release} ({probed.cuda.tag}) (its "
+            f"{probed.cuda.tag} {on} releases: {known}); add the row printed above"
         ]
     table = cell.build.targets
     out = []
@@ -92,8 +108,9 @@ class ExceptionCheck:
 def exceptions_for(
     probed: Probed, policy: Policy, devices: Sequence[Device] | None = None
 ) -> ExceptionCheck | None:
-    """The arch_exceptions entries the policy needs for this torch (None: no policy row)."""
-    row = policy.rows.get(probed.cuda.tag)
+    """The arch_exceptions entries the policy needs for this torch (None: no policy row),
+    against the row's list for the torch's platform."""
+    row = policy.row(probed.cuda.tag, probed.platform)
     if row is None:
         return None
     cell = BundledBuild(probed.cuda, probed.release, probed.build())
@@ -126,19 +143,22 @@ def exception_yaml(tag: str, entries: Sequence[ProposedException]) -> str:
 PROBE_SCHEMA = "archguard.probe-torch/1"
 
 
-def render(
+def render(  # noqa: PLR0913 - what was probed, what it is checked against, and how
     probes: Sequence[Probed],
     builds: Sequence[BundledBuild],
     policy: Policy,
     fmt: Format = "text",
     check: bool = False,
+    *,
+    platform: Platform | None = None,
 ) -> tuple[str, bool]:
     """``archguard probe-torch``: each torch's row; with ``check``, how the table differs and
-    which arch_exceptions the policy needs. Returns (text, True when nothing differs)."""
+    which arch_exceptions the policy needs. Returns (text, True when nothing differs).
+    ``platform``: compare with that platform's rows (default: each torch's own)."""
     ok = True
     results = []
     for probed in probes:
-        diff = differences(probed, builds)
+        diff = differences(probed, builds, platform)
         exc = exceptions_for(probed, policy)
         ok = ok and not diff and (exc is None or not (exc.missing or exc.stale))
         results.append((probed, diff, exc))
@@ -150,6 +170,7 @@ def render(
                 {
                     "version": p.version,
                     "tag": p.cuda.tag,
+                    "platform": p.platform,
                     "release": p.release,
                     "cubins": [str(a) for a in sorted(p.targets.cubins)],
                     "ptx": [str(a) for a in sorted(p.targets.ptx)],

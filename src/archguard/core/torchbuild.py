@@ -15,6 +15,7 @@ from packaging.version import InvalidVersion, Version
 from archguard.core.arch import Targets, parse_targets
 from archguard.core.bundled import bundled_yaml
 from archguard.core.cuda import CudaVersion
+from archguard.core.platform import DEFAULT_PLATFORM, Platform, parse_platform
 from archguard.core.toolkit import known_arches
 from archguard.errors import ConfigError, UnknownTorchBuild
 
@@ -41,6 +42,8 @@ class TorchBuild:
     cuda: CudaVersion | None
     targets: Targets
     source: str
+    # the machine this torch is built for: its wheels' platform (the host's, installed)
+    platform: Platform = DEFAULT_PLATFORM
 
     def __post_init__(self) -> None:
         if self.cuda is not None and not isinstance(self.cuda, CudaVersion):
@@ -49,9 +52,10 @@ class TorchBuild:
     @property
     def label(self) -> str:
         ver = str(self.version) if self.version is not None else "(version not given)"
+        on = "" if self.platform == DEFAULT_PLATFORM else f", {self.platform}"
         if self.cuda is not None and (self.version is None or not self.version.local):
-            return f"torch {ver} ({self.cuda.tag})"
-        return f"torch {ver}"
+            return f"torch {ver} ({self.cuda.tag}{on})"
+        return f"torch {ver}" + (f" ({self.platform})" if on else "")
 
     @property
     def public_version(self) -> Version | None:
@@ -63,7 +67,7 @@ class TorchBuild:
 
 @dataclass(frozen=True)
 class BundledBuild:
-    """One (CUDA, torch release) cell of the bundled table."""
+    """One (CUDA, torch release, platform) cell of the bundled table."""
 
     cuda: CudaVersion
     torch: str  # "2.7"
@@ -73,11 +77,16 @@ class BundledBuild:
     def tag(self) -> str:
         return self.cuda.tag
 
+    @property
+    def platform(self) -> Platform:
+        return self.build.platform
+
 
 def parse_builds(
     data: object, source: str, label: str = "bundled table"
 ) -> tuple[BundledBuild, ...]:
-    """A torch_builds.yml table (bundled, or a farm's) -> one BundledBuild per cell.
+    """A torch_builds.yml table (bundled, or a farm's) -> one BundledBuild per cell. A row's
+    ``platform`` is ``x86_64`` or ``aarch64`` (``x86_64`` where it names none).
 
     Raises ``ValueError``/``KeyError``/``TypeError`` (or archguard's own errors) on a
     malformed table; the readers say which file it was.
@@ -87,6 +96,9 @@ def parse_builds(
     out: list[BundledBuild] = []
     for row in data["builds"]:
         cuda = CudaVersion.parse(row["tag"], source)
+        platform = parse_platform(
+            str(row.get("platform", DEFAULT_PLATFORM)), f"{source} {row['tag']} platform"
+        )
         origin = row["source"]
         if origin == "adr":
             origin = "CW-ADR-0012 'What PyTorch itself builds' (snapshot 2026-08)"
@@ -99,10 +111,17 @@ def parse_builds(
                 BundledBuild(
                     cuda,
                     str(minor),
-                    TorchBuild(Version(str(minor)), cuda, targets, f"{label}: {origin}"),
+                    TorchBuild(Version(str(minor)), cuda, targets, f"{label}: {origin}", platform),
                 )
             )
-    return tuple(sorted(out, key=lambda b: (b.tag, Version(b.torch))))
+    cells = sorted(out, key=lambda b: (b.tag, Version(b.torch), b.platform))
+    seen: set[tuple[str, str, str]] = set()
+    for b in cells:
+        key = (b.tag, b.torch, b.platform)
+        if key in seen:
+            raise ValueError(f"two rows for torch {b.torch} ({b.tag}, {b.platform})")
+        seen.add(key)
+    return tuple(cells)
 
 
 @cache
@@ -111,18 +130,32 @@ def bundled_builds() -> tuple[BundledBuild, ...]:
     return parse_builds(bundled_yaml("torch_builds.yml"), "bundled torch_builds.yml")
 
 
-def bundled_torch(cuda: tuple[int, int], version: Version) -> TorchBuild:
+def bundled_torch(
+    cuda: tuple[int, int],
+    version: Version,
+    platform: Platform = DEFAULT_PLATFORM,
+    builds: tuple[BundledBuild, ...] | None = None,
+) -> TorchBuild:
+    """The table's build of torch ``version`` for ``cuda`` on ``platform`` (the bundled
+    table, or ``builds``); :class:`UnknownTorchBuild` naming what it does know."""
     cuda = CudaVersion(*cuda)
     index = cuda.tag
     minor = release_minor(version)
-    candidates = [b for b in bundled_builds() if b.cuda == cuda]
+    table = bundled_builds() if builds is None else builds
+    candidates = [b for b in table if b.cuda == cuda and b.platform == platform]
     for b in candidates:
         if b.torch == minor:
             return b.build
     known = ", ".join(b.torch for b in candidates) or "none"
+    elsewhere = sorted(
+        {b.platform for b in table if b.cuda == cuda and b.torch == minor} - {platform}
+    )
+    other = (
+        f" (it has torch {minor} ({index}) for {', '.join(elsewhere)} only)" if elsewhere else ""
+    )
     raise UnknownTorchBuild(
-        f"the bundled torch table has no {index} build of torch {minor} (CUDA "
-        f"{cuda.text} builds known: {known}). Pick one of those, or describe the torch "
-        "with --torch-arches 'sm_75 sm_80 ... compute_120' (what torch.cuda.get_arch_list() "
-        "prints for it)."
+        f"the torch table has no {index} build of torch {minor} for {platform}{other} (CUDA "
+        f"{cuda.text} builds known for {platform}: {known}). Pick one of those, or describe "
+        "the torch with --torch-arches 'sm_75 sm_80 ... compute_120' (what "
+        "torch.cuda.get_arch_list() prints for it)."
     )

@@ -91,6 +91,13 @@ def read_dynamic(source: Path | bytes, where: str | None = None) -> Dynamic:
     return Dynamic(needed, imports, exports)
 
 
+def elf_machine(source: Path | bytes, where: str | None = None) -> str:
+    """The ELF header's e_machine as pyelftools names it (``EM_X86_64``, ``EM_AARCH64``)."""
+    label = where or str(source)
+    with _elf(source, label, "an ELF object (no ELF header)") as (_, elf):
+        return str(elf["e_machine"])
+
+
 @contextmanager
 def _elf(source: Path | bytes, where: str, expected: str) -> Iterator[tuple[IO[bytes], ELFFile]]:
     """``source`` open as a 64-bit little-endian ELF; every way it cannot be read is one

@@ -17,6 +17,7 @@ from packaging.version import Version
 
 from archguard.core.arch import parse_targets
 from archguard.core.cuda import CudaVersion
+from archguard.core.platform import DEFAULT_PLATFORM, host_platform
 from archguard.core.toolkit import known_arches
 from archguard.core.torchbuild import TorchBuild
 from archguard.errors import InvalidArch, TorchNotCuda, TorchNotFound
@@ -83,6 +84,7 @@ def torch_build_from_module(torch: ModuleType) -> TorchBuild:
         CudaVersion.parse(cuda, "torch.version.cuda"),
         targets,
         f"installed torch ({source})",
+        host_platform() or DEFAULT_PLATFORM,
     )
 
 

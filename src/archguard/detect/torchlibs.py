@@ -19,11 +19,16 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import cast
+
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from archguard.core.arch import Arch, Targets
 from archguard.core.cuda import CudaVersion
+from archguard.core.platform import DEFAULT_PLATFORM, Platform, platform_of_elf, platform_of_tag
 from archguard.core.snapshot import Probed
 from archguard.detect.cuobjdump import read_entries
+from archguard.detect.elf import elf_machine
 from archguard.detect.sources import file_sha256
 from archguard.errors import BinaryReadError, TorchNotCuda
 
@@ -73,6 +78,7 @@ class TorchProbe:
     cuda: CudaVersion | None
     libraries: tuple[Library, ...]
     provenance: str
+    platform: Platform = DEFAULT_PLATFORM
 
     @property
     def primary(self) -> Library | None:
@@ -109,7 +115,14 @@ class TorchProbe:
                 f"{self.provenance}: torch {self.version} is not a CUDA build (torch/version.py "
                 "has no cuda version, or no library holds device code): it ships no cubins."
             )
-        return Probed(self.version, self.cuda, self.targets, self.provenance, tuple(self.notes()))
+        return Probed(
+            self.version,
+            self.cuda,
+            self.targets,
+            self.provenance,
+            tuple(self.notes()),
+            self.platform,
+        )
 
 
 def parse_version_py(text: str, where: str) -> tuple[str, CudaVersion | None]:
@@ -130,7 +143,35 @@ def _libraries(files: Iterator[tuple[str, Path]], cuobjdump: str) -> tuple[Libra
     return tuple(out)
 
 
+def wheel_platform(wheel: Path) -> Platform:
+    """A torch wheel's platform, from its file name's platform tag (one reader of wheel
+    names: ``packaging.utils.parse_wheel_filename``)."""
+    try:
+        tags = parse_wheel_filename(wheel.name)[3]
+    except InvalidWheelFilename as exc:
+        raise BinaryReadError(f"{wheel.name} is not a wheel's file name ({exc}).") from None
+    found = {platform_of_tag(t.platform) for t in tags} - {None}
+    if len(found) != 1:
+        raise BinaryReadError(
+            f"{wheel.name}: its platform tag names no Linux machine torch ships CUDA for "
+            f"(x86_64 or aarch64); archguard probes Linux torch wheels."
+        )
+    return cast(Platform, found.pop())
+
+
+def library_platform(library: Path) -> Platform:
+    """An installed torch's platform: its kernel library's ELF machine."""
+    machine = elf_machine(library)
+    platform = platform_of_elf(machine)
+    if platform is None:
+        raise BinaryReadError(
+            f"{library} is built for {machine}, no machine torch ships CUDA for (x86_64, aarch64)."
+        )
+    return platform
+
+
 def probe_wheel(wheel: Path, cuobjdump: str) -> TorchProbe:
+    platform = wheel_platform(wheel)
     try:
         zf = zipfile.ZipFile(wheel)
     except (OSError, zipfile.BadZipFile) as exc:
@@ -152,7 +193,7 @@ def probe_wheel(wheel: Path, cuobjdump: str) -> TorchProbe:
 
         libraries = _libraries(extracted(), cuobjdump)
     provenance = f"{wheel.name} (sha256 {file_sha256(wheel)})"
-    return TorchProbe(version, cuda, libraries, provenance)
+    return TorchProbe(version, cuda, libraries, provenance, platform)
 
 
 def probe_directory(path: Path, cuobjdump: str) -> TorchProbe:
@@ -168,7 +209,10 @@ def probe_directory(path: Path, cuobjdump: str) -> TorchProbe:
     libraries = _libraries(((p.name, p) for p in libs), cuobjdump)
     main = root / "lib" / "libtorch_cuda.so"
     digest = f", libtorch_cuda.so sha256 {file_sha256(main)}" if main.is_file() else ""
-    return TorchProbe(version, cuda, libraries, f"installed torch {version} at {root}{digest}")
+    platform = library_platform(main if main.is_file() else root / "lib" / "libc10.so")
+    return TorchProbe(
+        version, cuda, libraries, f"installed torch {version} at {root}{digest}", platform
+    )
 
 
 def probe(path: Path, cuobjdump: str) -> TorchProbe:

@@ -17,6 +17,7 @@ from archguard.core.arch import format_list
 from archguard.core.coverage import Tier, known_devices, runs_on
 from archguard.core.cuda import CudaVersion
 from archguard.core.formats import MatrixFormat
+from archguard.core.platform import DEFAULT_PLATFORM, Platform
 from archguard.core.policy import Policy
 from archguard.core.resolve import Resolution
 from archguard.core.toolkit import bundled_toolkit
@@ -35,6 +36,7 @@ class Combo:
     torch: str
     resolution: Resolution | None
     error: ArchguardError | None
+    platform: Platform = DEFAULT_PLATFORM
 
     @property
     def cuda(self) -> str:
@@ -45,22 +47,25 @@ class Combo:
         return self.version.tag
 
 
-def compute(settings: Settings) -> list[Combo]:
-    """Every bundled (CUDA, torch) cell resolved with the same settings (policy, package,
-    and ``ARCHGUARD_ARCH_LIST`` when set), exactly as ``list`` resolves one cell."""
+def compute(settings: Settings, platform: Platform = DEFAULT_PLATFORM) -> list[Combo]:
+    """Every bundled (CUDA, torch) cell of ``platform`` resolved with the same settings
+    (policy, package, and ``ARCHGUARD_ARCH_LIST`` when set), exactly as ``list`` resolves one
+    cell."""
     cells = []
     for build in bundled_builds():
+        if build.platform != platform:
+            continue
         try:
             res = settings.resolve(bundled_toolkit(build.cuda), build.build)
         except ArchguardError as exc:  # e.g. no policy row for this CUDA
-            cells.append(Combo(build.cuda, build.torch, None, exc))
+            cells.append(Combo(build.cuda, build.torch, None, exc, platform))
             continue
         error = None
         try:
             res.require_cubins()
         except ArchguardError as exc:
             error = exc
-        cells.append(Combo(build.cuda, build.torch, res, error))
+        cells.append(Combo(build.cuda, build.torch, res, error, platform))
     return cells
 
 
@@ -102,6 +107,7 @@ def as_json(cells: list[Combo], settings: Settings) -> dict[str, object]:
                 "cuda": c.cuda,
                 "cuda_tag": c.tag,
                 "torch": c.torch,
+                "platform": c.platform,
                 "ok": c.error is None,
                 "error": str(c.error) if c.error else None,
                 "effective": c.resolution.effective_text if c.resolution else None,
@@ -138,6 +144,7 @@ def as_github(cells: list[Combo]) -> dict[str, object]:
                 "cuda": c.cuda,
                 "cuda_tag": c.tag,
                 "torch": c.torch,
+                "platform": c.platform,
                 "arch_list": c.resolution.effective_text,
                 "torch_cuda_arch_list": torch_list,
                 "cmake_cuda_architectures": cmake_architectures(c.resolution.effective),
@@ -183,6 +190,12 @@ def _summary(c: Combo, sep: str) -> tuple[str, ...]:
     )
 
 
+def _platform_note(cells: list[Combo]) -> list[str]:
+    """The header line naming a platform other than x86_64 (the page is one platform's)."""
+    other = sorted({c.platform for c in cells} - {DEFAULT_PLATFORM})
+    return [f"platform: {', '.join(other)} (PyTorch's builds for it)"] if other else []
+
+
 def as_text(cells: list[Combo], settings: Settings) -> str:
     note = override_note(settings)
     rows: list[tuple[str, ...]] = [COLUMNS]
@@ -194,7 +207,7 @@ def as_text(cells: list[Combo], settings: Settings) -> str:
             rows.append(_summary(c, " "))
     widths = [max(len(r[i]) for r in rows) for i in range(len(COLUMNS))]
     lines = ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in rows]
-    header = [f"note: {note}"] if note else []
+    header = _platform_note(cells) + ([f"note: {note}"] if note else [])
     return "\n".join(header + lines + errors) + "\n"
 
 
@@ -205,6 +218,8 @@ def as_markdown(cells: list[Combo], policy: Policy, settings: Settings) -> str:
         "",
         f"Policy: {policy.source}",
         "",
+        *[f"{line[0].upper()}{line[1:]}" for line in _platform_note(cells)],
+        *([""] if _platform_note(cells) else []),
         *([f"**Override:** {note}", ""] if note else []),
         "| CUDA | torch | effective list | dropped (step) | JIT-only | dead | torch cannot run |",
         "|---|---|---|---|---|---|---|",
@@ -279,12 +294,13 @@ def as_html(cells: list[Combo], policy: Policy, settings: Settings) -> str:
             "</tr>"
         )
     override_html = f"<p><strong>Override:</strong> {e(note)}</p>\n" if note else ""
+    platform_html = "".join(f"; {line}" for line in _platform_note(cells))
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <title>archguard matrix</title><style>{_CSS}</style></head><body>
 <h1>archguard matrix: CUDA arch coverage per farm cell</h1>
-<p>archguard {e(__version__)}; policy: {e(policy.source)}. One row per (CUDA, torch) cell,
-one column per known device. Hover a cell for its reason.</p>
+<p>archguard {e(__version__)}; policy: {e(policy.source)}{e(platform_html)}. One row per
+(CUDA, torch) cell, one column per known device. Hover a cell for its reason.</p>
 {override_html}<p class="legend"><span style="background:#2da44e;color:#fff">N native</span>
 <span style="background:#d4a72c">J JIT-only (PTX)</span>
 <span style="background:#cf222e;color:#fff">- dead</span>

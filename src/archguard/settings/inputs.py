@@ -21,6 +21,7 @@ from archguard.core.bundled import bundled_path
 from archguard.core.cuda import CudaVersion
 from archguard.core.modes import DEFAULT_ARCH_SPECIFIC
 from archguard.core.plain_yaml import load_plain_yaml, read_yaml_text
+from archguard.core.platform import Platform, host_platform, platform_or_host
 from archguard.core.policy import Policy, load_policy
 from archguard.core.resolve import Resolution, resolve
 from archguard.core.rows import RowChoice, choose_row
@@ -68,6 +69,7 @@ class Query:
     torch_arches: str | None = None
     policy: str | None = None
     policy_origin: str = "--policy"  # how ``policy`` was given, for messages ("" = plainly)
+    platform: str | None = None  # --platform; None: the host's (the installed torch's)
 
 
 BUILD_FILES = ("setup.py", "CMakeLists.txt")
@@ -249,16 +251,24 @@ def gather(query: Query, environ: Mapping[str, str] | None = None) -> Gathered:
         if disagreement:
             warnings.append(disagreement)
 
+    platform = platform_or_host(query.platform)
     if query.torch_arches:
         version = parse_torch_version(query.torch) if query.torch else None
         targets = parse_targets(query.torch_arches, "--torch-arches", known=known_arches())
-        torch = TorchBuild(version, None, targets, "--torch-arches")
+        torch = TorchBuild(version, None, targets, "--torch-arches", platform)
     elif query.torch:
-        torch = bundled_torch(toolkit.version, parse_torch_version(query.torch))
+        torch = bundled_torch(toolkit.version, parse_torch_version(query.torch), platform)
     else:
         from archguard.detect.torch import detect_torch
 
         torch = detect_torch()
+        if torch.platform != platform:
+            raise ConfigError(
+                f"--platform {platform}: the installed {torch.label} is built for "
+                f"{torch.platform}, so it says nothing about {platform}. Ask about a "
+                f"{platform} torch with --cuda X.Y --torch X.Y (the torch table's "
+                f"{platform} rows) or --torch-arches."
+            )
 
     mismatch = cuda_agreement(toolkit, torch)
     if mismatch:
@@ -267,12 +277,23 @@ def gather(query: Query, environ: Mapping[str, str] | None = None) -> Gathered:
     policy_line, package_line, *overrides = settings.shown
     shown = [
         policy_line,
+        ("platform", platform_line(torch.platform, query.platform)),
         ("toolkit", f"CUDA {toolkit.text}: {toolkit.source}"),
         ("torch", f"{torch.label}: {torch.targets} ({torch.source})"),
         package_line,
         *overrides,
     ]
     return Gathered(settings, toolkit, torch, shown, warnings)
+
+
+def platform_line(platform: Platform, asked: str | None) -> str:
+    """Where the platform came from, for explain and the build log."""
+    if asked:
+        return f"{platform} (--platform)"
+    host = host_platform()
+    if host is None:
+        return f"{platform} (this machine, {os.uname().machine}, is none torch ships CUDA for)"
+    return f"{platform} (this machine)"
 
 
 def installed_row(environ: Mapping[str, str] | None = None) -> tuple[Toolkit, RowChoice]:

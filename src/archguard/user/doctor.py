@@ -26,6 +26,7 @@ from archguard.core.arch import Targets
 from archguard.core.coverage import Device, Tier, device_coverage
 from archguard.core.cuda import CudaVersion
 from archguard.core.kinds import REAL
+from archguard.core.platform import DEFAULT_PLATFORM, host_platform
 from archguard.core.torchbuild import bundled_torch
 from archguard.detect.cuobjdump import read_binary
 from archguard.detect.torchlibs import parse_version_py
@@ -228,7 +229,8 @@ def installed_torch_targets(paths: Sequence[str]) -> tuple[str, Targets | None] 
     label = f"{version} (CUDA {cuda.text})"
     try:
         base = Version(Version(version).base_version)
-        return label, bundled_torch((cuda.major, cuda.minor), base).targets
+        platform = host_platform() or DEFAULT_PLATFORM  # the installed torch is this machine's
+        return label, bundled_torch((cuda.major, cuda.minor), base, platform).targets
     except (InvalidVersion, ArchguardError):
         return label, None
 

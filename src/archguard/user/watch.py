@@ -26,6 +26,7 @@ from packaging.version import InvalidVersion, Version
 
 from archguard.core.arch import Arch, format_list
 from archguard.core.cuda import CudaVersion
+from archguard.core.platform import DEFAULT_PLATFORM, Platform, host_platform, wheel_tag
 from archguard.core.policy import load_policy
 from archguard.core.resolve import resolve
 from archguard.core.toolkit import Toolkit
@@ -120,6 +121,7 @@ class Watched:
     toolkits: list[Version] = field(default_factory=list)  # nvidia-cuda-nvcc releases
     missing_toolkits: list[Version] = field(default_factory=list)  # newest of each new minor
     proposed_toolkits: list[str] = field(default_factory=list)  # toolkits.yml rows, and why
+    platform: Platform = DEFAULT_PLATFORM  # whose torch builds were asked about
 
     @property
     def missing_anything(self) -> bool:
@@ -128,6 +130,7 @@ class Watched:
     def as_json(self) -> dict[str, object]:
         return {
             "schema": WATCH_SCHEMA,
+            "platform": self.platform,
             "table": self.table,
             "since": str(self.since),
             "available": [str(v) for v in self.versions],
@@ -144,13 +147,25 @@ class Watched:
         }
 
 
+def platform_pip_args(platform: Platform) -> list[str]:
+    """pip's options that ask the index about another machine's wheels (none for this one's):
+    torch's own platform tag, binary wheels only (pip's rule for --platform)."""
+    if platform == host_platform():
+        return []
+    return ["--platform", wheel_tag(platform), "--only-binary", ":all:"]
+
+
 def missing_releases(
-    versions: Sequence[Version], builds: Sequence[BundledBuild], since: Version | None = None
+    versions: Sequence[Version],
+    builds: Sequence[BundledBuild],
+    since: Version | None = None,
+    platform: Platform = DEFAULT_PLATFORM,
 ) -> tuple[list[Version], Version]:
-    """The releases at or above ``since`` (default: the table's oldest) whose minor release
-    the table has no row for."""
-    known = {b.torch for b in builds}
-    floor = since or min((Version(b.torch) for b in builds), default=Version("0"))
+    """The releases at or above ``since`` (default: the table's oldest for ``platform``)
+    whose minor release the table has no ``platform`` row for."""
+    mine = [b for b in builds if b.platform == platform]
+    known = {b.torch for b in mine}
+    floor = since or min((Version(b.torch) for b in mine), default=Version("0"))
     out = [v for v in versions if v >= floor and release_minor(v) not in known]
     return out, floor
 
@@ -245,21 +260,23 @@ def rows_taken(toolkit: Toolkit) -> list[str]:
         f"policy: no {toolkit.tag} row is needed: a build with nvcc {toolkit.text} takes its "
         "torch build's row (the row rule, docs/policy.md); with this toolkit:"
     ]
-    newest: dict[CudaVersion, BundledBuild] = {}
+    newest: dict[tuple[CudaVersion, Platform], BundledBuild] = {}
     for b in bundled_builds():
+        key = (b.cuda, b.platform)
         same_major = b.cuda.major == toolkit.version.major and b.tag in policy.rows
-        if same_major and (
-            b.cuda not in newest or Version(b.torch) > Version(newest[b.cuda].torch)
-        ):
-            newest[b.cuda] = b
-    for cuda, b in sorted(newest.items()):
+        if same_major and (key not in newest or Version(b.torch) > Version(newest[key].torch)):
+            newest[key] = b
+    for (cuda, platform), b in sorted(newest.items()):
+        row = policy.row(cuda.tag, platform)
+        assert row is not None  # same_major: the policy has the row
+        name = cuda.tag if platform == DEFAULT_PLATFORM else f"{cuda.tag} on {platform}"
         try:
             res = resolve(policy, toolkit, b.build)
             said = res.effective_text
-            same = "unchanged" if said == format_list(policy.rows[cuda.tag].entries) else "CHANGED"
-            out.append(f"  row {cuda.tag} (torch {b.torch}): {said} ({same})")
+            same = "unchanged" if said == format_list(row.entries) else "CHANGED"
+            out.append(f"  row {name} (torch {b.torch}): {said} ({same})")
         except ArchguardError as exc:
-            out.append(f"  row {cuda.tag} (torch {b.torch}): {exc.code}: {exc}")
+            out.append(f"  row {name} (torch {b.torch}): {exc.code}: {exc}")
     return out
 
 
@@ -278,8 +295,9 @@ def unpack_tools(wheel: Path, dest: Path) -> dict[str, Path]:
 
 
 def render_text(watched: Watched) -> str:
+    on = "" if watched.platform == DEFAULT_PLATFORM else f" ({watched.platform} wheels)"
     lines = [
-        f"torch releases on the package index since {watched.since}: "
+        f"torch releases{on} on the package index since {watched.since}: "
         + (", ".join(str(v) for v in sorted(watched.versions)) or "none")
         + f" (checked against {watched.table})"
     ]
