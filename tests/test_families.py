@@ -81,9 +81,11 @@ def cudas(found: list[Release]) -> dict[Version, CudaVersion]:
 
 def test_each_minor_becomes_its_latest_release_for_each_python_it_has() -> None:
     rule = family()
-    found = releases(LISTING, rule, machine="x86_64")
+    found = releases(LISTING, rule)
     assert [str(r.version) for r in found] == ["2.13.0", "2.14.1", "2.15.0"]  # no rc, no 2.12
-    assert found[2].pythons == {"3.11", "3.12", "3.13"}  # cp314t is free-threaded: not 3.14
+    # cp314-cp314t is the free-threaded 3.14t, never 3.14; only the rule's platform (x86_64)
+    assert found[2].pythons("x86_64") == ["3.11", "3.12", "3.13", "3.14t"]
+    assert found[2].pythons("aarch64") == []
     cells, notes = expand(rule, found, cudas(found))
     assert [c.name for c in cells] == [
         *(f"cu130-torch2.13-py{p.replace('.', '')}" for p in PY),
@@ -91,9 +93,10 @@ def test_each_minor_becomes_its_latest_release_for_each_python_it_has() -> None:
         *(f"cu132-torch2.15-py{p.replace('.', '')}" for p in PY[1:]),
     ]
     assert {str(c.torch) for c in cells} == {"torch==2.13.0", "torch==2.14.1", "torch==2.15.0"}
-    assert notes == ["torch 2.15.0 has no wheel for Python 3.10 (it has 3.11, 3.12, 3.13)"]
+    assert notes == ["torch 2.15.0 has no wheel for Python 3.10 (it has 3.11, 3.12, 3.13, 3.14t)"]
     # aarch64 runners see the same releases through their own wheels
-    assert [str(r.version) for r in releases(LISTING, rule, machine="aarch64")] == [
+    arm = releases(LISTING, family(platforms=("aarch64",)))
+    assert [str(r.version) for r in arm] == [
         "2.13.0",
         "2.14.1",
         "2.15.0",
@@ -101,7 +104,7 @@ def test_each_minor_becomes_its_latest_release_for_each_python_it_has() -> None:
 
 
 def test_a_cuda_line_filters_and_a_pytorch_index_label_says_the_cuda() -> None:
-    found = releases(LISTING, family(), machine="x86_64")
+    found = releases(LISTING, family())
     cells, notes = expand(family(cuda_minor=0), found, cudas(found))
     assert {c.cuda for c in cells} == {CudaVersion(13, 0)}
     assert "torch 2.15.0 is a CUDA 13.2 build, not CUDA 13.0: no cells" in notes
@@ -109,11 +112,11 @@ def test_a_cuda_line_filters_and_a_pytorch_index_label_says_the_cuda() -> None:
         IndexFile(f"torch-2.13.0+cu130-{t}-{t}-manylinux_2_28_x86_64.whl", "u", None, None, False)
         for t in ("cp311", "cp312")
     ]
-    (release,) = releases(labelled, family(pythons=("3.11",)), machine="x86_64")
+    (release,) = releases(labelled, family(pythons=("3.11",)))
     assert release.cuda == CudaVersion(13, 0)  # from +cu130, no metadata needed
     (cell,) = expand(family(pythons=("3.11",)), [release], {})[0]
     assert cell.name == "cu130-torch2.13-py311" and str(cell.torch) == "torch==2.13.0"
-    unknown = releases(wheels("2.13.0"), family(), machine="x86_64")
+    unknown = releases(wheels("2.13.0"), family())
     assert expand(family(), unknown, {})[1] == [
         "torch 2.13.0: its CUDA build is not known: no cells"
     ]
@@ -160,7 +163,7 @@ def manifest(tmp_path: Path, text: str = MANIFEST) -> Path:
 
 def lister(listing: list[IndexFile]):  # type: ignore[no-untyped-def]
     def ask(rule: CellFamily) -> tuple[list[Release], dict[Version, CudaVersion]]:
-        found = releases(listing, rule, machine="x86_64")
+        found = releases(listing, rule)
         return found, cudas(found)
 
     return ask

@@ -229,7 +229,10 @@ def test_the_workflow_passes_actionlint_and_runs_the_plan(tmp_path: Path) -> Non
     # built where torch's own wheels are: manylinux_2_28 with the cell's CUDA toolkit
     image = "    container:\n      image: pytorch/manylinux2_28-builder:cuda${{ matrix.cuda }}"
     assert image in text
-    assert "/opt/python/cp${PY//./}-cp${PY//./}/bin" in text and "cuda-toolkit@" not in text
+    # the image's CPython: cp311-cp311 for 3.11, cp314-cp314t for the free-threaded 3.14t
+    where = 'V="${PY%t}"; echo "/opt/python/cp${V//./}-cp${V//./}${PY#"$V"}/bin"'
+    assert where in text and "cuda-toolkit@" not in text
+    assert "    runs-on: ubuntu-latest\n" in text and "matrix.runner" not in text
     # every published wheel attested, with the permissions that takes
     assert "uses: actions/attest-build-provenance@v2" in text
     assert "id-token: write" in text and "attestations: write" in text

@@ -292,3 +292,105 @@ def test_the_real_aarch64_torch_wheel_reproduces_its_own_row(tmp_path: Path) -> 
 def test_the_cuda_line_of_a_platform_row_is_the_torch_builds() -> None:
     cu132 = [b for b in bundled_builds() if b.platform == "aarch64" and b.torch == "2.15"]
     assert [b.cuda for b in cu132] == [CudaVersion(13, 2)]
+
+
+# ---- the user's side: a site with both platforms (site.json as farm run writes it)
+
+ARM = "manylinux_2_28_aarch64"
+
+
+def _site_with_both_platforms(tmp_path: Path) -> Path:
+    from archguard.core.site import Site, SiteCell, SiteWheel
+
+    def wheel(name: str, cell: str) -> SiteWheel:
+        return SiteWheel(
+            name, "ab" * 32, name.split("-", maxsplit=1)[0], cell, "13.0",
+            ("sm_80", "sm_90", "sm_100", "sm_110", "sm_120", "compute_120"),
+            "torch>=2.13,<2.14", f".farm/jobs/{cell}.json", f"wheels/{'ab' * 32}/{name}",
+        )  # fmt: skip
+
+    site = Site(
+        (
+            SiteCell("cu130-torch2.13-py311", "13.0", "torch==2.13.0", "3.11", "a/simple/"),
+            SiteCell(
+                "cu130-torch2.13-py311-aarch64",
+                "13.0",
+                "torch==2.13.0",
+                "3.11",
+                "b/",
+                None,
+                "aarch64",
+            ),
+        ),
+        {"cu130": "cu130/simple/"},
+        (
+            wheel("ext-1.0+cu130torch2.13-cp311-cp311-manylinux_2_28_x86_64.whl", "x"),
+            wheel(f"ext-1.0+cu130torch2.13-cp311-cp311-{ARM}.whl", "a"),
+            wheel("xonly-1.0+cu130torch2.13-cp311-cp311-manylinux_2_28_x86_64.whl", "x"),
+            wheel("st-1.0+cu130-cp311-abi3-manylinux_2_28_x86_64.whl", "x"),
+        ),
+    )
+    (tmp_path / "site.json").write_text(json.dumps(site.as_json()))
+    return tmp_path
+
+
+def test_which_on_aarch64_gives_the_aarch64_wheel_or_none_for_aarch64(tmp_path: Path) -> None:
+    site = _site_with_both_platforms(tmp_path)
+    machine = ("--torch", "2.13.0+cu130", "--python", "3.11", "--device", "11.0")
+    proc = run_main("which", str(site), "--platform", "aarch64", *machine, "--format", "json")
+    by = {a["package"]: a for a in json.loads(proc.stdout)["packages"]}
+    assert by["ext"]["wheel"] == f"ext-1.0+cu130torch2.13-cp311-cp311-{ARM}.whl"
+    assert by["ext"]["command"].endswith("ext==1.0+cu130torch2.13")
+    assert by["ext"]["platforms"] == ["aarch64", "x86_64"]
+    x86_wheel = next(w for w in by["ext"]["wheels"] if "x86_64" in w["wheel"])
+    assert x86_wheel["reasons"] == ["it is built for x86_64; this machine is aarch64"]
+    assert by["xonly"]["wheel"] is None
+    text = run_main("which", str(site), "xonly", "--platform", "aarch64", *machine).stdout
+    assert text.startswith("this machine: aarch64, torch 2.13.0+cu130")
+    assert "xonly: none for aarch64 (the site publishes it for x86_64 only)" in text
+    here = run_main("which", str(site), "ext", *machine, "--format", "json")  # this x86_64 one
+    (answer,) = json.loads(here.stdout)["packages"]
+    assert answer["wheel"] == "ext-1.0+cu130torch2.13-cp311-cp311-manylinux_2_28_x86_64.whl"
+
+
+def test_a_free_threaded_python_never_takes_an_abi3_wheel(tmp_path: Path) -> None:
+    site = _site_with_both_platforms(tmp_path)
+    args = ("--torch", "2.13.0+cu130", "--device", "8.0", "--format", "json")
+    plain = run_main("which", str(site), "st", "--python", "3.12", *args)
+    (answer,) = json.loads(plain.stdout)["packages"]
+    assert answer["wheel"] == "st-1.0+cu130-cp311-abi3-manylinux_2_28_x86_64.whl"
+    free = run_main("which", str(site), "st", "--python", "3.14t", *args)
+    (answer,) = json.loads(free.stdout)["packages"]
+    assert answer["wheel"] is None
+    assert "are not this Python's (3.14t)" in answer["wheels"][0]["reasons"][0]
+
+
+def test_the_pages_finder_picks_by_machine_as_which_does(tmp_path: Path) -> None:
+    """The finder, run by Chromium with a machine chosen by the query string."""
+    import shutil
+
+    from archguard.core.site import parse_site
+    from archguard.farm.finder import finder_html
+
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("no Chromium (tests/test_farm_run.py names it)")
+    site = _site_with_both_platforms(tmp_path)
+    data = parse_site(json.loads((site / "site.json").read_text()), "site.json", ValueError)
+    page = site / "index.html"
+    page.write_text(f"<!DOCTYPE html><html><body>{finder_html(data)}</body></html>")
+
+    def finder(query: str) -> str:
+        dom = subprocess.run(
+            [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom",
+             page.as_uri() + query],
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        return dom.stdout.split('<pre id="finder-out">', 1)[1].split("</pre>", 1)[0]
+
+    arm = finder("?torch=2.13.0&cuda=13.0&python=3.11&platform=aarch64&gpu=11.0")
+    assert "ext: pip install --extra-index-url=" in arm
+    assert "xonly: none for aarch64" in arm
+    x86 = finder("?torch=2.13.0&cuda=13.0&python=3.11&platform=x86_64&gpu=8.0")
+    assert "xonly: pip install" in x86
+    assert "st: pip install" in x86

@@ -200,7 +200,12 @@ def _binary_commands(sub: Subparsers) -> None:
     p.add_argument(
         "--torch", metavar="VERSION", help="a torch, e.g. 2.14.1+cu130 (default: the installed)"
     )
-    p.add_argument("--python", metavar="X.Y", help="a Python (default: this one)")
+    p.add_argument(
+        "--python",
+        metavar="X.Y",
+        help="a Python, 3.14t for a free-threaded one (default: this one)",
+    )
+    platform_option(p, "the machine: x86_64 or aarch64 (default: this one)")
     _gpu_options(p)
     p.add_argument("--driver-cuda", metavar="X.Y", help="the driver's CUDA (default: nvidia-smi's)")
     format_option(p)

@@ -71,15 +71,22 @@ def cmd_which(args: argparse.Namespace) -> int:
     from packaging.version import InvalidVersion
 
     from archguard.core.cuda import CudaVersion
+    from archguard.core.platform import host_platform
     from archguard.user import which
 
-    python = None
+    python, free_threaded = None, False
     if args.python is not None:
-        major, _, minor = args.python.partition(".")
+        text = args.python.strip()
+        free_threaded = text.endswith("t")
+        major, _, minor = text.removesuffix("t").partition(".")
         if not (major.isdigit() and minor.isdigit()):
-            raise ConfigError(f"--python {args.python!r}: write the Python as X.Y, e.g. 3.12.")
+            raise ConfigError(
+                f"--python {args.python!r}: write the Python as X.Y, e.g. 3.12 (3.14t for a "
+                "free-threaded one)."
+            )
         python = (int(major), int(minor))
-    version, tags = which.python_tags(python)
+    platform = args.platform or host_platform()
+    version, tags = which.python_tags(python, platform, free_threaded)
     try:
         torch, torch_cuda, note = which.torch_here(args.torch)
     except InvalidVersion:
@@ -96,7 +103,16 @@ def cmd_which(args: argparse.Namespace) -> int:
         driver = (cuda.major, cuda.minor)
     gpus = tuple(g for g, _ in found)
     here = which.Here(
-        torch, torch_cuda, version, tags, gpus, driver, (*notes, *more), note == which.CPU
+        torch,
+        torch_cuda,
+        version,
+        tags,
+        gpus,
+        driver,
+        (*notes, *more),
+        note == which.CPU,
+        platform,
+        free_threaded,
     )
     site, base = which.read_site(args.site)
     answers = which.which(site, base, here, args.name)

@@ -22,6 +22,7 @@ class SiteCell:
     python: str  # "3.11"
     index: str  # relative to the site: "torch2.13/simple/"
     torch_index: str | None = None  # where the cell's torch comes from
+    platform: str = "x86_64"  # the machine its wheels are for: x86_64, aarch64
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,7 @@ class SiteWheel:
     # tag) and in words, "glibc >= 2.28 (RHEL 8, Ubuntu 20.04 and newer)"
     glibc: str | None = None
     platform_floor: str | None = None
+    platform: str | None = None  # its tag's machine: x86_64, aarch64 (None: any)
 
 
 @dataclass(frozen=True)
@@ -100,6 +102,7 @@ def parse_site(data: object, where: str, error: type[Exception]) -> Site:
                 _text(c, "python", at, error),
                 _text(c, "index", at, error),
                 _maybe(c, "torch_index"),
+                _maybe(c, "platform") or "x86_64",
             )
         )
     out_wheels = []
@@ -124,6 +127,7 @@ def parse_site(data: object, where: str, error: type[Exception]) -> Site:
                 _maybe(w, "compiled_with"),
                 _maybe(w, "glibc"),
                 _maybe(w, "platform_floor"),
+                _maybe(w, "platform"),
             )
         )
     return Site(

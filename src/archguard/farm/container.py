@@ -28,9 +28,14 @@ from archguard.errors import ConfigError, ContainerRuntimeMissing
 from archguard.farm.manifest import Cell
 
 RUNTIMES = ("docker", "podman")  # the first on PATH runs a cell's container
-# PyTorch's own wheel-building image, where a cell without its own container is built on
-# GitHub (`farm workflow`): manylinux_2_28 with the cell's CUDA toolkit
-BUILDER_IMAGE = "pytorch/manylinux2_28-builder:cuda{cuda}"
+# PyTorch's own wheel-building images, where a cell without its own container is built on
+# GitHub (`farm workflow`): manylinux_2_28 with the cell's CUDA toolkit, for each platform
+# (aarch64's: manylinux_2_28_aarch64, /opt/python with CPython's free-threaded builds)
+BUILDER_IMAGES = {
+    "x86_64": "pytorch/manylinux2_28-builder:cuda{cuda}",
+    "aarch64": "pytorch/manylinuxaarch64-builder:cuda{cuda}",
+}
+BUILDER_IMAGE = BUILDER_IMAGES["x86_64"]
 # what a container run takes from this machine's environment, by name (its value never on
 # a command line): the farm's settings, the indexes' and installers' options, proxies
 PASSED_PREFIXES = ("ARCHGUARD_", "PIP_", "UV_", "SCCACHE_", "CCACHE_")
@@ -38,8 +43,9 @@ PASSED = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", 
 
 
 def builder_image(cell: Cell) -> str:
-    """The image a cell's jobs are built in on GitHub: its own, else PyTorch's builder."""
-    return cell.container or BUILDER_IMAGE.format(cuda=cell.cuda.text)
+    """The image a cell's jobs are built in on GitHub: its own, else PyTorch's builder for
+    its platform and CUDA."""
+    return cell.container or BUILDER_IMAGES[cell.platform].format(cuda=cell.cuda.text)
 
 
 def find_runtime(path: str | None = None) -> str | None:
@@ -72,10 +78,11 @@ def require_runtime(manifest: Path, cells: Iterable[Cell], path: str | None = No
 
 
 def python_dir(python: str) -> str:
-    """Where a manylinux image keeps CPython X.Y's programs (``/opt/python/cp311-cp311/bin``):
-    first on the container's ``PATH``, so that uv finds the image's own Python."""
-    tag = python.replace(".", "")
-    return f"/opt/python/cp{tag}-cp{tag}/bin"
+    """Where a manylinux image keeps CPython X.Y's programs (``/opt/python/cp311-cp311/bin``;
+    a free-threaded ``3.14t``: ``cp314-cp314t``): first on the container's ``PATH``, so that
+    uv finds the image's own Python."""
+    tag = python.removesuffix("t").replace(".", "")
+    return f"/opt/python/cp{tag}-cp{tag}{'t' if python.endswith('t') else ''}/bin"
 
 
 def outermost(paths: Iterable[str | Path]) -> list[str]:

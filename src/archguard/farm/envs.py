@@ -172,6 +172,12 @@ def _made(  # noqa: PLR0913 - the cell's facts, each needed
     return python
 
 
+_WHICH_PYTHON = (
+    "import sys, sysconfig; print('%d.%d' % sys.version_info[:2] "
+    "+ ('t' if sysconfig.get_config_var('Py_GIL_DISABLED') else ''))"
+)
+
+
 def _make_venv(uv: str, cell: Cell, root: Path, wrap: Wrap = list) -> None:
     """The cell's bare environment at ``root``, of the cell's Python."""
     try:
@@ -190,8 +196,8 @@ def _make_venv(uv: str, cell: Cell, root: Path, wrap: Wrap = list) -> None:
             f"\n{rest}"
         ) from None
     python = root / "bin" / "python"
-    made = run(
-        wrap([str(python), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"]),
+    made = run(  # X.Y, and X.Yt for a free-threaded build (a cell's python = "3.14t")
+        wrap([str(python), "-c", _WHICH_PYTHON]),
         CellEnvironmentFailed,
         None,  # a container's first run may pull its image
     ).stdout.strip()

@@ -3,18 +3,19 @@
 names, so that a new torch release gets its wheels without a person adding its cell.
 
 Each torch minor in the range becomes cells built against that minor's latest release on
-the index (torch's C++ ABI changes by minor), one per Python it has a wheel for, on the CUDA
-line of that release's build: its local label (``+cu130``), the index's ``/cuXYZ``, else its
-metadata (``cuda-toolkit[...]==13.2.2``, read with ``detect.index``). A cell's name and its
-torch pin follow from the release alone (``cu130-torch2.13-py311``, ``torch==2.13.0``), so a
-new release adds its cells and jobs and changes no existing one; a minor's new patch release
-moves that minor's cells to it. :func:`expand` is pure (the listing is data);
+the index (torch's C++ ABI changes by minor), one per platform of the rule (``platforms``:
+x86_64, aarch64) and Python (``3.14t``: the free-threaded ``cp314t`` build) it has a wheel
+for, on the CUDA line of that release's build: its local label (``+cu130``), the index's
+``/cuXYZ``, else its metadata (``cuda-toolkit[...]==13.2.2``, read with ``detect.index``). A
+cell's name and its torch pin follow from the release alone (``cu130-torch2.13-py311``,
+``torch==2.13.0``; ``cu130-torch2.13-py314t-aarch64`` on aarch64), so a new release adds its
+cells and jobs and changes no existing one; a minor's new patch release moves that minor's
+cells to it. :func:`expand` is pure (the listing is data);
 :func:`expand_manifest` asks the index.
 """
 
 from __future__ import annotations
 
-import platform
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -24,9 +25,10 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import Version
 
 from archguard.core.cuda import CudaVersion
+from archguard.core.platform import DEFAULT_PLATFORM, Platform, platform_of_tag
 from archguard.detect.index import IndexFile, index_urls, project_files, wheel_metadata
 from archguard.errors import ArchguardError, ConfigError, IndexUnreachable
-from archguard.farm.manifest import Cell, CellFamily, Manifest, load_manifest
+from archguard.farm.manifest import Cell, CellFamily, Manifest, load_manifest, platform_suffix
 from archguard.farm.records import say
 
 # the distributions whose pin in torch's metadata names its CUDA build
@@ -35,55 +37,72 @@ _CUDA_DISTS = ("cuda-toolkit", "nvidia-cuda-runtime", "nvidia-cuda-runtime-cu12"
 
 @dataclass(frozen=True)
 class Release:
-    """One torch release of a family: its version, CUDA build and the Pythons it has a
-    wheel for (on this machine's platform)."""
+    """One torch release of a family: its version, CUDA build and the (platform, Python)
+    pairs it has a Linux wheel for (``("aarch64", "3.14t")``: a ``cp314-cp314t`` wheel)."""
 
     version: Version
     cuda: CudaVersion | None  # None: its files do not say (the metadata will)
-    pythons: frozenset[str]
+    wheels: frozenset[tuple[Platform, str]]
     files: tuple[IndexFile, ...] = ()
+
+    def pythons(self, platform: Platform) -> list[str]:
+        """The Pythons it has a wheel for on ``platform``, in order (3.9 ... 3.14, 3.14t)."""
+        return sorted((p for m, p in self.wheels if m == platform), key=python_order)
+
+
+def python_order(python: str) -> tuple[int, int, bool]:
+    """``3.9`` < ``3.14`` < ``3.14t`` (a sort key; X.Y as numbers, the free-threaded after)."""
+    major, _, minor = python.removesuffix("t").partition(".")
+    return int(major), int(minor), python.endswith("t")
 
 
 def _python_of(interpreter: str, abi: str) -> str | None:
-    """``cp311``/``cp311`` -> 3.11; a free-threaded (``cp313t``) or other ABI -> None."""
-    if not interpreter.startswith("cp") or abi != interpreter or not interpreter[2:].isdigit():
-        return None
+    """``cp311``/``cp311`` -> 3.11, ``cp314``/``cp314t`` -> 3.14t (the free-threaded
+    build); abi3, ``none`` or another implementation -> None."""
     digits = interpreter[2:]
-    return f"{digits[0]}.{digits[1:]}"
+    if not interpreter.startswith("cp") or not digits.isdigit() or len(digits) < 2:
+        return None
+    if abi not in (interpreter, f"{interpreter}t"):
+        return None
+    return f"{digits[0]}.{digits[1:]}" + ("t" if abi.endswith("t") else "")
 
 
 def _local_cuda(version: Version) -> CudaVersion | None:
     return CudaVersion.from_tag(version.local) if version.local else None
 
 
-def releases(
-    files: Sequence[IndexFile], family: CellFamily, machine: str | None = None
-) -> list[Release]:
-    """Each minor's latest final release in the family's range that has a wheel for this
-    platform (Linux, ``machine``), with the Pythons it has wheels for; oldest first."""
-    arch = machine or platform.machine()
-    found: dict[Version, tuple[set[str], set[CudaVersion | None], list[IndexFile]]] = {}
+def _wheels_of(filename: str, family: CellFamily) -> tuple[Version, set[tuple[Platform, str]]]:
+    """A torch file's version and the (platform, Python) pairs of the family's platforms
+    it is a wheel for; nothing for an sdist, another OS or a release outside the range."""
+    try:
+        _, version, _, tags = parse_wheel_filename(filename)
+    except InvalidWheelFilename:
+        return Version("0"), set()
+    public = Version(version.public)
+    if public.is_prerelease or public.is_devrelease:
+        return version, set()
+    if not family.torch.specifier.contains(public, prereleases=False):
+        return version, set()
+    pairs = set()
+    for t in tags:
+        machine, python = platform_of_tag(t.platform), _python_of(t.interpreter, t.abi)
+        if machine in family.platforms and python is not None:
+            pairs.add((machine, python))
+    return version, pairs
+
+
+def releases(files: Sequence[IndexFile], family: CellFamily) -> list[Release]:
+    """Each minor's latest final release in the family's range that has a Linux wheel for
+    one of its platforms, with the (platform, Python) pairs it has wheels for; oldest
+    first. One pass over the listing."""
+    found: dict[Version, tuple[set[tuple[Platform, str]], set[CudaVersion | None], list[IndexFile]]]
+    found = {}
     for f in files:
-        try:
-            _, version, _, tags = parse_wheel_filename(f.filename)
-        except InvalidWheelFilename:
+        version, pairs = _wheels_of(f.filename, family)
+        if not pairs:
             continue
-        public = Version(version.public)
-        if public.is_prerelease or public.is_devrelease:
-            continue
-        if not family.torch.specifier.contains(public, prereleases=False):
-            continue
-        pythons = {
-            p
-            for t in tags
-            if t.platform.endswith(arch) and t.platform.startswith(("manylinux", "linux"))
-            for p in [_python_of(t.interpreter, t.abi)]
-            if p is not None
-        }
-        if not pythons:
-            continue
-        entry = found.setdefault(public, (set(), set(), []))
-        entry[0].update(pythons)
+        entry = found.setdefault(Version(version.public), (set(), set(), []))
+        entry[0].update(pairs)
         entry[1].add(_local_cuda(version))
         entry[2].append(f)
     latest: dict[tuple[int, int], Version] = {}
@@ -92,11 +111,11 @@ def releases(
             latest[(v.major, v.minor)] = v
     out = []
     for v in sorted(latest.values()):
-        pythons, cudas, listed = found[v]
+        pairs, cudas, listed = found[v]
         known = {c for c in cudas if c is not None}
         out.append(
             Release(
-                v, next(iter(known)) if len(known) == 1 else None, frozenset(pythons), tuple(listed)
+                v, next(iter(known)) if len(known) == 1 else None, frozenset(pairs), tuple(listed)
             )
         )
     return out
@@ -120,55 +139,81 @@ def cuda_from_metadata(requires: Sequence[str]) -> CudaVersion | None:
     return None
 
 
-def cell_name(family: CellFamily, cuda: CudaVersion, version: Version, python: str) -> str:
+def cell_name(
+    family: CellFamily,
+    cuda: CudaVersion,
+    version: Version,
+    python: str,
+    platform: Platform = DEFAULT_PLATFORM,
+) -> str:
+    """``cu130-torch2.13-py311``; ``...-py314t`` for a free-threaded Python, and
+    ``...-aarch64`` on aarch64 (x86_64's names are those of before)."""
     head = f"{family.prefix}-" if family.prefix else ""
-    return f"{head}{cuda.tag}-torch{version.major}.{version.minor}-py{python.replace('.', '')}"
+    tail = platform_suffix(platform)
+    minor = f"{version.major}.{version.minor}"
+    return f"{head}{cuda.tag}-torch{minor}-py{python.replace('.', '')}{tail}"
+
+
+def _cuda_of(
+    family: CellFamily, release: Release, cudas: Mapping[Version, CudaVersion]
+) -> tuple[CudaVersion | None, str]:
+    """The release's CUDA build, or why it makes no cells (unknown, or off the line)."""
+    cuda = release.cuda or cudas.get(release.version)
+    line = f"{family.cuda_major}" + (
+        f".{family.cuda_minor}" if family.cuda_minor is not None else ""
+    )
+    if cuda is None:
+        return None, f"torch {release.version}: its CUDA build is not known: no cells"
+    if cuda.major != family.cuda_major or (
+        family.cuda_minor is not None and cuda.minor != family.cuda_minor
+    ):
+        return (
+            None,
+            f"torch {release.version} is a CUDA {cuda.text} build, not CUDA {line}: no cells",
+        )
+    return cuda, ""
 
 
 def expand(
     family: CellFamily, found: Sequence[Release], cudas: Mapping[Version, CudaVersion]
 ) -> tuple[list[Cell], list[str]]:
     """The family's concrete cells from the releases the index has (``cudas``: the CUDA of a
-    release whose files do not say it), and a note for each release or Python left out."""
+    release whose files do not say it): one per platform and Python the release has a wheel
+    for, and a note for each release, platform or Python left out."""
     cells: list[Cell] = []
     notes: list[str] = []
     interpreters = dict(family.interpreters)
+    several = family.platforms != (DEFAULT_PLATFORM,)
     for release in found:
-        cuda = release.cuda or cudas.get(release.version)
-        line = f"{family.cuda_major}" + (
-            f".{family.cuda_minor}" if family.cuda_minor is not None else ""
-        )
+        cuda, why = _cuda_of(family, release, cudas)
         if cuda is None:
-            notes.append(f"torch {release.version}: its CUDA build is not known: no cells")
+            notes.append(why)
             continue
-        if cuda.major != family.cuda_major or (
-            family.cuda_minor is not None and cuda.minor != family.cuda_minor
-        ):
-            notes.append(
-                f"torch {release.version} is a CUDA {cuda.text} build, not CUDA {line}: no cells"
-            )
-            continue
-        for python in family.pythons:
-            if python not in release.pythons:
-                have = ", ".join(sorted(release.pythons, key=Version))
-                notes.append(
-                    f"torch {release.version} has no wheel for Python {python} (it has {have})"
+        for platform in family.platforms:
+            have = release.pythons(platform)
+            on = f" on {platform}" if several else ""
+            for python in family.pythons:
+                if python not in have:
+                    notes.append(
+                        f"torch {release.version} has no wheel for Python {python}{on} "
+                        f"(it has {', '.join(have) or 'none'})"
+                    )
+                    continue
+                cells.append(
+                    Cell(
+                        cell_name(family, cuda, release.version, python, platform),
+                        python,
+                        Requirement(f"torch=={release.version}"),
+                        cuda,
+                        family.index_url,
+                        family.extra_index_urls,
+                        family.find_links,
+                        family.installer_options,
+                        interpreters.get(python),
+                        family.where,
+                        platform=platform,
+                    )
                 )
-                continue
-            cells.append(
-                Cell(
-                    cell_name(family, cuda, release.version, python),
-                    python,
-                    Requirement(f"torch=={release.version}"),
-                    cuda,
-                    family.index_url,
-                    family.extra_index_urls,
-                    family.find_links,
-                    family.installer_options,
-                    interpreters.get(python),
-                    family.where,
-                )
-            )
     return cells, notes
 
 
@@ -207,7 +252,11 @@ def listed(family: CellFamily) -> tuple[list[Release], dict[Version, CudaVersion
         if by_index is not None:
             cudas[release.version] = by_index
             continue
-        linux = [f for f in release.files if "linux" in f.filename]
+        # one build's metadata says the release's CUDA (x86_64's first: its rows came first)
+        linux = sorted(
+            (f for f in release.files if "linux" in f.filename),
+            key=lambda f: not f.filename.endswith("_x86_64.whl"),
+        )
         metadata = wheel_metadata(linux[0] if linux else release.files[0])
         cuda = cuda_from_metadata(metadata.get_all("Requires-Dist") or [])
         if cuda is not None:

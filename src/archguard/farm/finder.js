@@ -28,10 +28,14 @@ function pinHolds(pin, torch) {
 }
 function pythonHolds(name, python) {
   const parts = name.replace(/\.whl$/, '').split('-'); const py = parts[parts.length - 3], abi = parts[parts.length - 2];
-  const mine = 'cp' + python.replace('.', '');
-  if (abi === 'abi3') return /^cp\d+$/.test(py) && cmp(python, py.slice(2, 3) + '.' + py.slice(3)) >= 0;
-  return py.split('.').includes(mine) && !abi.endsWith('t');  // cp313t: a free-threaded build
+  const free = python.endsWith('t'), version = python.replace(/t$/, '');  // 3.14t: free-threaded
+  const mine = 'cp' + version.replace('.', '');
+  // abi3 (the stable ABI) never loads in a free-threaded Python
+  if (abi === 'abi3') return !free && /^cp\d+$/.test(py) && cmp(version, py.slice(2, 3) + '.' + py.slice(3)) >= 0;
+  return py.split('.').includes(mine) && abi.endsWith('t') === free;
 }
+// the machine a wheel's platform tag names (manylinux_2_28_aarch64 -> aarch64)
+const platformOf = (w) => w.platform || (w.name.match(/_(x86_64|aarch64)\.whl$/) || [])[1] || null;
 function native(targets, gpu) {
   const [maj, min] = gpu.split('.').map(Number);
   return targets.some((t) => { const m = t.match(/^sm_(\d+?)(\d)([af]?)$/); if (!m) return false;
@@ -43,11 +47,14 @@ function why(w, c) {
   if (!pinHolds(w.pin, c.torch)) out.push(`no wheel for torch ${c.torch}: it requires ${w.pin}`);
   if (w.cuda.split('.')[0] !== c.cuda.split('.')[0]) out.push(`compiled with CUDA ${w.cuda}, not ${c.cuda}`);
   if (!pythonHolds(w.name, c.python)) out.push(`not for Python ${c.python}`);
+  const machine = platformOf(w);
+  if (machine && machine !== c.platform) out.push(`built for ${machine}, not ${c.platform}`);
   if (!native(w.targets, c.gpu)) out.push(`no native image for ${c.gpu} (it holds ${w.targets.join(' ')})`);
   return out;
 }
 function show() {
-  const c = {torch: $('torch').value, cuda: $('cuda').value, python: $('python').value, gpu: $('gpu').value};
+  const c = {torch: $('torch').value, cuda: $('cuda').value, python: $('python').value,
+    platform: $('platform').value, gpu: $('gpu').value};
   const lines = [];
   for (const pkg of [...new Set(SITE.wheels.map((w) => w.package))].sort()) {
     const judged = SITE.wheels.filter((w) => w.package === pkg)
@@ -62,6 +69,8 @@ function show() {
       const index = new URL(SITE.lines[tag] || '', location.href).href;
       const version = w.name.split('-')[1];
       lines.push(`${pkg}: pip install --extra-index-url=${index} ${pkg}==${version}`);
+    } else if (!judged.some(([w]) => !platformOf(w) || platformOf(w) === c.platform)) {
+      lines.push(`${pkg}: none for ${c.platform}`);
     } else {
       lines.push(`${pkg}: no wheel fits`);
       for (const [w, r] of judged) lines.push(`  not ${w.name}: ${r.join('; ')}`);
@@ -74,6 +83,7 @@ const torchOf = (req) => ((req.match(/(?:===|==|>=|~=)\s*([0-9][0-9.]*)/) || [])
 fill('torch', [...new Set(SITE.cells.map((c) => torchOf(c.torch)))]);
 fill('cuda', [...new Set(SITE.cells.map((c) => c.cuda))]);
 fill('python', [...new Set(SITE.cells.map((c) => c.python))]);
+fill('platform', [...new Set(SITE.cells.map((c) => c.platform || 'x86_64'))]);
 fill('gpu', GPUS);
-for (const id of ['torch', 'cuda', 'python', 'gpu']) $(id).addEventListener('change', show);
+for (const id of ['torch', 'cuda', 'python', 'platform', 'gpu']) $(id).addEventListener('change', show);
 show();

@@ -33,6 +33,7 @@ def finder_html(site: Site) -> str:
             ("torch", "torch"),
             ("cuda", "CUDA"),
             ("python", "Python"),
+            ("platform", "machine"),
             ("gpu", "GPU"),
         )
     )

@@ -14,6 +14,7 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 
 from archguard.core.cuda import CudaVersion
+from archguard.core.platform import DEFAULT_PLATFORM, Platform, parse_platform
 from archguard.core.problems import Problems, closest
 from archguard.detect.fetch import is_release
 from archguard.errors import ArchguardError, ConfigError
@@ -22,7 +23,8 @@ from archguard.settings.model import PackageConfig
 
 CELL_KEYS = {
     "name": "the cell's name (letters, digits, . _ -): its index is SITE/<name>/simple/",
-    "python": "the cell's Python, X.Y",
+    "python": "the cell's Python, X.Y (X.Yt: its free-threaded build, e.g. 3.14t)",
+    "platform": 'the machine its torch and wheels are for: "x86_64" (default) or "aarch64"',
     "interpreter": "the Python X.Y to make the cell's environment from (default: uv finds one)",
     "torch": "the torch requirement, e.g. torch==2.13.0",
     "cuda": "the CUDA of the cell's torch, X.Y (default: from index-url's /cuXYZ)",
@@ -35,7 +37,8 @@ CELL_KEYS = {
 }
 FAMILY_KEYS = {
     "name": "a prefix for its cells' names (default: none): <prefix>-cu130-torch2.13-py311",
-    "python": 'the Pythons, X.Y or a list: ["3.10", "3.11", "3.12", "3.13"]',
+    "python": 'the Pythons, X.Y or a list: ["3.10", "3.11", "3.12", "3.13", "3.14t"]',
+    "platforms": 'the machines, a list: ["x86_64", "aarch64"] (default: ["x86_64"])',
     "torch": 'the torch releases, a range: ">=2.13" (each minor\'s latest release on the index)',
     "cuda": 'the CUDA line, a major ("13") or X.Y: the torch builds of it',
     "index-url": "the index the torch releases are listed on and installed from (default: pip's)",
@@ -62,6 +65,23 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 # a CUDA line's index is SITE/cu130/simple: no cell may take that name
 LINE = re.compile(r"^cu\d{2,3}$")
 _CUDA_IN_URL = re.compile(r"/cu(\d\d)(\d)\b")
+PYTHON = re.compile(r"3\.\d{1,3}t?")  # X.Y, or X.Yt: CPython's free-threaded build
+
+
+def free_threaded(python: str) -> bool:
+    """A cell's Python ``3.14t``: CPython's free-threaded build (ABI ``cp314t``)."""
+    return python.endswith("t")
+
+
+def python_release(python: str) -> str:
+    """The X.Y of a cell's Python (``3.14t`` -> ``3.14``): what a requires-python holds."""
+    return python.removesuffix("t")
+
+
+def platform_suffix(platform: Platform) -> str:
+    """What a cell's name ends with for its platform: nothing for x86_64 (the names of
+    before), ``-aarch64`` otherwise."""
+    return "" if platform == DEFAULT_PLATFORM else f"-{platform}"
 
 
 @dataclass(frozen=True)
@@ -77,11 +97,14 @@ class Cell:
     interpreter: str | None = None  # a path; None: uv finds Python X.Y
     rule: str | None = None  # the [[cells]] rule that made it (never an input of a job)
     container: str | None = None  # an image its jobs run in (docker or podman)
+    platform: Platform = DEFAULT_PLATFORM  # the machine its torch and wheels are for
 
     def as_json(self) -> dict[str, object]:
         where = {"interpreter": self.interpreter} if self.interpreter else {}
         if self.container:  # an input of every job of the cell: a new image builds again
             where["container"] = self.container
+        if self.platform != DEFAULT_PLATFORM:  # x86_64's cells keep the ids they had
+            where["platform"] = self.platform
         return {
             **where,
             "name": self.name,
@@ -112,11 +135,13 @@ class CellFamily:
     installer_options: tuple[str, ...] = ()
     interpreters: tuple[tuple[str, str], ...] = ()  # (X.Y, path)
     where: str = ""
+    platforms: tuple[Platform, ...] = (DEFAULT_PLATFORM,)
 
     def as_json(self) -> dict[str, object]:
         return {
             "name": self.prefix,
             "python": list(self.pythons),
+            "platforms": list(self.platforms),
             "torch": str(self.torch),
             "cuda": f"{self.cuda_major}"
             + (f".{self.cuda_minor}" if self.cuda_minor is not None else ""),
@@ -261,12 +286,16 @@ def _cell(table: dict[str, Any], index: int, path: Path, problems: Problems) -> 
         )
         return None
     python = _text(table, "python", where, problems)
-    if python is None or not re.fullmatch(r"3\.\d+", python):
-        problems.add(f"python = {table.get('python')!r} must be 3.X", where)
+    if python is None or not PYTHON.fullmatch(python):
+        problems.add(
+            f"python = {table.get('python')!r} must be 3.X (3.Xt: the free-threaded build)", where
+        )
+        python = None
+    platform = _platforms(table, "platform", where, problems)[:1]
     torch = _requirement(table.get("torch"), where, problems)
     index_url = _text(table, "index-url", where, problems)
     cuda = _cuda(table, index_url, where, problems)
-    if python is None or torch is None or cuda is None:
+    if python is None or torch is None or cuda is None or not platform:
         return None
     return Cell(
         name,
@@ -279,7 +308,28 @@ def _cell(table: dict[str, Any], index: int, path: Path, problems: Problems) -> 
         _texts(table, "installer-options", where, problems),
         _interpreter(table, path, where, problems),
         container=_container(table, where, problems),
+        platform=platform[0],
     )
+
+
+def _platforms(
+    table: dict[str, Any], key: str, where: str, problems: Problems
+) -> tuple[Platform, ...]:
+    """A cell's ``platform`` or a rule's ``platforms`` (default x86_64), each parsed as
+    everywhere in archguard (an alias named, never taken); none twice; () if one is wrong."""
+    if key == "platform" and not isinstance(table.get(key, ""), str):
+        problems.add(f'platform = {table[key]!r} must be one string: "x86_64" or "aarch64"', where)
+        return ()
+    given = _texts(table, key, where, problems) or (DEFAULT_PLATFORM,)
+    out: list[Platform] = []
+    for text in given:
+        try:
+            found = parse_platform(text, key)
+        except ConfigError as exc:
+            problems.add(exc.message, where)
+            return ()
+        out += [] if found in out else [found]
+    return tuple(out)
 
 
 def _container(table: dict[str, Any], where: str, problems: Problems) -> str | None:
@@ -304,9 +354,14 @@ def _family(table: dict[str, Any], index: int, path: Path, problems: Problems) -
         problems.add(f"name = {prefix!r}: letters, digits, '.', '_' and '-'", where)
         return None
     pythons = _texts(table, "python", where, problems)
-    bad = [p for p in pythons if not re.fullmatch(r"3\.\d+", p)]
+    bad = [p for p in pythons if not PYTHON.fullmatch(p)]
     if not pythons or bad:
-        problems.add(f"python = {table.get('python')!r} must be 3.X or a list of them", where)
+        problems.add(
+            f"python = {table.get('python')!r} must be 3.X or a list of them (3.Xt: the "
+            "free-threaded build)",
+            where,
+        )
+    platforms = _platforms(table, "platforms", where, problems)
     raw = table.get("torch")
     bare = isinstance(raw, str) and raw.strip()[:1] in ("<", ">", "=", "~", "!")
     torch = _requirement(f"torch{raw.strip()}" if bare else raw, where, problems)  # type: ignore[union-attr]
@@ -320,7 +375,7 @@ def _family(table: dict[str, Any], index: int, path: Path, problems: Problems) -
     ):
         problems.add(f"interpreters = {interpreters!r} must be a table of X.Y = path", where)
         interpreters = {}
-    if not pythons or bad or torch is None or cuda is None:
+    if not pythons or bad or torch is None or cuda is None or not platforms:
         return None
     return CellFamily(
         prefix,
@@ -337,6 +392,7 @@ def _family(table: dict[str, Any], index: int, path: Path, problems: Problems) -
             for k, v in sorted(interpreters.items())
         ),
         where,
+        platforms,
     )
 
 

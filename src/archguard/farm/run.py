@@ -35,7 +35,7 @@ from archguard.farm.identity import archguard_environment, toolkit_identity
 from archguard.farm.jobs import JobRun, run_job
 from archguard.farm.manifest import Cell, Manifest
 from archguard.farm.page import write_page
-from archguard.farm.plan import Flags, Job, plan, torch_version
+from archguard.farm.plan import Flags, Job, here_only, plan, torch_version
 from archguard.farm.publish import collect_garbage, kept_wheels, publish_indexes, site_lock
 from archguard.farm.records import (
     PUBLISHED,
@@ -93,6 +93,8 @@ def servings(outcome: Outcome, job: Job) -> list[Serving]:
 def served_by(job: Job, offers: Sequence[Serving], site: Path) -> Serving | None:
     """A wheel another cell built that serves this job's cell: same CUDA major, a torch at
     or above its floor, a Python at or above its floor."""
+    if job.cell.python.endswith("t"):  # a free-threaded Python loads no abi3 wheel
+        return None
     torch = Version(torch_version(job.cell))
     python = int(job.cell.python.split(".")[1])
     for offer in offers:
@@ -356,7 +358,11 @@ def run_farm(manifest_path: Path, options: RunOptions) -> tuple[int, str]:
     manifest = load_farm(manifest_path)
     flags = Flags(repair=options.repair)
     every = plan(manifest, options.policy, flags, cache=cache_root())
-    jobs = selected(every, options.only)
+    jobs, away = selected(every, options.only), list[str]()
+    if not options.assemble:  # a cell this machine cannot build: refused before anything
+        jobs, away = here_only(jobs, options.only)
+        for line in away:
+            say(line)
     if not options.assemble and not options.in_container:  # before anything is made
         require_runtime(manifest.path, {j.cell.name: j.cell for j in jobs}.values())
     site = options.site.resolve()
@@ -394,7 +400,7 @@ def run_farm(manifest_path: Path, options: RunOptions) -> tuple[int, str]:
     status, text = summary(outcomes)
     if used:
         text += f"  {used}\n"
-    return status, text + "".join(f"  {line}\n" for line in tokens.said)
+    return status, text + "".join(f"  {line}\n" for line in [*away, *tokens.said])
 
 
 def publish_site(

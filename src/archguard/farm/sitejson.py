@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from archguard.binaries.facts import WheelFacts
+from archguard.core.platform import platform_of_tag
 from archguard.core.site import SITE_JSON, Site, SiteCell, SiteWheel
 from archguard.detect.machine import platform_floor, platform_glibc
 from archguard.farm.manifest import Manifest
@@ -68,11 +69,20 @@ def site_data(
                     _compiled_with(fact.compiled_with if fact else None, cell.cuda.text),
                     f"{glibc[0]}.{glibc[1]}" if glibc else None,
                     platform_floor(platform_of(name)),
+                    platform_of_tag(platform_of(name)),
                 )
             )
     return Site(
         tuple(
-            SiteCell(c.name, c.cuda.text, str(c.torch), c.python, f"{c.name}/{INDEX}/", c.index_url)
+            SiteCell(
+                c.name,
+                c.cuda.text,
+                str(c.torch),
+                c.python,
+                f"{c.name}/{INDEX}/",
+                c.index_url,
+                c.platform,
+            )
             for c in manifest.cells
         ),
         {c.cuda.tag: f"{c.cuda.tag}/{INDEX}/" for c in manifest.cells},

@@ -3,8 +3,10 @@ farm outgrows one machine. A plan job writes the matrix (``farm plan --format gi
 build job per shard of at most 256 jobs (GitHub's limit) runs ``archguard farm run ... --only
 JOB`` for each of its jobs inside PyTorch's own wheel-building image (manylinux_2_28 with the
 cell's CUDA toolkit, so the wheels' platform floor is torch's; a cell's own ``container`` in
-its place), with a timeout under the 6-hour cap so that the cache is saved before GitHub
-cancels the job, sccache through GitHub's cache backend, and the job's SITE as an artifact;
+its place; an aarch64 cell's jobs on GitHub's arm runners in PyTorch's aarch64 builder,
+``pytorch/manylinuxaarch64-builder:cudaX.Y``), with a timeout under the 6-hour cap so that
+the cache is saved before GitHub cancels the job, sccache through GitHub's cache backend, and
+the job's SITE as an artifact;
 a last job assembles the indexes and the page from every job's record and attests every
 published wheel (GitHub's build-provenance attestation: ``gh attestation verify WHEEL --repo
 OWNER/REPO``, which ``archguard which`` prints, checks it; its subject is the wheel's sha256,
@@ -23,9 +25,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from archguard import __version__
+from archguard.farm.container import builder_image
 from archguard.farm.families import load_farm
 from archguard.farm.manifest import Cell
-from archguard.farm.plan import GITHUB_MAX_JOBS, plan
+from archguard.farm.plan import GITHUB_MAX_JOBS, RUNNERS, plan
 
 JOB_TIMEOUT_MINUTES = 330  # under GitHub's 360: sccache's post step saves the cache
 # Where PyTorch builds its own Linux wheels: AlmaLinux 8 (glibc 2.28) with the CUDA toolkit
@@ -57,7 +60,8 @@ def workflow(  # noqa: PLR0913 - the manifest, and each option of the command
     a CUDA toolkit on the index); ``rebuild``: a job per cell that rebuilds a sample of that
     many published jobs and fails on a wheel whose bytes differ (0: none)."""
     manifest = load_farm(manifest_path)
-    jobs = [j for j in plan(manifest, policy) if j.arch_list is not None]
+    # every job, whichever machine writes the workflow: each runs on its platform's runner
+    jobs = [j for j in plan(manifest, policy, here=lambda _: "") if j.arch_list is not None]
     cron = schedule or (DAILY if manifest.families else None)
     shards = max(1, -(-len(jobs) // GITHUB_MAX_JOBS))
     # the plan, the builds and the assembly: the same policy, paths quoted for the shell
@@ -69,11 +73,13 @@ def workflow(  # noqa: PLR0913 - the manifest, and each option of the command
     # a cell's own container replaces PyTorch's image for its jobs: each job's image is then
     # the matrix's (farm plan --format github names it), and farm run runs in it as it is
     own = any(c.container for c in manifest.cells)
+    # aarch64 cells: each job on its platform's runner, in its platform's builder image
+    arm = any(c.platform != "x86_64" for c in manifest.cells)
     for i in range(shards):
-        lines += _build_job(i, manifest_in_repo, chosen, own)
+        lines += _build_job(i, manifest_in_repo, chosen, own, arm)
     lines += _assemble_job(manifest_in_repo, shards, chosen)
     if rebuild > 0:
-        lines += _rebuild_job(manifest_in_repo, chosen, manifest.cells, rebuild)
+        lines += _rebuild_job(manifest_in_repo, chosen, manifest.cells, rebuild, arm)
     return "\n".join(line for line in lines if line) + "\n"
 
 
@@ -120,13 +126,18 @@ def _watch_job() -> list[str]:
     ]
 
 
-def _build_job(i: int, manifest: str, policy: str, own_images: bool = False) -> list[str]:
-    image = "${{ matrix.container }}" if own_images else BUILDER_IMAGE
+def _build_job(
+    i: int, manifest: str, policy: str, own_images: bool = False, arm: bool = False
+) -> list[str]:
+    """A shard's build jobs: ``own_images``: some cell names its image (each job's is the
+    matrix's, and farm run runs in it as it is); ``arm``: some cell is aarch64 (each job's
+    runner and PyTorch image are its platform's, both the matrix's)."""
+    image = "${{ matrix.container }}" if own_images or arm else BUILDER_IMAGE
     inside = " --in-container" if own_images else ""
     return [
         f"  build-{i}:",
         "    needs: plan",
-        "    runs-on: ubuntu-latest",
+        f"    runs-on: {'${{ matrix.runner }}' if arm else RUNNERS['x86_64']}",
         f"    timeout-minutes: {JOB_TIMEOUT_MINUTES}",
         "    strategy:",
         "      fail-fast: false",
@@ -187,22 +198,25 @@ def _assemble_job(manifest: str, shards: int, policy: str) -> list[str]:
     ]
 
 
-def _rebuild_job(manifest: str, policy: str, cells: Sequence[Cell], sample: int) -> list[str]:
+def _rebuild_job(
+    manifest: str, policy: str, cells: Sequence[Cell], sample: int, arm: bool = False
+) -> list[str]:
     """A second builder: each cell's sample of published jobs rebuilt from their records'
-    inputs on another runner, in the cell's image; red on any wheel whose sha256 (its
-    attestation's subject) the rebuild does not give."""
+    inputs on another runner (its platform's), in the cell's image; red on any wheel whose
+    sha256 (its attestation's subject) the rebuild does not give."""
     include = [
         {
             "cell": c.name,
             "python": c.python,
-            "image": c.container or BUILDER_IMAGE.replace("${{ matrix.cuda }}", c.cuda.text),
+            "image": builder_image(c),
+            **({"runner": RUNNERS[c.platform]} if arm else {}),
         }
         for c in cells
     ]
     return [
         "  rebuild:",
         "    needs: assemble",
-        "    runs-on: ubuntu-latest",
+        f"    runs-on: {'${{ matrix.runner }}' if arm else RUNNERS['x86_64']}",
         f"    timeout-minutes: {JOB_TIMEOUT_MINUTES}",
         "    strategy:",
         "      fail-fast: false",
@@ -226,11 +240,13 @@ def _rebuild_job(manifest: str, policy: str, cells: Sequence[Cell], sample: int)
 
 def _image_steps() -> list[str]:
     """A job's first steps in a builder image: the checkout, the cell's Python from the
-    image's /opt/python, sccache, and the archguard that wrote the workflow."""
+    image's /opt/python (``3.14t``: ``cp314-cp314t``, CPython's free-threaded build),
+    sccache, and the archguard that wrote the workflow."""
     return [
         "    steps:",
         "      - uses: actions/checkout@v4",
-        '      - run: echo "/opt/python/cp${PY//./}-cp${PY//./}/bin" >> "$GITHUB_PATH"',
+        '      - run: V="${PY%t}"; echo "/opt/python/cp${V//./}-cp${V//./}${PY#"$V"}/bin" '
+        '>> "$GITHUB_PATH"',
         "      - uses: mozilla-actions/sccache-action@v0.0.9",
         f"      - run: python -m pip install {ARCHGUARD}",
     ]

@@ -31,13 +31,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.tags import Tag, compatible_tags, cpython_tags, sys_tags
+from packaging.tags import Tag, compatible_tags, cpython_tags, platform_tags, sys_tags
 from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from archguard.core.arch import parse_targets
 from archguard.core.coverage import Device, Tier, device_coverage
 from archguard.core.cuda import CudaVersion
+from archguard.core.platform import DEFAULT_PLATFORM, Platform, host_platform, platform_of_tag
 from archguard.core.site import SITE_JSON, Site, SiteWheel, parse_site
 from archguard.core.toolkit import known_arches
 from archguard.errors import SiteUnreadable
@@ -60,12 +61,15 @@ class Here:
     driver_cuda: tuple[int, int] | None
     notes: tuple[str, ...] = ()
     cpu: bool = False  # the torch is a CPU build (its version.py says so, or +cpu)
+    platform: Platform | None = None  # the machine: x86_64, aarch64 (None: none torch ships)
+    free_threaded: bool = False  # a free-threaded Python (3.14t)
 
     def as_json(self) -> dict[str, object]:
         return {
             "torch": self.torch,
             "torch_cuda": self.torch_cuda.text if self.torch_cuda else None,
-            "python": f"{self.python[0]}.{self.python[1]}",
+            "python": self.python_text,
+            "platform": self.platform,
             "gpus": [d.cc_text for d in self.gpus],
             "driver_cuda": f"{self.driver_cuda[0]}.{self.driver_cuda[1]}"
             if self.driver_cuda
@@ -74,12 +78,42 @@ class Here:
             "notes": list(self.notes),
         }
 
+    @property
+    def python_text(self) -> str:
+        return f"{self.python[0]}.{self.python[1]}" + ("t" if self.free_threaded else "")
 
-def python_tags(python: tuple[int, int] | None) -> tuple[tuple[int, int], frozenset[Tag]]:
-    """This Python's version and the wheel tags it installs; for another X.Y, CPython's."""
-    if python is None:
+
+def python_tags(
+    python: tuple[int, int] | None,
+    platform: Platform | None = None,
+    free_threaded: bool = False,
+) -> tuple[tuple[int, int], frozenset[Tag]]:
+    """This Python's version and the wheel tags it installs; for another X.Y (``3.14t``:
+    ``free_threaded``, whose ABI is ``cp314t`` and never ``abi3``), CPython's; for another
+    ``platform``, this machine's platform tags with its machine in their place (its glibc
+    taken as this one's)."""
+    host = host_platform()
+    other = platform is not None and platform != host
+    if python is None and not other and not free_threaded:
         return (sys.version_info.major, sys.version_info.minor), frozenset(sys_tags())
-    return python, frozenset([*cpython_tags(python), *compatible_tags(python)])
+    version = python or (sys.version_info.major, sys.version_info.minor)
+    platforms = list(platform_tags())
+    if other and platform is not None:
+        mine = host or DEFAULT_PLATFORM
+        platforms = [t[: -len(mine)] + platform for t in platforms if t.endswith("_" + mine)]
+    abis = [f"cp{version[0]}{version[1]}t"] if free_threaded else None
+    return version, frozenset(
+        [
+            *cpython_tags(version, abis, platforms),
+            *compatible_tags(version, platforms=platforms),
+        ]
+    )
+
+
+def tags_platform(tags: Iterable[Tag]) -> Platform | None:
+    """The machine a wheel's tags name (None: any, or none torch ships CUDA for)."""
+    found = {platform_of_tag(t.platform) for t in tags} - {None}
+    return found.pop() if len(found) == 1 else None
 
 
 def torch_here(text: str | None = None) -> tuple[str | None, CudaVersion | None, str | None]:
@@ -187,20 +221,9 @@ def judge(wheel: SiteWheel, here: Here) -> Judged:
             f"compiled with CUDA {cuda.text}; your torch is built for CUDA "
             f"{here.torch_cuda.text} (another CUDA major: another runtime)"
         )
-    if not tags & here.tags:
-        shown = ", ".join(sorted(str(t) for t in tags))
-        needs, has = _glibc(tags, min), _glibc(here.tags, max)
-        if needs is not None and has is not None and needs > has:
-            out.reasons.append(
-                f"it needs glibc {needs[0]}.{needs[1]} (manylinux_{needs[0]}_{needs[1]}) and this "
-                f"machine has glibc {has[0]}.{has[1]}: the farm built it above torch's own floor "
-                "(manylinux_2_28; `archguard farm workflow` builds in PyTorch's image)"
-            )
-        else:
-            out.reasons.append(
-                f"its tags ({shown}) are not this Python's ({here.python[0]}.{here.python[1]}) "
-                "or this platform's"
-            )
+    tag_problem = _tags_reason(tags, here)
+    if tag_problem:
+        out.reasons.append(tag_problem)
     if here.driver_cuda is not None and here.driver_cuda[0] < cuda.major:
         out.reasons.append(
             f"the driver runs CUDA up to {here.driver_cuda[0]}.{here.driver_cuda[1]}, older "
@@ -220,6 +243,25 @@ def judge(wheel: SiteWheel, here: Here) -> Judged:
                 + _ptx_driver(wheel, here.driver_cuda)
             )
     return out
+
+
+def _tags_reason(tags: frozenset[Tag], here: Here) -> str | None:
+    """Why a wheel's tags do not install here: another machine, a glibc above this one's,
+    another Python (a free-threaded one never takes abi3); None where they do."""
+    built_for = tags_platform(tags)
+    if built_for is not None and here.platform is not None and built_for != here.platform:
+        return f"it is built for {built_for}; this machine is {here.platform}"
+    if tags & here.tags:
+        return None
+    needs, has = _glibc(tags, min), _glibc(here.tags, max)
+    if needs is not None and has is not None and needs > has:
+        return (
+            f"it needs glibc {needs[0]}.{needs[1]} (manylinux_{needs[0]}_{needs[1]}) and this "
+            f"machine has glibc {has[0]}.{has[1]}: the farm built it above torch's own floor "
+            "(manylinux_2_28; `archguard farm workflow` builds in PyTorch's image)"
+        )
+    shown = ", ".join(sorted(str(t) for t in tags))
+    return f"its tags ({shown}) are not this Python's ({here.python_text}) or this platform's"
 
 
 def _glibc(
@@ -284,9 +326,21 @@ class Answer:
     nearest: Judged | None
     attest: list[str] = field(default_factory=list)
 
+    @property
+    def platforms(self) -> list[str]:
+        """The machines the site has this package's wheels for."""
+        found = set()
+        for j in self.judged:
+            try:
+                found.add(tags_platform(parse_wheel_filename(j.wheel.name)[3]))
+            except ValueError:
+                continue
+        return sorted(p for p in found if p is not None)
+
     def as_json(self) -> dict[str, object]:
         return {
             "package": self.package,
+            "platforms": self.platforms,
             "fits": self.chosen is not None,
             "wheel": self.chosen.wheel.name if self.chosen else None,
             "command": shlex.join(self.command) if self.command else None,
@@ -336,9 +390,10 @@ def which(site: Site, base: str, here: Here, name: str | None = None) -> list[An
 def render_text(answers: list[Answer], here: Here) -> str:
     gpus = ", ".join(str(g) for g in here.gpus) or "none found"
     lines = [
-        f"this machine: torch {here.torch or 'none'}"
+        f"this machine: {here.platform or 'a machine torch ships no CUDA for'}, torch "
+        f"{here.torch or 'none'}"
         + (f" (CUDA {here.torch_cuda.text})" if here.torch_cuda else "")
-        + f", Python {here.python[0]}.{here.python[1]}, GPUs: {gpus}"
+        + f", Python {here.python_text}, GPUs: {gpus}"
         + (f", driver CUDA {here.driver_cuda[0]}.{here.driver_cuda[1]}" if here.driver_cuda else "")
     ]
     lines += [f"note: {n}" for n in here.notes]
@@ -349,6 +404,11 @@ def render_text(answers: list[Answer], here: Here) -> str:
             lines.append(f"  {shlex.join(a.command)}")
             if a.attest:
                 lines.append(f"  provenance: {shlex.join(a.attest)}")
+        elif here.platform is not None and here.platform not in a.platforms:
+            built = ", ".join(a.platforms) or "no platform torch ships CUDA for"
+            lines.append(
+                f"{a.package}: none for {here.platform} (the site publishes it for {built} only)"
+            )
         else:
             lines.append(f"{a.package}: no wheel fits this machine")
         for j in a.judged:
