@@ -332,6 +332,7 @@ def abi_record(binary: BinaryAbi) -> dict[str, object]:
         "needed": list(binary.needed),
         "glibc": binary.glibc,
         "glibcxx": binary.glibcxx,
+        "platform": binary.platform,
     }
 
 
@@ -358,6 +359,7 @@ def abi_from_record(value: dict[str, object], file: str) -> BinaryAbi:
         text("glibc"),
         text("glibcxx"),
         text("target_version"),
+        text("platform"),
     )
 
 

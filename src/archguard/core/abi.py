@@ -46,6 +46,7 @@ class BinaryAbi:
     glibc: str | None = None  # "GLIBC_2.28"
     glibcxx: str | None = None  # "GLIBCXX_3.4.22"
     target_version: str | None = None  # TORCH_TARGET_VERSION, from the build's defines
+    platform: str | None = None  # the machine its ELF is for: x86_64, aarch64 (None: other)
 
     @property
     def links_torch(self) -> bool:
@@ -232,5 +233,7 @@ def describe(binary: BinaryAbi) -> str:
         "unknown": "Python API not judged (abi3audit is not installed)",
     }[binary.python_api]
     parts = [torch, python, binary.cuda_runtime or "no CUDA runtime"]
+    if binary.platform and binary.platform != "x86_64":  # x86_64's lines stay as they were
+        parts.insert(0, f"{binary.platform} code")
     parts += [v for v in (binary.glibc, binary.glibcxx) if v]
     return ", ".join(parts)

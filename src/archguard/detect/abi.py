@@ -22,6 +22,7 @@ from pathlib import Path, PurePosixPath
 
 from archguard.core.abi import STABLE_PREFIXES, BinaryAbi, PythonApi, TorchExports
 from archguard.core.cuda import CudaVersion
+from archguard.core.platform import platform_of_elf
 from archguard.detect.elf import Dynamic, exported_by, read_dynamic
 from archguard.detect.torchlibs import parse_version_py
 from archguard.errors import BinaryReadError
@@ -100,6 +101,7 @@ def binary_abi(
         dynamic.highest("GLIBC_"),
         dynamic.highest("GLIBCXX_"),
         target_version,
+        platform_of_elf(dynamic.machine),
     )
 
 

@@ -51,6 +51,7 @@ class Dynamic:
     needed: tuple[str, ...]
     imports: tuple[Import, ...]
     exports: frozenset[str]
+    machine: str = ""  # the ELF header's e_machine: "EM_X86_64", "EM_AARCH64"
 
     def highest(self, prefix: str) -> str | None:
         """The highest symbol version of a family among the imports (``GLIBC_`` ->
@@ -74,9 +75,10 @@ def read_dynamic(source: Path | bytes, where: str | None = None) -> Dynamic:
     fix = "an ELF shared object (no ELF header); give a Linux extension module (.so) or a wheel "
     with _elf(source, label, fix + "holding one") as (f, elf):
         sections: dict[str, Any] = {s.name: s for s in elf.iter_sections()}
+        machine = str(elf["e_machine"])
         dynsym = sections.get(".dynsym")
         if dynsym is None:
-            return Dynamic((), (), frozenset())
+            return Dynamic((), (), frozenset(), machine)
         symbols = _raw(f, dynsym)
         strings = _raw(f, elf.get_section(dynsym["sh_link"]))
         versym = _raw(f, sections[".gnu.version"]) if ".gnu.version" in sections else None
@@ -88,7 +90,7 @@ def read_dynamic(source: Path | bytes, where: str | None = None) -> Dynamic:
             if t.entry.d_tag == "DT_NEEDED"
         )
     imports, exports = _symbols(symbols, strings, versym, names)
-    return Dynamic(needed, imports, exports)
+    return Dynamic(needed, imports, exports, machine)
 
 
 def elf_machine(source: Path | bytes, where: str | None = None) -> str:
