@@ -18,6 +18,14 @@ Usage::
     python scripts/probe_toolkits.py                  # download, probe, print YAML
     python scripts/probe_toolkits.py --write          # ... and rewrite defaults/toolkits.yml
     python scripts/probe_toolkits.py --cache DIR      # keep downloads in DIR
+    python scripts/probe_toolkits.py --platform aarch64 --only 13.0   # the SBSA wheel, run
+        # under qemu-user, compared with the bundled (x86_64) row: exit 1 where they differ
+
+A toolkit's targets do not depend on its host: with ``--platform aarch64`` each release's
+aarch64 (SBSA) wheel is probed the same way, its ``ptxas`` and ``nvcc`` run through
+``qemu-aarch64-static -L /usr/aarch64-linux-gnu`` (Debian's ``qemu-user-static`` and
+``libc6-arm64-cross``), and its row is compared with the table's, which holds one row per
+release for every platform.
 
 Needs network access to the package index and about 250 MB of temporary disk.
 """
@@ -30,6 +38,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from archguard.core.arch import Arch
+from archguard.core.cuda import CudaVersion
+from archguard.core.toolkit import bundled_rows
 from archguard.user.watch import row_lines, wheel_row
 
 # CUDA release -> the wheel that carries its ptxas (and, for 13.x, a full nvcc): the latest
@@ -52,10 +63,21 @@ REPO = Path(__file__).resolve().parent.parent
 OUTPUT = REPO / "defaults" / "toolkits.yml"
 
 
-def download(requirement: str, cache: Path) -> Path:
+# how this x86_64 machine runs the aarch64 wheel's binaries
+QEMU = ("qemu-aarch64-static", "-L", "/usr/aarch64-linux-gnu")
+WHEEL_PLATFORM = {"aarch64": "manylinux2014_aarch64"}  # the nvcc wheels' aarch64 tag
+
+
+def download(requirement: str, cache: Path, platform: str | None = None) -> Path:
     name, version = requirement.split("==")
     stem = name.replace("-", "_") + "-" + version
-    found = sorted(cache.glob(stem + "-*.whl"))
+    other = ["--only-binary", ":all:", "--platform", WHEEL_PLATFORM[platform]] if platform else []
+    machine = platform or "x86_64"  # a wheel's tags end with its machine
+
+    def found_here() -> list[Path]:
+        return sorted(p for p in cache.glob(stem + "-*.whl") if p.stem.endswith(machine))
+
+    found = found_here()
     if not found:
         subprocess.run(
             [
@@ -67,20 +89,25 @@ def download(requirement: str, cache: Path) -> Path:
                 "-q",
                 "-d",
                 str(cache),
+                *other,
                 requirement,
             ],
             check=True,
         )
-        found = sorted(cache.glob(stem + "-*.whl"))
+        found = found_here()
     if not found:
         raise SystemExit(f"pip download {requirement} produced no wheel in {cache}")
     return found[0]
 
 
-def probe(cuda: str, requirement: str, cache: Path) -> dict[str, object]:
+def probe(
+    cuda: str, requirement: str, cache: Path, platform: str | None = None
+) -> dict[str, object]:
     """The row for ``cuda``: archguard's own probe of the wheel (``wheel_row``: its ptxas
-    assembles every listed target; its nvcc's lists), as ``archguard watch --probe`` runs it."""
-    row = wheel_row(download(requirement, cache), requirement)
+    assembles every listed target; its nvcc's lists), as ``archguard watch --probe`` runs it;
+    ``platform``: that platform's wheel, run under qemu-user."""
+    wheel = download(requirement, cache, platform)
+    row = wheel_row(wheel, requirement, QEMU if platform else ())
     if f"release {cuda}," not in str(row["source"]):
         raise SystemExit(f"{requirement}: its ptxas says {row['source']!r}, expected {cuda}")
     return row
@@ -102,15 +129,54 @@ def render(rows: dict[str, dict[str, object]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def facts(row: dict[str, object]) -> dict[str, object]:
+    """What a probed row says of its targets (its source aside), comparable with the table."""
+    return {
+        "ptx_isa": str(row["ptx_isa"]),
+        "cubins": frozenset(Arch.from_target(str(t)) for t in row["cubins"]),  # type: ignore[attr-defined]
+        "ptx": frozenset(Arch.from_target(str(t)) for t in row["ptx"]),  # type: ignore[attr-defined]
+        "nvcc_list_gpu_code": tuple(str(t) for t in row.get("nvcc_list_gpu_code") or ()),  # type: ignore[attr-defined]
+        "nvcc_list_gpu_arch": tuple(str(t) for t in row.get("nvcc_list_gpu_arch") or ()),  # type: ignore[attr-defined]
+    }
+
+
+def compare(rows: dict[str, dict[str, object]], platform: str) -> int:
+    """Each ``platform`` row against the bundled table's: 0 where every fact is the same."""
+    bundled = bundled_rows()
+    differ = 0
+    for cuda, row in rows.items():
+        known = bundled[CudaVersion.parse(cuda)]
+        table = {
+            "ptx_isa": known.ptx_isa,
+            "cubins": known.toolkit.cubins,
+            "ptx": known.toolkit.ptx,
+            "nvcc_list_gpu_code": known.nvcc_list_gpu_code,
+            "nvcc_list_gpu_arch": known.nvcc_list_gpu_arch,
+        }
+        mine = facts(row)
+        changed = [key for key, value in mine.items() if table[key] != value]
+        said = "differ: " + ", ".join(changed) if changed else "are the table's"
+        print(f"{cuda}: the {platform} wheel's {', '.join(mine)} {said}")
+        differ += bool(changed)
+    return 1 if differ else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cache", type=Path, help="directory for downloaded wheels")
     parser.add_argument("--write", action="store_true", help=f"rewrite {OUTPUT}")
+    parser.add_argument(
+        "--platform", choices=sorted(WHEEL_PLATFORM), help="probe that platform's wheels"
+    )
+    parser.add_argument("--only", metavar="X.Y", action="append", help="these releases only")
     args = parser.parse_args(argv)
+    chosen = {c: r for c, r in PACKAGES.items() if not args.only or c in args.only}
     with tempfile.TemporaryDirectory() as tmp:
         cache = args.cache or Path(tmp)
         cache.mkdir(parents=True, exist_ok=True)
-        rows = {cuda: probe(cuda, req, cache) for cuda, req in PACKAGES.items()}
+        rows = {cuda: probe(cuda, req, cache, args.platform) for cuda, req in chosen.items()}
+    if args.platform:
+        return compare(rows, args.platform)
     text = render(rows)
     if args.write:
         OUTPUT.write_text(text)

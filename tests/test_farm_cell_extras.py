@@ -10,6 +10,7 @@ import json
 import shutil
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -55,17 +56,49 @@ def test_the_variants_switch_asks_each_cell_for_the_variants_extra() -> None:
     assert plain.partition("]")[2] == both.partition("]")[2]  # the same archguard
 
 
+def _lacks(extra: str) -> list[str]:
+    """The requirements of archguard's ``extra`` this Python does not hold, read from
+    archguard's own metadata (not by the check under test)."""
+    out = []
+    for text in metadata.requires("torch-archguard") or []:
+        req = Requirement(text)
+        if req.marker is None or not req.marker.evaluate({"extra": extra}):
+            continue
+        if req.marker.evaluate({"extra": ""}):
+            continue  # not the extra's own
+        try:
+            have = metadata.version(req.name)
+        except metadata.PackageNotFoundError:
+            out.append(req.name)
+            continue
+        if not req.specifier.contains(have, prereleases=True):
+            out.append(f"{req.name} {have}")
+    return out
+
+
+@pytest.mark.skipif(
+    bool(_lacks("farm")),
+    reason="needs archguard's [farm] extra in this Python (pip install -e '.[test,farm]'); "
+    f"it lacks {', '.join(_lacks('farm'))}",
+)
+def test_a_cell_holding_both_extras_passes_the_check() -> None:
+    """The check a made cell gets, run in this Python, which holds both extras (the [farm]
+    one from scripts/setup_env.sh; the pure suite's [test] has only ``variants``)."""
+    _check_extras(cell(), Path(sys.executable), cell_extras(variants=True))
+
+
 def test_a_need_the_made_cell_lacks_is_refused_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The check a made cell gets, run in this Python (which holds both extras): whole,
-    an extra this archguard lacks, a module of the extra that does not import."""
+    """The check a made cell gets, run in this Python (which holds the ``variants`` extra,
+    [test] asks for it): whole, an extra this archguard lacks, a module of the extra that
+    does not import."""
     here = Path(sys.executable)
-    _check_extras(cell(), here, cell_extras(variants=True))
+    _check_extras(cell(), here, ("variants",))
     with pytest.raises(CellEnvironmentFailed, match=r"has no 'nonesuch' extra") as lacks:
-        _check_extras(cell(), here, ("farm", "nonesuch"))
+        _check_extras(cell(), here, ("variants", "nonesuch"))
     assert lacks.value.code == "cell-environment-failed"
     monkeypatch.setitem(IMPORTS, "variants", ("variantlib_that_is_not",))
     with pytest.raises(CellEnvironmentFailed, match=r"import variantlib_that_is_not \(") as bad:
-        _check_extras(cell(), here, cell_extras(variants=True))
+        _check_extras(cell(), here, ("variants",))
     assert "variants: [farm] variants = true (each wheel's variant, through variantlib)" in str(
         bad.value
     )

@@ -7,6 +7,7 @@ here they are read back through the commands a user runs (``list``, ``explain``,
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import zipfile
@@ -394,3 +395,31 @@ def test_the_pages_finder_picks_by_machine_as_which_does(tmp_path: Path) -> None
     x86 = finder("?torch=2.13.0&cuda=13.0&python=3.11&platform=x86_64&gpu=8.0")
     assert "xonly: pip install" in x86
     assert "st: pip install" in x86
+
+
+@pytest.mark.slow
+@pytest.mark.network
+def test_a_toolkits_targets_do_not_depend_on_its_host() -> None:
+    """NVIDIA's aarch64 (SBSA) nvcc wheel, its ptxas and nvcc run under qemu-user here, says
+    what the bundled (x86_64-probed) row says: one toolkit row serves every platform."""
+    import shutil
+
+    if shutil.which("qemu-aarch64-static") is None or not Path("/usr/aarch64-linux-gnu").is_dir():
+        if os.environ.get("AG_TEST_NETWORK") == "required":  # .ci/run installs both
+            pytest.fail("no qemu-aarch64-static or /usr/aarch64-linux-gnu (qemu-user-static, "
+                        "libc6-arm64-cross)")  # fmt: skip
+        pytest.skip("no qemu-aarch64-static or /usr/aarch64-linux-gnu")
+    script = Path(__file__).resolve().parent.parent / "scripts" / "probe_toolkits.py"
+    proc = subprocess.run(
+        [sys.executable, str(script), "--platform", "aarch64", "--only", "13.0"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if proc.returncode != 0 and ("pip download" in proc.stderr or "'download'" in proc.stderr):
+        not_fetched("the aarch64 nvcc wheel", proc.stderr)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout == (
+        "13.0: the aarch64 wheel's ptx_isa, cubins, ptx, nvcc_list_gpu_code, "
+        "nvcc_list_gpu_arch are the table's\n"
+    )

@@ -20,7 +20,7 @@ import pytest
 from archguard.detect.fetch import checked_out, source_tree, split_pin
 from archguard.detect.index import index_urls
 from archguard.errors import ConfigError, ReleaseNotFetched
-from realtools import build_env, cli, not_fetched, run_main
+from realtools import build_env, cli, needs_cuda_torch, needs_nvcc, not_fetched, run_main
 
 
 def sdist(tmp: Path, name: str = "pkg-1.0", body: str = "X = 1\n") -> Path:
@@ -215,6 +215,8 @@ def test_a_release_not_fetched_is_its_own_error_on_the_command_line(tmp_path: Pa
 
 
 @pytest.mark.network
+@needs_cuda_torch  # archguard wheel resolves against the cell's torch and toolkit
+@needs_nvcc
 def test_a_setuptools_scm_release_is_fetched_with_its_version(tmp_path: Path) -> None:
     """torchani 2.9.0 (setuptools_scm): ``pip download`` built its metadata without the
     plugin, got 0.0.0 and refused its own download. From the index's page: its sdist, and the

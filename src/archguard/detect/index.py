@@ -2,7 +2,8 @@
 metadata (PEP 658/714 ``.metadata`` beside it, else its ``METADATA`` read out of the remote
 zip with HTTP range requests: a torch wheel's metadata without its 1-4 GB); and which
 indexes pip reads (:func:`index_urls`: its options, its ``PIP_*`` variables, its
-configuration, as ``pip config list`` shows them).
+configuration, as ``pip config list`` shows them, then its default, as its help states it:
+pip's command line only, never its internals).
 
 Read-only, and strangers' data: the HTML is read in one pass (``_anchors``), the JSON
 with ``json``; every fetch has a timeout and a size bound; a failure is one
@@ -12,9 +13,11 @@ with ``json``; every fetch has a timeout and a size bound; a failure is one
 from __future__ import annotations
 
 import ast
+import functools
 import html
 import io
 import json
+import re
 import sys
 import urllib.error
 import urllib.parse
@@ -79,10 +82,35 @@ def _setting(config: Mapping[str, str], name: str, sections: Sequence[str]) -> s
     return next((config[f"{s}.{name}"] for s in sections if f"{s}.{name}" in config), None)
 
 
-def _pypi() -> str:
-    from pip._internal.models.index import PyPI  # noqa: PLC0415 - pip's own default, asked last
+# pip's help states each option's default: ``--index-url`` ``(default URL)``
+_DEFAULT_INDEX = re.compile(r"--index-url\b.*?\(default\s+(\S+?)\)")
 
-    return str(PyPI.simple_url)
+
+@functools.cache
+def _help_default_index(python: str) -> str | None:
+    """The index ``python``'s pip reads when nothing names one, as its own help states it
+    (``pip download --isolated --help``: its variables and user file left out, which would
+    replace the stated default with theirs); None where that pip cannot answer."""
+    try:
+        proc = run([python, "-m", "pip", "download", "--isolated", "--help"], None)
+    except ToolFailed:
+        return None
+    found = _DEFAULT_INDEX.search(" ".join(proc.stdout.split())) if proc.returncode == 0 else None
+    return found[1] if found else None
+
+
+def default_index(python: str = sys.executable) -> str:
+    """pip's own default index, asked last: that of ``python``'s pip, else of the pip beside
+    archguard (a cell made by uv may hold none); :class:`IndexUnreachable` when neither
+    says."""
+    for pip in dict.fromkeys((python, sys.executable)):
+        found = _help_default_index(pip)
+        if found:
+            return found
+    raise IndexUnreachable(
+        f"no pip said its default index ({python} -m pip download --help); name the index "
+        "with --index-url or PIP_INDEX_URL."
+    )
 
 
 def _options(pip_args: Sequence[str], names: Sequence[str]) -> list[str]:
@@ -125,7 +153,7 @@ def index_urls(
     extra = (_setting(config, "extra-index-url", sections) or "").split()
     extra += _options(pip_args, ("--extra-index-url",))
     out: list[str] = []
-    for url in [primary.split()[0] if primary.split() else _pypi(), *extra]:
+    for url in [primary.split()[0] if primary.split() else default_index(python), *extra]:
         if url not in out:
             out.append(url)
     return out

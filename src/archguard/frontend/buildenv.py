@@ -45,7 +45,7 @@ LEGACY_BACKEND = "setuptools.build_meta:__legacy__"
 
 _ASK = r"""
 import json, sys
-from pip._vendor.pyproject_hooks import BuildBackendHookCaller
+from pyproject_hooks import BuildBackendHookCaller
 backend = sys.argv[2] or None
 path = json.loads(sys.argv[3]) or None
 caller = BuildBackendHookCaller(sys.argv[1], sys.argv[2], backend_path=path)

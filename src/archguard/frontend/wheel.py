@@ -62,9 +62,10 @@ _ARCH_REFUSED = re.compile(r"Unsupported gpu architecture|\[verify-failed\]")
 
 
 @dataclass(frozen=True)
-class Cell:
+class SourceBuild:
     """What the build of one source gets: its environment before ``setup.py`` runs, whether
-    its wheels get a wheel-variant copy, and the local version label template."""
+    its wheels get a wheel-variant copy, and the local version label template (the farm's
+    cell is :class:`archguard.farm.manifest.Cell`: the environment the build runs in)."""
 
     environment: dict[str, str]
     variants: bool
@@ -109,9 +110,9 @@ def own_arch_variables(
     return notes
 
 
-def cell_environment(
+def source_build(
     source: Path, setup_py: SetupPy, config: Path | None, local_version: str | None = None
-) -> Cell:
+) -> SourceBuild:
     """What the build of ``source`` (whose ``setup.py`` reads ``setup_py``) gets in its
     environment before ``setup.py`` runs, and whether its wheels get a wheel-variant copy
     (``ARCHGUARD_WHEEL_VARIANT``, else the package's or ARCHGUARD_CONFIG's
@@ -139,7 +140,7 @@ def cell_environment(
     notes += cmake.notes
     label = local_version or (package.local_version if package else "auto")
     _check_template(label, "--local-version" if local_version else "local_version")
-    return Cell(out, wanted, label, res, toolkit, tuple(notes), cmake.refusal)
+    return SourceBuild(out, wanted, label, res, toolkit, tuple(notes), cmake.refusal)
 
 
 def _check_template(template: str, where: str) -> None:
@@ -179,11 +180,11 @@ def _say(source: Path, text: str) -> None:
 
 def build_one(source: Path, out: Path, options: WheelOptions) -> Built:
     setup_py = read_setup_py(source / "setup.py")
-    cell = cell_environment(source, setup_py, options.config, options.local_version)
-    env_vars = cell.environment
-    if cell.refused:  # before anything is installed or compiled
+    build = source_build(source, setup_py, options.config, options.local_version)
+    env_vars = build.environment
+    if build.refused:  # before anything is installed or compiled
         built = Built(str(source), -1, env_vars, setup_py.reads)
-        built.problems.append(cell.refused)
+        built.problems.append(build.refused)
         return built
     declared = buildenv.prepare(source, {**os.environ, **env_vars}, options.build_requires)
     if declared.installed:
@@ -192,7 +193,7 @@ def build_one(source: Path, out: Path, options: WheelOptions) -> Built:
             "installed for its build (its declared requirements the cell lacks, the cell's "
             f"torch held): {', '.join(declared.installed)} in {declared.overlay}",
         )
-    for note in [*cell.notes, *declared.notes, *(cell.toolkit.notes if cell.toolkit else ())]:
+    for note in [*build.notes, *declared.notes, *(build.toolkit.notes if build.toolkit else ())]:
         _say(source, note)
     before = _wheels_in(out)
     argv = [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-v"]
@@ -218,7 +219,7 @@ def build_one(source: Path, out: Path, options: WheelOptions) -> Built:
     made = sorted(p for p, t in _wheels_in(out).items() if before.get(p) != t)
     built = Built(str(source), proc.returncode, env_vars, setup_py.reads)
     built.build_env = declared.as_json()
-    built.toolkit = cell.toolkit.as_json() if cell.toolkit else {}
+    built.toolkit = build.toolkit.as_json() if build.toolkit else {}
     log = "\n".join(tail)
     if proc.returncode != 0:
         why = cause(tail, setup_py.reads, environment, str(source), setup_py.asks_gpu)
@@ -229,7 +230,7 @@ def build_one(source: Path, out: Path, options: WheelOptions) -> Built:
     return _finished(
         built,
         made,
-        cell=cell,
+        build=build,
         backend=declared.backend,
         setup_py=setup_py,
         log=log,
@@ -242,7 +243,7 @@ def _finished(  # noqa: PLR0913 - what the steps after pip need, each from build
     built: Built,
     made: list[Path],
     *,
-    cell: Cell,
+    build: SourceBuild,
     backend: str,
     setup_py: SetupPy,
     log: str,
@@ -258,19 +259,19 @@ def _finished(  # noqa: PLR0913 - what the steps after pip need, each from build
         problems += [p for w in made if (p := not_the_release(w, release, source))]
     part = frontend_part(built.build_env, built.toolkit)
     step = recorder(
-        cell.resolution, cell.environment, backend, part, lambda t: _say(source, t), source
+        build.resolution, build.environment, backend, part, lambda t: _say(source, t), source
     )
     wheels, said = each(verified(made), step)
     problems += said + judged(wheels, setup_py, _setup_text(source), log, built)
     if not made:
         problems.append("pip reported success but wrote no wheel")
     if not problems:
-        wheels, said = each(wheels, labeller(cell.local_version))
+        wheels, said = each(wheels, labeller(build.local_version))
         problems += said
     if options.repair and not problems:
         wheels, said = each(wheels, repairer())
         problems += said
-    if cell.variants and not problems:
+    if build.variants and not problems:
         wheels, said = each(wheels, varianter(out))
         problems += said
     return replace(built, wheels=wheels, problems=[*built.problems, *problems])

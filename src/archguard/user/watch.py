@@ -13,6 +13,7 @@ hang.
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 import tempfile
 import zipfile
@@ -200,12 +201,17 @@ def download(
     return found[0]
 
 
-def wheel_row(wheel: Path, requirement: str) -> dict[str, object]:
+def wheel_row(wheel: Path, requirement: str, emulator: Sequence[str] = ()) -> dict[str, object]:
     """A toolkits.yml row from a CUDA compiler wheel: its ptxas's accepted targets
     (``detect.ptxas``) and, where the wheel carries a full nvcc, its lists. The one probe of
-    the bundled table (``scripts/probe_toolkits.py``) and of ``watch --probe``."""
+    the bundled table (``scripts/probe_toolkits.py``) and of ``watch --probe``.
+    ``emulator``: the command that runs another machine's binaries (``qemu-aarch64-static -L
+    /usr/aarch64-linux-gnu`` for the aarch64 wheel on x86_64), so that one probe reads both
+    platforms' toolkits."""
     with tempfile.TemporaryDirectory(prefix="archguard-watch-") as tmp:
         tools = unpack_tools(wheel, Path(tmp))
+        if emulator:
+            tools = {name: emulated(path, emulator) for name, path in tools.items()}
         if "ptxas" not in tools:
             raise ConfigError(f"{wheel.name} holds no bin/ptxas: not a CUDA compiler wheel")
         found = probe_ptxas(str(tools["ptxas"]))
@@ -224,6 +230,14 @@ def wheel_row(wheel: Path, requirement: str) -> dict[str, object]:
             ):
                 row[key] = run([str(tools["nvcc"]), flag], None).stdout.split()
     return row
+
+
+def emulated(tool: Path, emulator: Sequence[str]) -> Path:
+    """A program that runs ``tool`` through ``emulator`` (its arguments passed as they are)."""
+    shim = tool.with_name(tool.name + "-emulated")
+    shim.write_text(f'#!/bin/sh\nexec {shlex.join([*emulator, str(tool)])} "$@"\n')
+    shim.chmod(0o755)
+    return shim
 
 
 def row_lines(cuda: str, row: dict[str, object]) -> list[str]:
