@@ -195,6 +195,35 @@ def test_a_packages_own_arch_variable_in_its_cmake_files_gets_the_list(tmp_path:
     assert verify.returncode == 0 and "result: OK (1 CUDA binary checked" in verify.stdout
 
 
+def test_an_arch_variable_read_through_a_loop_over_option_names_builds_exactly_the_list(
+    tmp_path: Path,
+) -> None:
+    """Its CMakeLists reads every option from the environment in a foreach() over their names
+    (``set(${_opt} "$ENV{${_opt}}")``), then CMAKE_CUDA_ARCHITECTURES from PKG_CUDA_ARCHS,
+    else a literal list of eight: archguard sets PKG_CUDA_ARCHS before CMake runs, says so,
+    and nvcc compiles the list alone (one target, not eight)."""
+    pytest.importorskip("scikit_build_core")
+    root = copy_tree(PACKAGES / "skbuildloop", tmp_path / "skbuildloop")
+    ran = tmp_path / "nvcc-ran.log"
+    nvcc = tmp_path / "nvcc"
+    nvcc.write_text(f'#!/bin/sh\necho "$@" >> {ran}\nexec {CUDA_HOME}/bin/nvcc "$@"\n')
+    nvcc.chmod(0o755)
+    out = tmp_path / "out"
+    env = build_env(ARCHGUARD_ARCH_LIST="8.0", CUDACXX=str(nvcc))
+    proc = cli("wheel", str(root), "-w", str(out), "--format", "json", env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
+    assert (
+        "its CMake files read PKG_CUDA_ARCHS, an arch variable (default '', CMakeLists.txt:8): "
+        "set to the effective list in that spelling, PKG_CUDA_ARCHS='80'"
+    ) in proc.stderr
+    (build,) = json.loads(proc.stdout)["builds"]
+    assert build["ok"] and build["environment"]["PKG_CUDA_ARCHS"] == "80"  # 8.0 and its PTX
+    assert wheel_so_targets(only_wheel(out), tmp_path) == ["sm_80", "compute_80"]
+    compiles = [line for line in ran.read_text().splitlines() if "kernel.cu" in line]
+    assert compiles and all("arch=compute_80" in line for line in compiles), compiles
+    assert not re.search(r"compute_(?:70|75|86|89|90|100|120)\b", "\n".join(compiles))
+
+
 OPTIONAL_CUDA = """\
 cmake_minimum_required(VERSION 3.20)
 project(optcuda LANGUAGES C)

@@ -197,6 +197,70 @@ def test_the_packages_own_variable_in_its_cmake_files_gets_the_list_in_its_spell
     assert given.values == {} and given.notes == () and given.refusal == ""
 
 
+# An arch variable as many projects write their options (a cache entry, each option read from
+# the environment by a loop over the options' names), in the shapes projects use.
+LOOP = """\
+set(PKG_WITH_EXTRAS "" CACHE STRING "build the extras")
+set(PKG_CUDA_ARCHS "" CACHE STRING "CUDA arches to build for")
+foreach(_opt PKG_WITH_EXTRAS PKG_CUDA_ARCHS)
+  if(NOT ${_opt} AND DEFINED ENV{${_opt}})
+    set(${_opt} "$ENV{${_opt}}")
+  endif()
+endforeach()
+if(PKG_CUDA_ARCHS)
+  set(CMAKE_CUDA_ARCHITECTURES "${PKG_CUDA_ARCHS}")
+else()
+  set(CMAKE_CUDA_ARCHITECTURES "70;75;80;86;89;90;100;120")
+endif()
+add_library(k SHARED k.cu)
+"""
+LOOP_ITEMS = LOOP.replace(
+    "foreach(_opt PKG_WITH_EXTRAS PKG_CUDA_ARCHS)",
+    "foreach(_opt IN ITEMS PKG_WITH_EXTRAS;PKG_CUDA_ARCHS)",
+)
+# a function that wraps the target's property, the option read under if(DEFINED ENV{...})
+WRAPPED = """\
+option(PKG_FAST "fast build" OFF)
+set(PKG_ARCHES "80;90" CACHE STRING "arches")
+if(DEFINED ENV{PKG_ARCHES})
+  set(PKG_ARCHES $ENV{PKG_ARCHES})
+endif()
+function(pkg_cuda_library name)
+  add_library(${name} SHARED ${ARGN})
+  set_target_properties(${name} PROPERTIES CUDA_ARCHITECTURES "${PKG_ARCHES}")
+endfunction()
+pkg_cuda_library(k k.cu)
+"""
+
+
+@pytest.mark.parametrize("text", [LOOP, LOOP_ITEMS, WRAPPED], ids=["loop", "in-items", "wrapped"])
+def test_an_arch_variable_read_through_a_loop_or_a_wrapper_is_found_and_set(
+    tmp_path: Path, text: str
+) -> None:
+    """The variable that reaches CMAKE_CUDA_ARCHITECTURES (or the target's property) from
+    the environment, through a foreach() over literal names (written out as CMake runs it)
+    or beside a function that applies it, is set to the list before CMake runs; the literal
+    list it replaces is then no refusal."""
+    got = plan(tmp_path, text)
+    name = "PKG_ARCHES" if "PKG_ARCHES" in text else "PKG_CUDA_ARCHS"
+    assert got.values == {name: "80-real;90"}, got
+    assert got.refusal == ""
+    (note,) = got.notes
+    assert note.startswith(f"its CMake files read {name}, an arch variable (default ")
+    assert note.endswith(f"set to the effective list in that spelling, {name}='80-real;90'")
+
+
+def test_a_loop_that_cannot_be_read_leaves_its_forced_list_refused(tmp_path: Path) -> None:
+    """A foreach() over a variable's list is not written out: its variable is not followed,
+    and the literal list nothing can change is refused before the build, as before."""
+    text = LOOP.replace(
+        "foreach(_opt PKG_WITH_EXTRAS PKG_CUDA_ARCHS)", "foreach(_opt IN LISTS PKG_OPTIONS)"
+    )
+    got = plan(tmp_path, text)
+    assert got.values == {}
+    assert "CMakeLists.txt:11: set(CMAKE_CUDA_ARCHITECTURES" in got.refusal
+
+
 OWN_DEFAULTS = [
     pytest.param(  # read first, then a default where it was empty
         'set(V "$ENV{X_CUDA_ARCHS}")\nif(NOT V)\n  set(V 80;86)\nendif()\n'

@@ -445,6 +445,20 @@ CMAKE_READERS = [
         ),
         id="a-value-of-wide-values",
     ),
+    pytest.param(  # each level 64 items: 64**6 commands if written out whole
+        lambda: cmake_plan(
+            "".join(
+                f"foreach(L{i} " + " ".join(f"I{j}" for j in range(64)) + ")\n" for i in range(6)
+            )
+            + "set(V${L0}${L5} $ENV{ARCH_${L1}})\nset(CMAKE_CUDA_ARCHITECTURES ${V})\n"
+            + "endforeach()\n" * 6
+        ),
+        id="six-nested-foreachs-of-64",
+    ),
+    pytest.param(
+        lambda: cmake_plan("foreach(X A)\n" * 50_000 + "set(Y ${X})\n"),
+        id="50k-unclosed-foreachs",
+    ),
 ]
 
 

@@ -56,6 +56,8 @@ _KEPT_FRAMES = 4  # the innermost if()s a command remembers (a default's guard i
 _KEPT_NAMES = 64  # the names remembered of one if()'s condition
 _BUDGET = 256  # the values followed to read one line's arches
 _MAX_OWN = 16  # the package's own arch variables looked at
+_MAX_ITEMS = 64  # the literal items of one foreach() written out
+_MAX_UNROLLED = 20_000  # the commands one file's foreach()s may add, all told
 
 
 # CMake's own words when it finds no CUDA (a build that then makes a wheel without CUDA code)
@@ -263,6 +265,86 @@ def _invocations(text: str) -> Iterator[tuple[str, list[_Arg], int]]:
             args.append(_Arg(m["quoted"] if quoted else token, kind if quoted else "bare", start))
 
 
+Invocation = tuple[str, list[_Arg], int]
+
+
+def _loop_items(args: Sequence[_Arg]) -> list[str] | None:
+    """A foreach()'s literal items (``foreach(X A B C)``, ``foreach(X IN ITEMS A B)``; a
+    bare argument is a list: ``A;B``); None where they cannot be read (``RANGE``, ``IN
+    LISTS``, an item that expands a variable) or are too many."""
+    if not args or not _IDENT.fullmatch(args[0].text):
+        return None
+    rest = list(args[1:])
+    if rest and rest[0].kind == "bare" and rest[0].text in ("RANGE", "IN"):
+        if rest[0].text == "RANGE" or len(rest) < 2 or rest[1].text != "ITEMS":
+            return None
+        rest = rest[2:]
+    items: list[str] = []
+    for a in rest:
+        if a.refs or a.kind == "bracket":
+            return None
+        items += [t for t in a.text.split(";") if t] if a.kind == "bare" else [a.text]
+        if len(items) > _MAX_ITEMS:
+            return None
+    return items
+
+
+def _unrolled(invocations: Iterable[Invocation], budget: list[int]) -> Iterator[Invocation]:
+    """The commands with each foreach() over literal items written out once per item, its
+    variable's ``${X}`` replaced by the item, as CMake runs it (``foreach(opt A PKG_ARCHS)
+    set(${opt} "$ENV{${opt}}")`` reads ``$ENV{PKG_ARCHS}`` into ``PKG_ARCHS``). A foreach()
+    that cannot be read, or has no endforeach(), stays as it is (its variable is then written
+    by a command other than set(): not followed). ``budget``: the commands left to add; each
+    loop's end is found once, so the reading stays linear."""
+    seq = list(invocations)
+    ends: dict[int, int] = {}  # a foreach()'s index -> its endforeach()'s
+    open_loops: list[int] = []
+    for i, (name, _, _) in enumerate(seq):
+        if name == "foreach":
+            open_loops.append(i)
+        elif name == "endforeach" and open_loops:
+            ends[open_loops.pop()] = i
+    yield from _written_out(seq, (0, len(seq)), ends, budget, {})
+
+
+def _written_out(
+    seq: Sequence[Invocation],
+    span: tuple[int, int],
+    ends: Mapping[int, int],
+    budget: list[int],
+    items: Mapping[str, str],
+) -> Iterator[Invocation]:
+    """The commands of ``seq[span]``, the loop variables ``items`` replaced."""
+    i, stop = span
+    while i < stop:
+        name, args, at = seq[i]
+        if items:
+            args = [_replaced(a, items) for a in args]
+        end = ends.get(i, stop) if name == "foreach" else stop
+        looped = _loop_items(args) if end < stop else None
+        cost = len(looped) * max(1, end - i - 1) if looped is not None else 0
+        if looped is None or cost > budget[0]:
+            yield name, args, at
+            i += 1
+            continue
+        budget[0] -= cost
+        for item in looped:
+            inner = {**items, args[0].text: item}
+            yield from _written_out(seq, (i + 1, end), ends, budget, inner)
+        i = end + 1
+
+
+def _replaced(arg: _Arg, items: Mapping[str, str]) -> _Arg:
+    """``arg`` with each loop variable's ``${X}`` replaced by its item (a bracket argument is
+    raw: nothing in it expands)."""
+    if arg.kind == "bracket" or "${" not in arg.text:
+        return arg
+    text = arg.text
+    for name, item in items.items():
+        text = text.replace("${" + name + "}", item)
+    return _Arg(text, arg.kind, arg.at)
+
+
 def _tested(args: Sequence[_Arg]) -> frozenset[str]:
     """The names an if() tests (``ENV:X`` for ``ENV{X}``), the first few."""
     found = islice(_TESTED.finditer(" ".join(a.text for a in args)), _KEPT_NAMES)
@@ -288,7 +370,7 @@ def _file_commands(file: _File, out: list[_Command]) -> None:
     frames: list[tuple[frozenset[str], frozenset[str], bool]] = []  # if's, branch's, guard
     guarded = 0  # open frames that guard a default of CMAKE_CUDA_ARCHITECTURES
     returned: frozenset[str] = frozenset()  # what the if()s around an earlier return() test
-    for name, args, at in _invocations(file.text):
+    for name, args, at in _unrolled(_invocations(file.text), [_MAX_UNROLLED]):
         if name == "if":
             tested = _tested(args)
             guard = bool(_DEFAULT_GUARD.search(" ".join(a.text for a in args)))
@@ -349,6 +431,18 @@ class CMakeFiles:
                 model.unknown.update(a.text for a in c.args if a.kind == "bare")
         return model
 
+    def sources(self, targets: Iterable[str]) -> set[str]:
+        """``targets`` and every variable (``ENV:X`` for the environment's) their values are
+        set() from, however far back: one walk over the writes."""
+        seen = set(targets)
+        todo = list(seen)
+        while todo:
+            for _, value in self.writes.get(todo.pop(), ()):
+                for ref in {r for a in value for r in a.refs} - seen:
+                    seen.add(ref)
+                    todo.append(ref)
+        return seen
+
     def reach(self, roots: Iterable[str]) -> set[str]:
         """``roots`` and every variable set() from them, however far."""
         seen = set(roots)
@@ -392,12 +486,16 @@ class OwnVariable:
 
 
 def own_variables(model: CMakeFiles) -> list[OwnVariable]:
-    """The arch variables (by name) the files read with ``$ENV{X}`` that have a literal
-    default: set() under an if() that tests X (or what is set from it), or before it is set
-    from X."""
+    """The arch variables the files read with ``$ENV{X}`` that have a literal default (set()
+    under an if() that tests X, or what is set from it, or before it is set from X): those
+    whose names say so (a setup.py's rule), then those whose value reaches the arches however
+    it is named (``PKG_ARCHES`` -> ``CMAKE_CUDA_ARCHITECTURES``)."""
     out = []
     to_arches = {r for _, _, v in _arch_settings(model.commands) for a in v for r in a.refs}
-    names = SetupPy(list(model.env), []).arch_variables()  # a setup.py's rule for its names
+    named = SetupPy(list(model.env), []).arch_variables()  # a setup.py's rule for its names
+    flowing = model.sources([*to_arches, "CMAKE_CUDA_ARCHITECTURES"])
+    by_name = set(named)
+    names = [*named, *(n for n in model.env if f"ENV:{n}" in flowing and n not in by_name)]
     for name in islice(names, _MAX_OWN):
         linked = model.reach([f"ENV:{name}"])
         read: dict[str, int] = {}  # variable -> the first set() of it from the environment

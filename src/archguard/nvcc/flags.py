@@ -125,7 +125,8 @@ def dropped_ptx(
 
 def spelled_like(sample: str, entries: Sequence[ArchEntry], cmake: bool = False) -> str | None:
     """``entries`` in the spelling of ``sample``, a package's own default for its arch
-    variable (``"8.0;8.6"``, ``"80,86"``, ``"sm_80 sm_86"``, ``"80-real;90"``): its
+    variable (``"8.0;8.6"``, ``"80,86"``, ``"sm_80 sm_86"``, ``"80-real;90"``; an empty one
+    whose value goes to ``CMAKE_CUDA_ARCHITECTURES`` takes CMake's own spelling): its
     separator, its form, and PTX only where its form can say it; numbers that go to
     ``CMAKE_CUDA_ARCHITECTURES`` (``cmake``) in CMake's own words (``80-real;90``: a bare
     ``80`` there is a cubin and PTX). None when ``sample`` is none of these (archguard cannot
@@ -133,8 +134,8 @@ def spelled_like(sample: str, entries: Sequence[ArchEntry], cmake: bool = False)
     text = sample.strip()
     sep = next((c for c in (";", ",", " ") if c in text), ";")
     tokens = [t.strip() for t in text.split(sep) if t.strip()]
-    if not tokens:
-        return None
+    if not tokens:  # an empty default: only one that goes to CMAKE_CUDA_ARCHITECTURES has one
+        return cmake_architectures(sorted(entries)) if cmake else None
     form = next((f for f, rx in _SPELLINGS.items() if all(rx.match(t) for t in tokens)), None)
     if form is None or not all(_known(t) for t in tokens):  # "64" for ARCH: not a GPU's
         return None
