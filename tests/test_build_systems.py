@@ -224,6 +224,25 @@ def test_an_arch_variable_read_through_a_loop_over_option_names_builds_exactly_t
     assert not re.search(r"compute_(?:70|75|86|89|90|100|120)\b", "\n".join(compiles))
 
 
+def test_an_arch_cache_entry_is_given_a_define_and_builds_exactly_the_list(
+    tmp_path: Path,
+) -> None:
+    """A cache entry with a literal default of its own (no environment read) that becomes
+    CMAKE_CUDA_ARCHITECTURES: archguard puts -DPKG_ARCHS=list first in CMAKE_ARGS, which
+    scikit-build-core passes to CMake, and the wheel holds the list alone."""
+    root = skbuild(
+        tmp_path,
+        'set(PKG_ARCHS "70;75;86;90" CACHE STRING "arches")\n'
+        "set(CMAKE_CUDA_ARCHITECTURES ${PKG_ARCHS})",
+    )
+    out = tmp_path / "out"
+    proc = wheel(root, out, ARCHGUARD_ARCH_LIST="8.0")
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
+    assert "its CMake files take PKG_ARCHS, a cache entry that reaches the arches" in proc.stderr
+    assert "-DPKG_ARCHS=80 goes first in CMAKE_ARGS" in proc.stderr
+    assert wheel_so_targets(only_wheel(out), tmp_path) == ["sm_80", "compute_80"]
+
+
 OPTIONAL_CUDA = """\
 cmake_minimum_required(VERSION 3.20)
 project(optcuda LANGUAGES C)

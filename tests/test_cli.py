@@ -238,5 +238,7 @@ def test_help_groups_the_commands_as_the_readme_does() -> None:
     for name in grouped:
         assert re.search(rf"^  {re.escape(name)}\s", shown, re.M), name
     modules = ["builder", "farm", "user", "policy"]  # each group's commands in its own module
+    own = {"cache": "cache"}  # a command in a module of its own, within its group
     for module, (_, names) in zip(modules, GROUPS, strict=True):
-        assert {COMMANDS[n].__module__ for n in names} == {f"archguard._cli.{module}"}, names
+        for name in names:
+            assert COMMANDS[name].__module__ == f"archguard._cli.{own.get(name, module)}", name

@@ -261,6 +261,37 @@ def test_a_loop_that_cannot_be_read_leaves_its_forced_list_refused(tmp_path: Pat
     assert "CMakeLists.txt:11: set(CMAKE_CUDA_ARCHITECTURES" in got.refusal
 
 
+CACHED = (
+    'set(PKG_ARCHS "70;80;90" CACHE STRING "arches")\nset(CMAKE_CUDA_ARCHITECTURES ${PKG_ARCHS})\n'
+)
+
+
+def test_an_arch_cache_entry_with_a_literal_default_gets_a_define_and_the_callers_wins(
+    tmp_path: Path,
+) -> None:
+    """A cache entry (no environment reads it) whose value reaches the arches: a -D first in
+    CMAKE_ARGS sets it, said; the caller's own -D wins; with FORCE no -D can, refused."""
+    write(tmp_path, "CMakeLists.txt", CACHED)
+    given = {**BUILD, "CMAKE_ARGS": "-DCUDAToolkit_ROOT=/t"}
+    got = cmake_arches(tmp_path, LIST, {}, given)
+    assert got.values == {"CMAKE_ARGS": "-DPKG_ARCHS=80-real;90 -DCUDAToolkit_ROOT=/t"}
+    assert got.notes == (
+        "its CMake files take PKG_ARCHS, a cache entry that reaches the arches (default "
+        "'70;80;90', CMakeLists.txt:1): -DPKG_ARCHS=80-real;90 goes first in CMAKE_ARGS",
+    )
+    assert got.refusal == ""
+    mine = cmake_arches(tmp_path, LIST, {"CMAKE_ARGS": "-DPKG_ARCHS:STRING=86"}, given)
+    assert mine.values == {} and mine.refusal == ""
+    assert mine.notes == (
+        "its CMake files take PKG_ARCHS, a cache entry that reaches the arches: your -D wins",
+    )
+    write(tmp_path, "CMakeLists.txt", CACHED.replace('"arches")', '"arches" FORCE)'))
+    forced = cmake_arches(tmp_path, LIST, {}, given)
+    assert (
+        forced.values == {} and "CMakeLists.txt:2: set(CMAKE_CUDA_ARCHITECTURES" in forced.refusal
+    )
+
+
 OWN_DEFAULTS = [
     pytest.param(  # read first, then a default where it was empty
         'set(V "$ENV{X_CUDA_ARCHS}")\nif(NOT V)\n  set(V 80;86)\nendif()\n'

@@ -1,12 +1,20 @@
-import time, platform, sys
+"""Run by the arm64 Python under qemu: import torch and the cross-built extension, timed."""
+
+import platform
+import sys
+import time
+
 t0 = time.time()
-import torch
+import torch  # noqa: E402 - timed: its import is the slow part under qemu
+
 t1 = time.time()
 print("python", sys.version.split()[0], platform.machine())
-print("torch", torch.__version__, "cuda", torch.version.cuda, "is_available", torch.cuda.is_available())
+print("torch", torch.__version__, "cuda", torch.version.cuda, "is_available",
+      torch.cuda.is_available())  # fmt: skip
 print(f"import torch: {t1 - t0:.1f}s")
-import archguard_example
-from archguard_example import _C
+import archguard_example  # noqa: E402 - timed after torch's
+from archguard_example import _C  # noqa: E402
+
 t2 = time.time()
 print("extension:", _C.__file__)
 print("callable scale/fp8_roundtrip:", callable(_C.scale), callable(_C.fp8_roundtrip))

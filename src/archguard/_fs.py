@@ -36,6 +36,7 @@ _TOKEN = 6  # bytes of a temporary name's random part
 SOURCE_DATE_EPOCH = "315532800"
 
 ENV_CACHE_DIR = "ARCHGUARD_CACHE_DIR"  # archguard's cache (detect.fetch.cache_root)
+ENV_CACHE_MAX = "ARCHGUARD_CACHE_MAX"  # farm run keeps the cache within it (detect.cachestore)
 
 
 def _temporary(target: Path) -> Path:

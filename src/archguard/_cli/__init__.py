@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from archguard._cli import builder, farm, policy, user
+from archguard._cli import builder, cache, farm, policy, user
 from archguard._cli.common import EXIT_USAGE
 from archguard._cli.parser import main_parser
 from archguard.errors import ArchguardError
@@ -52,4 +52,5 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "doctor": user.cmd_doctor,
     "which": user.cmd_which,
     "variant": farm.cmd_variant,
+    "cache": cache.cmd_cache,
 }

@@ -7,6 +7,7 @@ import textwrap
 from pathlib import Path
 
 from archguard import __version__
+from archguard._cli.cache import cache_command
 from archguard._cli.farm_args import farm_commands, farm_plan_command
 from archguard._cli.options import (
     Subparsers,
@@ -55,7 +56,7 @@ def _add_inputs(p: argparse.ArgumentParser) -> None:
 # them so.
 GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("a package's builder", ("explain", "list", "env", "lint", "verify", "abi")),
-    ("a farm operator", ("wheel", "farm", "variant")),
+    ("a farm operator", ("wheel", "farm", "variant", "cache")),
     ("a wheel's user", ("doctor", "which")),
     ("the policy's maintainer", ("check-policy", "derive", "matrix", "probe-torch", "watch")),
 )
@@ -79,6 +80,7 @@ def main_parser() -> argparse.ArgumentParser:
         _checks,
         _abi_command,
         farm_plan_command,
+        cache_command,
     ):
         group(sub)
     helps = {a.dest: a.help or "" for a in sub._choices_actions}

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from archguard._fs import atomic_directory
+from archguard.detect.cachestore import mark_used
 
 # ATen/cuda/CUDAContextLight.h, torch 2.13.0 (its unconditional CUDA library includes).
 TORCH_HEADERS = ("cusparse.h", "cublas_v2.h", "cublasLt.h", "cusolverDn.h")
@@ -248,7 +249,24 @@ def root_plan(
         link = f"{match[1]}.so" if match else None
         if link and link not in own_lib and link not in add_lib:
             add_lib[link] = path
+    stubs = None if STUBS in own_lib else driver_stubs(roots, major)
+    if stubs is not None:  # lib64/stubs/libcuda.so, as a full toolkit has it
+        add_lib[STUBS] = stubs
     return own_include, own_lib, add_include, add_lib
+
+
+STUBS = "stubs"  # lib64/stubs: the driver API's link-time stub (libcuda.so), in a full toolkit
+
+
+def driver_stubs(roots: Sequence[Path], major: int) -> Path | None:
+    """A ``lib/stubs`` directory of torch's NVIDIA wheels that holds the driver stub
+    ``libcuda.so`` (what ``-lcuda`` and CMake's ``CUDA::cuda_driver`` link against where no
+    driver is installed), or None. (NVIDIA's 13.0 wheels checked, ``nvidia-cuda-runtime``
+    13.0.96 and ``nvidia-cuda-nvcc`` 13.0.88, ship none.)"""
+    for lib in _wheel_dirs(roots, major, "lib"):
+        if (lib / STUBS / "libcuda.so").exists():
+            return (lib / STUBS).resolve()
+    return None
 
 
 def assemble_root(
@@ -269,6 +287,7 @@ def assemble_root(
     for name, path in sorted({**own_include, **own_lib, **add_include, **add_lib}.items()):
         digest.update(f"\0{name}\0{path}".encode())
     directory = parent / f"cuda-{major}-{digest.hexdigest()[:16]}"
+    mark_used(directory)  # held before it is looked at: no prune removes it from here on
     made = ToolkitRoot(directory, cuda_home, tuple(sorted(add_include)), tuple(sorted(add_lib)))
     if (directory / ".archguard-complete").is_file():
         return made

@@ -36,6 +36,7 @@ from packaging.utils import InvalidSdistFilename, canonicalize_name, parse_sdist
 from packaging.version import InvalidVersion, Version
 
 from archguard._fs import ENV_CACHE_DIR, atomic_directory, atomic_file, own_directory
+from archguard.detect.cachestore import mark_used
 from archguard.detect.index import IndexFile, index_urls, project_files
 from archguard.detect.sources import file_sha256
 from archguard.errors import ConfigError, IndexUnreachable, ReleaseNotFetched
@@ -190,6 +191,7 @@ def _fetch_release(spec: str, root: Path, pip: _Pip, pinned: str | None) -> Path
     match = _RELEASE.fullmatch(spec)
     assert match is not None
     where = root / "downloads" / "release" / f"{match[1].lower()}-{match[2]}"
+    mark_used(where)  # held before it is looked at: no prune removes it from here on
     found = [p for p in where.glob("*") if p.name.endswith(_ARCHIVES)] if where.is_dir() else []
     if len(found) == 1:
         return found[0]
@@ -298,6 +300,7 @@ def _download_release(
 def _download(url: str, sha256: str, root: Path) -> Path:
     name = Path(urllib.parse.urlparse(url).path).name or "sdist.tar.gz"
     target = root / "downloads" / sha256 / name
+    mark_used(target.parent)
     if target.is_file() and file_sha256(target) == sha256:
         return target
     with atomic_file(target) as partial:  # whole, or not there: another build reads it

@@ -25,6 +25,7 @@ from importlib import metadata
 from pathlib import Path
 
 from archguard._fs import file_lock, write_atomic
+from archguard.detect.cachestore import mark_used
 from archguard.detect.fetch import cache_root
 from archguard.detect.tools import last_line, run
 from archguard.errors import CellEnvironmentFailed, ConfigError
@@ -104,6 +105,7 @@ def cell_venv(
         python = _made(
             cell, root, wanted, extras=extras, requirement=requirement, container=container
         )
+        mark_used(root)  # under its lock: no prune removes it while this run lives
     link = site / STATE / "envs" / cell.name  # for people, and plan --site: never run by path
     link.parent.mkdir(parents=True, exist_ok=True)
     if not (link.is_symlink() and link.resolve() == root.resolve()):

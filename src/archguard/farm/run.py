@@ -25,6 +25,7 @@ from typing import Any
 from packaging.version import Version
 
 from archguard.core.cuda import CudaVersion
+from archguard.detect.cachestore import budget_line, cache_budget
 from archguard.detect.fetch import cache_root
 from archguard.detect.machine import floor_note, glibc_version
 from archguard.errors import ArchguardError, CellEnvironmentFailed, ConfigError
@@ -356,6 +357,7 @@ def run_farm(manifest_path: Path, options: RunOptions) -> tuple[int, str]:
     """Run every selected job, ``options.jobs`` packages at once; (exit status, the summary).
     The site is published from every job's record, at the end as after each job."""
     manifest = load_farm(manifest_path)
+    budget = cache_budget(os.environ)  # a bad ARCHGUARD_CACHE_MAX: refused before anything
     flags = Flags(repair=options.repair)
     every = plan(manifest, options.policy, flags, cache=cache_root())
     jobs, away = selected(every, options.only), list[str]()
@@ -400,6 +402,7 @@ def run_farm(manifest_path: Path, options: RunOptions) -> tuple[int, str]:
     status, text = summary(outcomes)
     if used:
         text += f"  {used}\n"
+    text += f"  {budget_line(cache_root(), budget)}\n"  # within ARCHGUARD_CACHE_MAX, LRU first
     return status, text + "".join(f"  {line}\n" for line in [*away, *tokens.said])
 
 

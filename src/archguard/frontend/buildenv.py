@@ -32,6 +32,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from archguard._fs import atomic_directory
+from archguard.detect.cachestore import mark_used
 from archguard.detect.fetch import cache_root
 from archguard.detect.tools import BUILD_TIMEOUT_S, run
 from archguard.errors import ConfigError, ToolError
@@ -194,6 +195,7 @@ def _install(pins: list[str], where: str) -> Path:
     own, renamed into place) and reused."""
     key = hashlib.sha256(json.dumps([sys.version, pins]).encode()).hexdigest()[:20]
     overlay = cache_root() / "build-env" / key
+    mark_used(overlay)  # held before it is looked at: no prune removes it from here on
     if (overlay / ".archguard-complete").is_file():
         return overlay
     with atomic_directory(overlay) as partial:  # one build installs it; the next finds it

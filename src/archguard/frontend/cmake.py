@@ -483,6 +483,7 @@ class OwnVariable:
     default: str
     where: str  # FILE:LINE of the default
     cmake: bool  # it goes to CMAKE_CUDA_ARCHITECTURES or CUDA_ARCHITECTURES
+    cache: bool = False  # a cache entry read from no environment: a -D sets it, not a variable
 
 
 def own_variables(model: CMakeFiles) -> list[OwnVariable]:
@@ -515,6 +516,33 @@ def own_variables(model: CMakeFiles) -> list[OwnVariable]:
                 where = f"{c.file.rel}:{c.file.line(c.at)[0]}"
                 out.append(OwnVariable(name, ";".join(a.text for a in value), where, cmake))
                 break
+    return out + cache_variables(model, flowing, {o.name for o in out}, to_arches)
+
+
+def cache_variables(
+    model: CMakeFiles, flowing: set[str], taken: set[str], to_arches: set[str]
+) -> list[OwnVariable]:
+    """The cache entries whose value reaches the arches, with a literal default and no FORCE
+    (``set(PKG_ARCHS "70;80" CACHE STRING "")``, then ``CMAKE_CUDA_ARCHITECTURES`` from it):
+    a ``-DPKG_ARCHS=...`` before CMake runs sets each, where nothing else writes it."""
+    out: list[OwnVariable] = []
+    if any("$" in key for key in model.writes):  # a set() of a name it computes may write any
+        return out
+    for name in sorted(flowing):
+        writes = model.writes.get(name, [])
+        if name.startswith("ENV:") or name in taken or name == "CMAKE_CUDA_ARCHITECTURES":
+            continue
+        if name in model.unknown or len(writes) != 1:  # written more ways than one cache entry
+            continue
+        c, value = writes[0]
+        cache, force = _set_value(c.args[1:])[1:]
+        if not cache or force or any(a.refs for a in value):
+            continue
+        cmake = "CMAKE_CUDA_ARCHITECTURES" in model.reach([name]) or name in to_arches
+        where = f"{c.file.rel}:{c.file.line(c.at)[0]}"
+        out.append(OwnVariable(name, ";".join(a.text for a in value), where, cmake, cache=True))
+        if len(out) >= _MAX_OWN:
+            break
     return out
 
 
@@ -576,12 +604,19 @@ def _arches(
     return out
 
 
-def forced_lines(model: CMakeFiles, environ: Mapping[str, str]) -> Iterator[ForcedLine]:
+def forced_lines(
+    model: CMakeFiles, environ: Mapping[str, str], defined: Iterable[str] = ()
+) -> Iterator[ForcedLine]:
     """Each line that gives a CUDA compile a literal value (none of the variables in
-    ``environ``, the build's, reach it), not under an if() that tests CMAKE_CUDA_ARCHITECTURES
-    or one of those variables (a default they override)."""
+    ``environ``, the build's, nor the cache entries ``defined`` by a -D, reach it), not under
+    an if() that tests CMAKE_CUDA_ARCHITECTURES or one of those variables (a default they
+    override)."""
     followed = model.reach(
-        ["CMAKE_CUDA_ARCHITECTURES", *(f"ENV:{n}" for n, v in environ.items() if v)]
+        [
+            "CMAKE_CUDA_ARCHITECTURES",
+            *(f"ENV:{n}" for n, v in environ.items() if v),
+            *defined,
+        ]
     )
     # no literal is read through what follows the list, what other commands write, what the
     # files never set (a -D, a cache entry, CMake's own) or an indirection

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from archguard.frontend.cmake import cmake_error
+from archguard.frontend.setup_py import parse_setup_py
 from archguard.frontend.switches import NOT_SWITCHES, switches
 
 # a setup.py that asks torch for a GPU and stops without one
@@ -386,7 +387,7 @@ def _last_word(
 ) -> str:
     """Where no known cause fits: what the build's own steps said (:func:`_in_build`), else
     the package's exception, else setuptools' own ``error:``, else the log."""
-    in_build = _in_build(text, own_words, source)
+    in_build = _in_build(text, own_words, source, environment)
     if in_build:
         return in_build
     if own_words is not None:
@@ -401,7 +402,9 @@ def _last_word(
     return "pip wheel failed; the log is above"
 
 
-def _in_build(text: str, own_words: Raised | None, source: str) -> str | None:
+def _in_build(
+    text: str, own_words: Raised | None, source: str, environment: dict[str, str]
+) -> str | None:
     """What the build's own steps said: a host compiler's error in the package's source,
     archguard's compile-failed line, CMake's error (where the package's exception only says
     its CMake run failed), the linker's first error, archguard's other error line (where
@@ -416,9 +419,15 @@ def _in_build(text: str, own_words: Raised | None, source: str) -> str | None:
         return f"nvcc's first error, at {where}: {nvcc['msg'].strip()!r}; {said}" if nvcc else said
     stopped = cmake_error(text)
     ran_cmake = own_words is not None and _on_a_line(_CALLED, _CMAKE, own_words.what)
-    if stopped and (own_words is None or ran_cmake):
+    lacking = not_found(text)
+    if (stopped or lacking) and (own_words is None or ran_cmake):
         ran = f" (its setup.py ran CMake, at {own_words.at})" if own_words else ""
-        return f"CMake stopped the build, at {stopped}{ran}"
+        first = (
+            f"CMake stopped the build, at {stopped}{ran}"
+            if stopped
+            else f"CMake did not find {', '.join(lacking)}{ran}"
+        )
+        return first + cmake_fix(text, lacking, environment, source)
     linked = _link_error(text)
     if linked:
         return (
@@ -491,3 +500,152 @@ def _named(names: Sequence[str], set_already: dict[str, str]) -> str:
         f'in the farm manifest\'s env table for this package (env = {{ {names[0]} = "..." }}) '
         "or the environment of archguard wheel"
     )
+
+
+# --- what the farm has for a CMake that stopped (issue 58) ---------------------------------
+
+_CMAKE_VERSION = re.compile(
+    r"CMake (?P<needs>\d+(?:\.\d+)*) or higher is required\.\s+You are running version "
+    r"(?P<have>\d+(?:\.\d+)*)"
+)
+_NO_PACKAGE = re.compile(r"Could NOT find (?P<package>\w+) \(missing: (?P<missing>[^)\n]*)\)")
+_NOTFOUND = "-NOTFOUND"
+_SET_TO_NOTFOUND = "but they are set to NOTFOUND"
+_NO_TORCH = ('provided by "Torch"', "FindTorch.cmake", "Could not find Torch")
+# the library a CMake variable names: CUDA_cuda_LIBRARY, CUDA_CUDART_LIBRARY, CUDA_CUDART
+_LIBRARY_VARIABLE = re.compile(r"^CUDA_(?P<name>[A-Za-z0-9]+)(?:_LIBRARY|_LIB)?$")
+_MAX_NAMES = 8
+
+
+def _word_before(text: str, end: int) -> str:
+    """The name (letters, digits, underscores) that ends at ``end``, read backwards."""
+    start = end
+    while start > 0 and (text[start - 1].isalnum() or text[start - 1] == "_"):
+        start -= 1
+    return text[start:end]
+
+
+def not_found(text: str) -> list[str]:
+    """The CMake variables the log says CMake did not find: ``X-NOTFOUND`` (in a link line
+    or a message), the names under "... set to NOTFOUND", and the ``missing:`` of "Could NOT
+    find P (missing: ...)". Linear: each ``-NOTFOUND`` is found by ``str.find``, its name
+    read backwards."""
+    names: dict[str, None] = {}
+    at = text.find(_NOTFOUND)
+    while at != -1 and len(names) < _MAX_NAMES:
+        name = _word_before(text, at)
+        if name:
+            names[name] = None
+        at = text.find(_NOTFOUND, at + len(_NOTFOUND))
+    block = text.find(_SET_TO_NOTFOUND)
+    if block != -1:  # one name a line (ADVANCED ones marked), each "linked by ..." under it
+        for line in text[block:].splitlines()[2 : _MAX_NAMES * 3]:
+            words = line.split()
+            if words[:1] == ["linked"] or words[:1] == ["used"]:
+                continue
+            if not words or len(words) > 2 or words[1:] not in ([], ["(ADVANCED)"]):
+                break
+            if _NAME_ONLY.fullmatch(words[0]):
+                names[words[0]] = None
+    for missing in _NO_PACKAGE.finditer(text):
+        for word in missing["missing"].split():
+            names[word] = None
+    return list(names)[:_MAX_NAMES]
+
+
+_NAME_ONLY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _library(variable: str) -> str | None:
+    """The library a CMake variable names (``CUDA_cuda_LIBRARY`` -> ``cuda``, the driver's
+    ``libcuda``; ``CUDA_CUDART`` -> ``cudart``); None for one that names no library."""
+    found = _LIBRARY_VARIABLE.match(variable)
+    if not found or variable.endswith(("_DIRS", "_DIR", "_INCLUDE")):
+        return None
+    name = found["name"]
+    return name.lower() if name.isupper() else name
+
+
+def _in_root(root: str, library: str) -> str | None:
+    """Where the toolkit root holds ``lib<library>.so`` (its own or the link-time stub in
+    ``lib64/stubs``), as a path under the root; None where it has none."""
+    for sub in ("lib64", "lib", "lib64/stubs", "lib/stubs", "targets/x86_64-linux/lib"):
+        for name in (f"lib{library}.so", f"lib{library}.a"):
+            if (Path(root) / sub / name).exists():
+                return f"{sub}/{name}"
+    return None
+
+
+def _libraries_said(lacking: Sequence[str], environment: dict[str, str]) -> str:
+    """For each library CMake did not find: whether the build's toolkit root has it."""
+    root = environment.get("CUDAToolkit_ROOT") or environment.get("CUDA_HOME") or ""
+    out = []
+    for variable in lacking:
+        library = _library(variable)
+        if library is None:
+            continue
+        if not root:
+            out.append(f"{variable} is lib{library}.so; the build named no toolkit root")
+            continue
+        held = _in_root(root, library)
+        if held:
+            out.append(
+                f"{variable} is lib{library}.so, which the build's toolkit root {root} has "
+                f"({held}): the package's CMake looks elsewhere (CUDAToolkit_ROOT names it)"
+            )
+        elif library == "cuda":
+            out.append(
+                f"{variable} is libcuda.so, the driver's, which the build's toolkit root "
+                f"{root} lacks (a full toolkit has a link-time stub in lib64/stubs; neither "
+                "this toolkit nor torch's NVIDIA wheels have one): build with a full CUDA "
+                "toolkit (CUDA_HOME), or where the driver is installed"
+            )
+        else:
+            out.append(
+                f"{variable} is lib{library}.so, which the build's toolkit root {root} lacks "
+                "(nor do torch's NVIDIA wheels have it): build with a CUDA toolkit that has it"
+            )
+    return "".join(f"; {said}" for said in out)
+
+
+def _torch_said(environment: dict[str, str], source: str) -> str:
+    """Where a find_package(Torch) failed: what the build named for torch's CMake package,
+    and the package's own torch variables (set or not)."""
+    shown = [
+        f"{name}={environment[name]!r}" if environment.get(name) else f"{name} unset"
+        for name in ("CMAKE_PREFIX_PATH", "Torch_DIR")
+    ]
+    own = parse_setup_py(_setup_text(source)).torch_locations if source else {}
+    said = "; its CMake did not find torch's CMake package (find_package(Torch)): the build had "
+    said += ", ".join(shown)
+    if own:
+        said += "; its setup.py hands " + ", ".join(
+            f"{n}={environment[n]!r} (set)" if environment.get(n) else f"{n} (unset)" for n in own
+        )
+        said += " to CMake as torch's location"
+    return said + (
+        "; set the variable its CMake files read for torch's location to torch's directory "
+        "(the one holding share/cmake), in the farm manifest's env table for this package"
+    )
+
+
+def cmake_fix(
+    text: str, lacking: Sequence[str], environment: dict[str, str], source: str = ""
+) -> str:
+    """What the farm has for a CMake that stopped: the manifest's ``build-requires`` entry
+    that gives a newer CMake (pip's ``cmake``), the libraries it did not find (and whether
+    the toolkit root has them), torch's CMake package where ``find_package(Torch)`` failed."""
+    out = ""
+    version = _CMAKE_VERSION.search(text)
+    if version:
+        needs = f"cmake>={version['needs']}"
+        out += (
+            f'; the fix the farm has: build-requires = ["{needs}"] in the farm manifest\'s '
+            f"[[package]] entry for this package (archguard wheel: --build-requires "
+            f"\"{needs}\"): pip's cmake package gives that CMake, installed beside the cell's "
+            "torch and first on the build's PATH"
+        )
+    out += _libraries_said(lacking, environment)
+    if any(said in text for said in _NO_TORCH):
+        out += _torch_said(environment, source)
+    return out

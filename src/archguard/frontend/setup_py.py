@@ -37,6 +37,9 @@ class SetupPy:
     defaults: dict[str, str] = field(default_factory=dict)  # variable -> its literal default
     cmake_arches: bool = False  # it passes CMAKE_CUDA_ARCHITECTURES to CMake itself
     reading: str = "ast"  # how the text was read: "ast", "tokens", "lines" (or "unread")
+    # its own variables for torch's location that reach CMake: name -> "prefix" (a directory
+    # holding share/cmake, as libtorch's root) or "dir" (share/cmake/Torch, as Torch_DIR)
+    torch_locations: dict[str, str] = field(default_factory=dict)
 
     def arch_variables(self) -> list[str]:
         """The variables it reads whose names say they hold CUDA arches, not archguard's."""
@@ -79,6 +82,7 @@ class _Found:
     argv: dict[int, tuple[int, str, str]] = field(default_factory=dict)  # line -> first one
     gpu: set[int] = field(default_factory=set)  # lines that ask torch about the GPU
     optional: list[tuple[int, str]] = field(default_factory=list)  # (import's line, module)
+    torch: dict[str, str] = field(default_factory=dict)  # torch-location variable -> how used
 
     def add_argv(self, where: Position, written: str, command: str) -> None:
         """A ``'build_ext' in sys.argv`` as written; the first on its line counts."""
@@ -117,7 +121,7 @@ def _env_get(dotted: str) -> bool:
 
 
 def _ast_found(tree: ast.Module, lines: Sequence[str]) -> _Found:
-    found = _Found()
+    found = _Found(torch=_ast_torch(tree))
     for node in ast.walk(tree):  # breadth first, without recursion: any depth
         if isinstance(node, ast.Call):
             _ast_call(node, found)
@@ -247,6 +251,7 @@ def _text_found(chunks: Sequence[Chunk]) -> _Found:
             found.add_argv((number, argv.start()), argv[0], argv[1])
         if _ASKS_GPU.search(text):
             found.gpu.add(number)
+        _text_torch(text, found.torch)
     return found
 
 
@@ -323,6 +328,193 @@ def _optional_imports(chunks: Iterable[Chunk]) -> list[tuple[int, str]]:
     return out
 
 
+# --- its own variable for torch's location, handed to CMake --------------------------------
+
+# What marks a statement as one that hands a value to CMake: a string naming CMake's prefix
+# path, Torch_DIR or Torch_ROOT ("-DTorch_DIR=", "CMAKE_PREFIX_PATH"), a -D define, the
+# cmake command itself; "prefix" and "dir" say which directory the value should be.
+_PREFIX_MARK = "CMAKE_PREFIX_PATH"
+_DIR_MARKS = ("TORCH_DIR", "TORCH_ROOT")
+# a name that reads as a place (LIBTORCH_PATH, TORCH_HOME, MYPKG_TORCH_DIR, LIBTORCH)
+_PLACE_WORDS = ("PATH", "DIR", "ROOT", "HOME", "PREFIX", "INSTALL", "LOCATION")
+_KEPT_STATEMENTS = 100_000  # the statements of one setup.py looked at for these
+
+
+def _torch_name(name: str) -> bool:
+    """A variable whose name mentions torch and is neither archguard's nor an arch list."""
+    upper = name.upper()
+    return "TORCH" in upper and not _ARCHGUARDS.match(name) and not _ARCH_NAME.search(upper)
+
+
+def _marks(text: str) -> str:
+    """What a string says about the value beside it: "prefix" (CMake's prefix path), "dir"
+    (``Torch_DIR``, ``Torch_ROOT``), "cmake" (a -D define, the cmake command) or ""."""
+    upper = text.strip().upper()
+    if _PREFIX_MARK in upper:
+        return "prefix"
+    if any(upper.startswith(m) or f"-D{m}" in upper for m in _DIR_MARKS):
+        return "dir"
+    if (
+        upper.startswith("-D")
+        or upper == "CMAKE"
+        or upper.startswith("CMAKE ")
+        or upper.endswith("/CMAKE")
+    ):
+        return "cmake"
+    return ""
+
+
+def _kind(name: str, marks: set[str]) -> str | None:
+    """Which directory a torch variable handed to CMake should name: by how the statement
+    uses it where it says (prefix path, Torch_DIR), else by its name; None for a name that
+    does not read as a place (USE_TORCH: a switch, not a location)."""
+    if "dir" in marks and "prefix" not in marks:
+        return "dir"
+    if "prefix" in marks:
+        return "prefix"
+    upper = name.upper()
+    if upper.endswith("_DIR"):
+        return "dir"
+    if upper in ("LIBTORCH", "TORCH") or any(w in upper for w in _PLACE_WORDS):
+        return "prefix"
+    return None
+
+
+_HEADERS: dict[type, tuple[str, ...]] = {  # the expressions of a compound statement's header
+    ast.If: ("test",),
+    ast.While: ("test",),
+    ast.For: ("target", "iter"),
+    ast.AsyncFor: ("target", "iter"),
+    ast.With: ("items",),
+    ast.AsyncWith: ("items",),
+    ast.Match: ("subject",),
+}
+_BODIES = ("body", "orelse", "handlers", "finalbody", "cases")  # what makes one compound
+
+
+def _units(tree: ast.Module) -> list[tuple[Position, ast.AST, list[ast.AST]]]:
+    """Each simple statement (and each compound statement's header) once, in the text's
+    order: (where, the statement, the nodes to read). A node belongs to one unit only, so
+    reading them all is linear in the tree."""
+    out: list[tuple[Position, ast.AST, list[ast.AST]]] = []
+    for node in ast.walk(tree):
+        if len(out) >= _KEPT_STATEMENTS:
+            break
+        if not isinstance(node, ast.stmt):
+            continue
+        where = (node.lineno, node.col_offset)
+        if not any(hasattr(node, body) for body in _BODIES):  # a simple statement
+            out.append((where, node, [node]))
+            continue
+        parts: list[ast.AST] = []
+        for name in _HEADERS.get(type(node), ()):
+            value = getattr(node, name)
+            parts += value if isinstance(value, list) else [value]
+        if parts:
+            out.append((where, node, parts))
+    out.sort(key=lambda u: u[0])
+    return out
+
+
+def _ast_torch(tree: ast.Module) -> dict[str, str]:
+    """Its torch-location variables (name mentions TORCH) whose value reaches CMake: read
+    in a statement that hands something to CMake, or through names assigned from the read
+    (``libtorch = os.environ["LIBTORCH_PATH"]``; ``args.append(f"-DTorch_DIR={libtorch}")``;
+    a list holding -D defines and what is appended to it). One pass over the statements
+    in the text's order: linear."""
+    tainted: dict[str, set[str]] = {}  # a Python name -> the torch variables it holds
+    cmake_lists: set[str] = set()  # names holding what is handed to CMake
+    out: dict[str, str] = {}
+    for _, statement, parts in _units(tree):
+        seen = _Statement()
+        for part in parts:
+            for node in ast.walk(part):
+                seen.add(node, tainted)
+        marks = {m for c in seen.strings if c not in seen.read and (m := _marks(c))}
+        marks |= {"cmake" for n in seen.names if n in cmake_lists}
+        targets = _assigned(statement)
+        if marks:
+            cmake_lists.update(targets)
+            for name in sorted(seen.sources):
+                kind = _kind(name, marks)
+                if kind is not None:
+                    out.setdefault(name, kind)
+        for target in targets:
+            if seen.sources:
+                tainted[target] = tainted.get(target, set()) | seen.sources
+    return out
+
+
+@dataclass
+class _Statement:
+    """What one statement holds: the torch variables it reads (directly or through a name),
+    the names of every variable it reads, its strings, the Python names it uses."""
+
+    sources: set[str] = field(default_factory=set)
+    read: set[str] = field(default_factory=set)
+    strings: list[str] = field(default_factory=list)
+    names: set[str] = field(default_factory=set)
+
+    def add(self, node: ast.AST, tainted: dict[str, set[str]]) -> None:
+        name: str | None = None
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            self.strings.append(node.value)
+        elif isinstance(node, ast.Name):
+            self.names.add(node.id)
+            if isinstance(node.ctx, ast.Load):
+                self.sources.update(tainted.get(node.id, ()))
+        elif isinstance(node, ast.Call) and _env_get(_dotted(node.func)) and node.args:
+            name = _variable(node.args[0])
+        elif (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.ctx, ast.Load)
+            and _dotted(node.value) in ("os.environ", "environ")
+        ):
+            name = _variable(node.slice)
+        if name is not None:
+            self.read.add(name)  # its name is no mark (LIBTORCH_DIR is not -DTorch_DIR)
+            if _torch_name(name):
+                self.sources.add(name)
+
+
+def _assigned(statement: ast.AST) -> list[str]:
+    """The plain names a statement assigns (``x = ...``, ``x: T = ...``, ``x += ...``)."""
+    if isinstance(statement, ast.Assign):
+        targets: list[ast.expr] = list(statement.targets)
+    elif isinstance(statement, ast.AnnAssign | ast.AugAssign):
+        targets = [statement.target]
+    else:
+        return []
+    out: list[str] = []
+    for target in targets:
+        elts = target.elts if isinstance(target, ast.Tuple | ast.List) else [target]
+        out += [e.id for e in elts if isinstance(e, ast.Name)]
+    return out
+
+
+def _text_torch(text: str, out: dict[str, str]) -> None:
+    """The token and line readings: a torch variable read on a line that hands something to
+    CMake (no names followed)."""
+    read: dict[str, None] = {}
+    for match in _READS.finditer(text):
+        read[next(g for g in match.groups() if g)] = None
+    torch = [name for name in read if _torch_name(name)]
+    if not torch:
+        return
+    parts = text.replace("'", '"').split('"')
+    marks = {m for part in parts if part not in read and (m := _marks(part))}
+    if marks:
+        for name in torch:
+            kind = _kind(name, marks)
+            if kind is not None:
+                out.setdefault(name, kind)
+
+
+def _torch_locations(found: dict[str, str], reads: Sequence[str]) -> dict[str, str]:
+    """Those it reads, in its order."""
+    return {name: found[name] for name in reads if name in found}
+
+
 # --- the answer ----------------------------------------------------------------------------
 
 
@@ -383,6 +575,7 @@ def parse_setup_py(text: str, name: str = "setup.py") -> SetupPy:
         defaults,
         "CMAKE_CUDA_ARCHITECTURES" in text,
         reading,
+        _torch_locations(found.torch, reads),
     )
 
 

@@ -43,7 +43,13 @@ from archguard.core.arch import ArchEntry
 from archguard.core.resolve import Resolution
 from archguard.detect.cudalibs import assemble_root
 from archguard.detect.fetch import cache_root
-from archguard.frontend.cmake import CMakeFiles, ForcedLine, forced_lines, own_variables
+from archguard.frontend.cmake import (
+    CMakeFiles,
+    ForcedLine,
+    OwnVariable,
+    forced_lines,
+    own_variables,
+)
 from archguard.nvcc.flags import cmake_architectures, dropped_ptx, spelled_like
 
 _CMAKE_ARCH = re.compile(r"([0-9]{2,3}[af]?)(-real|-virtual)?")
@@ -161,8 +167,15 @@ def _cmake_arches(
     """:func:`cmake_arches` on the files read."""
     values: dict[str, str] = {}
     notes: list[str] = []
+    defined: list[str] = []  # cache entries given a -D
     for own in own_variables(model):
         name = own.name
+        if own.cache:
+            said = _cache_define(own, entries, environ, given, values)
+            if said:
+                notes.append(said)
+                defined.append(name)
+            continue
         if name in given:
             continue
         if environ.get(name):
@@ -187,12 +200,38 @@ def _cmake_arches(
     wanted = _targets(cmake_architectures(entries).split(";"))
     kept = (  # neither OFF (no arch flags: a target without CUDA) nor the list itself
         f
-        for f in forced_lines(model, {**environ, **given, **values})
+        for f in forced_lines(model, {**environ, **given, **values}, defined)
         if f.arches is None
         or not (all(t.strip().upper() in _FALSE for t in f.arches) or _targets(f.arches) == wanted)
     )
     forced = list(islice(kept, 20))
     return CMakeArches(values, tuple(notes), _refusal(forced, entries) if forced else "")
+
+
+def _cache_define(
+    own: OwnVariable,
+    entries: Sequence[ArchEntry],
+    environ: Mapping[str, str],
+    given: Mapping[str, str],
+    values: dict[str, str],
+) -> str:
+    """A cache entry that reaches the arches (no environment reads it): ``-DNAME=list`` put
+    first in ``CMAKE_ARGS`` (``values``; scikit-build-core and the setup.py files that run
+    CMake pass it on), in its default's spelling; what the log says ('' where nothing is set:
+    the caller's own -D wins, or the spelling cannot be told)."""
+    name = own.name
+    mine = environ.get("CMAKE_ARGS", "")
+    if re.search(rf"(?:^|\s)-D\s*{re.escape(name)}(?::\w+)?=", mine):
+        return f"its CMake files take {name}, a cache entry that reaches the arches: your -D wins"
+    spelled = spelled_like(own.default, entries, own.cmake)
+    if spelled is None or any(c.isspace() for c in spelled):
+        return ""
+    before = values.get("CMAKE_ARGS", given.get("CMAKE_ARGS", mine))
+    values["CMAKE_ARGS"] = f"-D{name}={spelled} {before}".strip()
+    return (
+        f"its CMake files take {name}, a cache entry that reaches the arches (default "
+        f"{own.default!r}, {own.where}): -D{name}={spelled} goes first in CMAKE_ARGS"
+    )
 
 
 def _targets(tokens: Iterable[str]) -> frozenset[str] | None:

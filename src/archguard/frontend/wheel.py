@@ -49,6 +49,7 @@ from archguard.frontend.release import declared_release, not_the_release
 from archguard.frontend.result import WHEEL_SCHEMA, Built
 from archguard.frontend.setup_py import SetupPy, read_setup_py
 from archguard.frontend.toolkit import BuildToolkit, build_toolkit, cmake_arches
+from archguard.frontend.torchcmake import TorchCMake, torch_cmake
 from archguard.jobserver import own_pool
 from archguard.nvcc.flags import dropped_ptx, spelled_like
 from archguard.nvcc.parallel import pool_tokens
@@ -74,6 +75,7 @@ class SourceBuild:
     toolkit: BuildToolkit | None = None  # the one toolkit root every build system sees
     notes: tuple[str, ...] = ()  # what was set for the package's own variables, and why
     refused: str = ""  # its CMake files force other arches: why it is not built
+    torch_cmake: TorchCMake | None = None  # torch's CMake package, named for any CMake
 
 
 def own_arch_variables(
@@ -132,15 +134,17 @@ def source_build(
     toolkit = build_toolkit(res, environ)
     if toolkit is not None:
         out.update(toolkit.variables)
+    torch = torch_cmake(environ, setup_py.torch_locations)  # for any CMake the build runs
+    out.update(torch.variables)
     if config is not None:
         out[ENV_CONFIG] = str(config)
-    notes = list(own_arch_variables(setup_py, res, environ, out))
+    notes = [*torch.notes, *own_arch_variables(setup_py, res, environ, out)]
     cmake = cmake_arches(source, res.effective, environ, out)  # its CMake files' own variables
     out.update(cmake.values)
     notes += cmake.notes
     label = local_version or (package.local_version if package else "auto")
     _check_template(label, "--local-version" if local_version else "local_version")
-    return SourceBuild(out, wanted, label, res, toolkit, tuple(notes), cmake.refusal)
+    return SourceBuild(out, wanted, label, res, toolkit, tuple(notes), cmake.refusal, torch)
 
 
 def _check_template(template: str, where: str) -> None:
@@ -206,6 +210,10 @@ def build_one(source: Path, out: Path, options: WheelOptions) -> Built:
     # no timeout (BUILD_TIMEOUT_S, see archguard.detect.tools); the build log goes to stderr,
     # stdout is the one line per wheel (or JSON)
     environment = {**os.environ, **env_vars, **declared.environment(os.environ)}
+    if declared.overlay is not None and (declared.overlay / "bin").is_dir():
+        # the commands its build requirements install (pip's cmake): before the toolkit's
+        search = environment.get("PATH") or os.defpath
+        environment["PATH"] = os.pathsep.join([str(declared.overlay / "bin"), search])
     tail: deque[str] = deque(maxlen=4000)  # the log's last lines, to say why it failed
     with backend_tokens(
         declared.backend,
@@ -220,6 +228,8 @@ def build_one(source: Path, out: Path, options: WheelOptions) -> Built:
     built = Built(str(source), proc.returncode, env_vars, setup_py.reads)
     built.build_env = declared.as_json()
     built.toolkit = build.toolkit.as_json() if build.toolkit else {}
+    if build.torch_cmake is not None:
+        built.toolkit["torch_cmake"] = build.torch_cmake.as_json()
     log = "\n".join(tail)
     if proc.returncode != 0:
         why = cause(tail, setup_py.reads, environment, str(source), setup_py.asks_gpu)

@@ -20,7 +20,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-from archguard._fs import ENV_CACHE_DIR
+from archguard._fs import ENV_CACHE_DIR, ENV_CACHE_MAX
 from archguard.core.arch import Arch, ArchEntry, parse_arch_list
 from archguard.core.cuda import CudaVersion
 from archguard.core.modes import (
@@ -69,6 +69,7 @@ ENV_KNOWN = (
     ENV_STUBS,
     ENV_JOBSERVER,
     ENV_CACHE_DIR,
+    ENV_CACHE_MAX,
 )
 
 
