@@ -164,6 +164,16 @@ def test_cmake_files_that_force_their_arches_are_named_with_their_lines(tmp_path
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
 
 
+def wheel_logging_nvcc(root: Path, out: Path, ran: Path) -> subprocess.CompletedProcess[str]:
+    """``archguard wheel ROOT`` with list 8.0, its CMake's CUDA compiler (CUDACXX) a script
+    that logs each nvcc command line to ``ran``."""
+    nvcc = ran.with_name("nvcc")
+    nvcc.write_text(f'#!/bin/sh\necho "$@" >> {ran}\nexec {CUDA_HOME}/bin/nvcc "$@"\n')
+    nvcc.chmod(0o755)
+    env = build_env(ARCHGUARD_ARCH_LIST="8.0", CUDACXX=str(nvcc))
+    return cli("wheel", str(root), "-w", str(out), "--format", "json", env=env)
+
+
 def test_a_packages_own_arch_variable_in_its_cmake_files_gets_the_list(tmp_path: Path) -> None:
     """Its CMakeLists reads MYPKG_CUDA_ARCHITECTURES (a literal default of six arches) and
     forces it over CUDAARCHS, as a cache entry with FORCE and as the target's property:
@@ -171,13 +181,8 @@ def test_a_packages_own_arch_variable_in_its_cmake_files_gets_the_list(tmp_path:
     and nvcc compiles that list alone (CUDACXX, a script, logs each nvcc command)."""
     pytest.importorskip("scikit_build_core")
     root = copy_tree(PACKAGES / "skbuildenv", tmp_path / "skbuildenv")
-    ran = tmp_path / "nvcc-ran.log"
-    nvcc = tmp_path / "nvcc"
-    nvcc.write_text(f'#!/bin/sh\necho "$@" >> {ran}\nexec {CUDA_HOME}/bin/nvcc "$@"\n')
-    nvcc.chmod(0o755)
-    out = tmp_path / "out"
-    env = build_env(ARCHGUARD_ARCH_LIST="8.0", CUDACXX=str(nvcc))
-    proc = cli("wheel", str(root), "-w", str(out), "--format", "json", env=env)
+    out, ran = tmp_path / "out", tmp_path / "nvcc-ran.log"
+    proc = wheel_logging_nvcc(root, out, ran)
     assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
     assert (
         "its CMake files read MYPKG_CUDA_ARCHITECTURES, an arch variable (default "
@@ -204,13 +209,8 @@ def test_an_arch_variable_read_through_a_loop_over_option_names_builds_exactly_t
     and nvcc compiles the list alone (one target, not eight)."""
     pytest.importorskip("scikit_build_core")
     root = copy_tree(PACKAGES / "skbuildloop", tmp_path / "skbuildloop")
-    ran = tmp_path / "nvcc-ran.log"
-    nvcc = tmp_path / "nvcc"
-    nvcc.write_text(f'#!/bin/sh\necho "$@" >> {ran}\nexec {CUDA_HOME}/bin/nvcc "$@"\n')
-    nvcc.chmod(0o755)
-    out = tmp_path / "out"
-    env = build_env(ARCHGUARD_ARCH_LIST="8.0", CUDACXX=str(nvcc))
-    proc = cli("wheel", str(root), "-w", str(out), "--format", "json", env=env)
+    out, ran = tmp_path / "out", tmp_path / "nvcc-ran.log"
+    proc = wheel_logging_nvcc(root, out, ran)
     assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
     assert (
         "its CMake files read PKG_CUDA_ARCHS, an arch variable (default '', CMakeLists.txt:8): "

@@ -199,25 +199,10 @@ def test_the_packages_own_variable_in_its_cmake_files_gets_the_list_in_its_spell
 
 # An arch variable as many projects write their options (a cache entry, each option read from
 # the environment by a loop over the options' names), in the shapes projects use.
-LOOP = """\
-set(PKG_WITH_EXTRAS "" CACHE STRING "build the extras")
-set(PKG_CUDA_ARCHS "" CACHE STRING "CUDA arches to build for")
-foreach(_opt PKG_WITH_EXTRAS PKG_CUDA_ARCHS)
-  if(NOT ${_opt} AND DEFINED ENV{${_opt}})
-    set(${_opt} "$ENV{${_opt}}")
-  endif()
-endforeach()
-if(PKG_CUDA_ARCHS)
-  set(CMAKE_CUDA_ARCHITECTURES "${PKG_CUDA_ARCHS}")
-else()
-  set(CMAKE_CUDA_ARCHITECTURES "70;75;80;86;89;90;100;120")
-endif()
-add_library(k SHARED k.cu)
-"""
-LOOP_ITEMS = LOOP.replace(
-    "foreach(_opt PKG_WITH_EXTRAS PKG_CUDA_ARCHS)",
-    "foreach(_opt IN ITEMS PKG_WITH_EXTRAS;PKG_CUDA_ARCHS)",
-)
+LOOP = (PACKAGES / "skbuildloop" / "CMakeLists.txt").read_text()  # built for real in
+# tests/test_build_systems.py
+# IN ITEMS, and a bare argument that is a list of two
+LOOP_ITEMS = LOOP.replace("foreach(_opt ", "foreach(_opt IN ITEMS ").replace("JOBS PKG", "JOBS;PKG")
 # a function that wraps the target's property, the option read under if(DEFINED ENV{...})
 WRAPPED = """\
 option(PKG_FAST "fast build" OFF)
@@ -254,11 +239,14 @@ def test_a_loop_that_cannot_be_read_leaves_its_forced_list_refused(tmp_path: Pat
     """A foreach() over a variable's list is not written out: its variable is not followed,
     and the literal list nothing can change is refused before the build, as before."""
     text = LOOP.replace(
-        "foreach(_opt PKG_WITH_EXTRAS PKG_CUDA_ARCHS)", "foreach(_opt IN LISTS PKG_OPTIONS)"
+        "foreach(_opt PKG_WITH_EXTRAS PKG_MAX_JOBS PKG_CUDA_ARCHS)",
+        "foreach(_opt IN LISTS PKG_OPTIONS)",
     )
     got = plan(tmp_path, text)
     assert got.values == {}
-    assert "CMakeLists.txt:11: set(CMAKE_CUDA_ARCHITECTURES" in got.refusal
+    assert 'CMakeLists.txt:17: set(CMAKE_CUDA_ARCHITECTURES "70;75;80;86;89;90;100;120")' in (
+        got.refusal
+    )
 
 
 CACHED = (
