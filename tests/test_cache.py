@@ -192,6 +192,15 @@ def test_budget_line_keeps_the_cache_within_the_budget(cache: Path) -> None:
     assert sum(e.size for e in entries(cache)) <= 1500
 
 
+def test_the_budget_counts_archguards_own_entries_not_uvs_or_pips(cache: Path) -> None:
+    """uv's cache beside archguard's (never pruned) above the budget on its own: archguard's
+    entries within the budget are all kept, not removed at every run."""
+    _entry(cache, "pip", 9000, 0)
+    done = prune(cache, max_size=7000)  # archguard's own: 6,910 bytes
+    assert done.removed == [] and done.reached
+    assert done.after == sum(e.size for e in entries(cache))  # what it holds, uv's included
+
+
 _USER = """
 import sys, time
 from pathlib import Path

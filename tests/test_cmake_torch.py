@@ -341,3 +341,16 @@ def test_the_build_requires_fix_gives_the_build_that_cmake(tmp_path: Path) -> No
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
     assert wheel_so_targets(only_wheel(out), tmp_path) == ["sm_80", "compute_80"]
+
+
+def test_a_routine_could_not_find_in_a_build_that_failed_elsewhere_is_no_cause() -> None:
+    """torch's CMake files say '-- Could NOT find nvtx3' in every build that has none; a build
+    that then fails at its link is not told CMake did not find nvtx3."""
+    log = (
+        "-- Could NOT find nvtx3 (missing: nvtx3_dir)\n"
+        "-- Configuring done\n-- Generating done\n"
+        "/usr/bin/ld: k.o: undefined reference to `missing_symbol'\n"
+        "collect2: error: ld returned 1 exit status\n"
+    )
+    line = cause(log.splitlines(), [], {})
+    assert not line.startswith("CMake did not find"), line

@@ -105,7 +105,9 @@ prep_site() {
   step "aarch64 torch + deps: pip download --platform, unzip into site/"
   mkdir -p "$WORK/wheels"
   if [ ! -e "$WORK/site/torch/lib/libtorch_cuda.so" ]; then
-    $NICE python3 -m pip download "${PIP_AARCH[@]}" -d "$WORK/wheels" "$TORCH_WHL" 2>&1 | quiet_pip | grep -E '^(Saved|ERROR|Successfully)' || true
+    $NICE python3 -m pip download "${PIP_AARCH[@]}" -d "$WORK/wheels" "$TORCH_WHL" \
+      >"$WORK/logs/site-download.log" 2>&1 \
+      || { quiet_pip <"$WORK/logs/site-download.log" | tail -5; exit 1; }
     rm -rf "$WORK/site"; mkdir -p "$WORK/site"
     for w in "$WORK"/wheels/*.whl; do $NICE python3 -m zipfile -e "$w" "$WORK/site"; done
   fi

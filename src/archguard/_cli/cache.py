@@ -15,7 +15,7 @@ def _days(text: str) -> float:
         value = float(text)
     except ValueError:
         value = -1.0
-    if value < 0:
+    if not 0 <= value < float("inf"):  # nan, inf and negatives are no number of days
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of days >= 0")
     return value
 
@@ -36,7 +36,8 @@ def cache_command(sub: Subparsers) -> None:
     q.add_argument("--older-than", type=_days, metavar="DAYS")
     q.add_argument("--max-size", metavar="SIZE", help="e.g. 50G (K, M, G, T: powers of 1024)")
     q.add_argument("--dry-run", action="store_true", help="say what it would remove")
-    format_option(q)
+    # after prune, or before it (cache --format json prune): the one given wins
+    q.add_argument("--format", choices=("text", "json"), default=argparse.SUPPRESS)
 
 
 def cmd_cache(args: argparse.Namespace) -> int:

@@ -111,7 +111,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
         cuobjdump = find_cuobjdump(args.cuobjdump, needed_by="archguard watch --probe")
         for version in missing:
             try:
-                wheel = watch.download(version, args.download_dir, torch_pip)
+                wheel = watch.download(version, args.download_dir, torch_pip, platform=platform)
                 watched.proposed.append(row_text(probe(wheel, cuobjdump).probed()))
             except ArchguardError as exc:
                 watched.problems.append(f"torch {version}: {exc}")

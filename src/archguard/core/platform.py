@@ -13,6 +13,7 @@ Pure: :func:`host_platform` takes the machine name as an argument where a caller
 from __future__ import annotations
 
 import platform as _stdlib_platform
+import sys
 from typing import Literal, cast
 
 from archguard.errors import ConfigError
@@ -53,7 +54,10 @@ def parse_platform(text: str, source: str = "--platform") -> Platform:
 
 
 def host_platform(machine: str | None = None) -> Platform | None:
-    """This machine's platform (``uname -m``), or None where torch ships no CUDA for it."""
+    """This machine's platform (``uname -m``), or None where torch ships no CUDA for it (a
+    machine other than these, or not Linux: a Mac's arm64 is no aarch64 CUDA host)."""
+    if machine is None and not sys.platform.startswith("linux"):
+        return None
     name = _stdlib_platform.machine() if machine is None else machine
     name = _ALIASES.get(name.lower(), name)
     return next((p for p in PLATFORMS if p == name), None)

@@ -302,12 +302,14 @@ def prune(
     dry_run: bool = False,
 ) -> Pruned:
     """Remove the entries last used more than ``older_than_days`` ago, then, least recently
-    used first, entries until the cache holds at most ``max_size`` bytes, and every leftover
-    ``.partial`` directory; never an entry another process holds, nor an ``other`` one.
-    ``dry_run``: what it would remove."""
+    used first, entries until archguard's own entries hold at most ``max_size`` bytes, and
+    every leftover ``.partial`` directory; never an entry another process holds, nor an
+    ``other`` one (uv's and pip's caches: not archguard's to prune, nor counted against the
+    budget, which would otherwise empty the rest at every run). ``dry_run``: what it would
+    remove."""
     listed = entries(root)
     before = sum(e.size for e in listed)
-    total = before
+    total = sum(e.size for e in listed if e.kind != OTHER)
     cutoff = time.time() - older_than_days * _DAY if older_than_days is not None else None
     removed: list[Entry] = []
     in_use: list[Entry] = []
@@ -322,7 +324,8 @@ def prune(
         removed.append(entry)
         total -= entry.size
     reached = max_size is None or total <= max_size
-    return Pruned(removed, in_use, before, total, reached)
+    others = sum(e.size for e in listed if e.kind == OTHER)
+    return Pruned(removed, in_use, before, total + others, reached)
 
 
 def budget_line(root: Path, budget: int | None) -> str:

@@ -21,6 +21,7 @@ from typing import Any
 
 from archguard._fs import SOURCE_DATE_EPOCH, own_directory
 from archguard.binaries.facts import WheelFacts
+from archguard.detect.cachestore import mark_used
 from archguard.detect.fetch import cache_root, checked_out, is_release
 from archguard.errors import ArchguardError, ConfigError
 from archguard.farm.container import CellContainer
@@ -64,6 +65,7 @@ def config_file(package: Package, cache: Path) -> Path | None:
     if not where.is_file() or where.read_text() != text:
         where.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(where, text)
+    mark_used(where)  # no prune removes it while this run lives
     return where
 
 

@@ -70,6 +70,7 @@ class Serving:
     torch_floor: str
     python_floor: int  # 3.X's X
     arch_list: str | None  # the list it was built for
+    platform: str = "x86_64"  # the machine its cell builds for: it serves that machine only
 
 
 def servings(outcome: Outcome, job: Job) -> list[Serving]:
@@ -86,14 +87,15 @@ def servings(outcome: Outcome, job: Job) -> list[Serving]:
                     floor.torch,
                     floor.python,
                     job.arch_list,
+                    job.cell.platform,
                 )
             )
     return out
 
 
 def served_by(job: Job, offers: Sequence[Serving], site: Path) -> Serving | None:
-    """A wheel another cell built that serves this job's cell: same CUDA major, a torch at
-    or above its floor, a Python at or above its floor."""
+    """A wheel another cell built that serves this job's cell: same machine, same CUDA
+    major, a torch at or above its floor, a Python at or above its floor."""
     if job.cell.python.endswith("t"):  # a free-threaded Python loads no abi3 wheel
         return None
     torch = Version(torch_version(job.cell))
@@ -101,6 +103,7 @@ def served_by(job: Job, offers: Sequence[Serving], site: Path) -> Serving | None
     for offer in offers:
         if (
             offer.cuda.major == job.cell.cuda.major
+            and offer.platform == job.cell.platform
             and offer.cuda <= job.cell.cuda  # a newer runtime runs it, never an older one
             and offer.arch_list == job.arch_list
             and torch >= Version(offer.torch_floor)

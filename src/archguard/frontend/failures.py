@@ -420,7 +420,10 @@ def _in_build(
     stopped = cmake_error(text)
     ran_cmake = own_words is not None and _on_a_line(_CALLED, _CMAKE, own_words.what)
     lacking = not_found(text)
-    if (stopped or lacking) and (own_words is None or ran_cmake):
+    # a routine '-- Could NOT find nvtx3' in a build that failed elsewhere is no cause; CMake's
+    # own stop over variables set to NOTFOUND is
+    fatal = lacking and ("set to NOTFOUND" in text or "Generate step failed" in text)
+    if (stopped or (lacking and (ran_cmake or fatal))) and (own_words is None or ran_cmake):
         ran = f" (its setup.py ran CMake, at {own_words.at})" if own_words else ""
         first = (
             f"CMake stopped the build, at {stopped}{ran}"
@@ -569,7 +572,9 @@ def _library(variable: str) -> str | None:
 def _in_root(root: str, library: str) -> str | None:
     """Where the toolkit root holds ``lib<library>.so`` (its own or the link-time stub in
     ``lib64/stubs``), as a path under the root; None where it has none."""
-    for sub in ("lib64", "lib", "lib64/stubs", "lib/stubs", "targets/x86_64-linux/lib"):
+    # a toolkit's own target directory: x86_64-linux, sbsa-linux (aarch64 servers), ...
+    targets = ("targets/x86_64-linux/lib", "targets/sbsa-linux/lib", "targets/aarch64-linux/lib")
+    for sub in ("lib64", "lib", "lib64/stubs", "lib/stubs", *targets):
         for name in (f"lib{library}.so", f"lib{library}.a"):
             if (Path(root) / sub / name).exists():
                 return f"{sub}/{name}"

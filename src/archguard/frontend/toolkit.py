@@ -139,7 +139,12 @@ class CMakeArches:
 
 
 def cmake_arches(
-    tree: Path, entries: Sequence[ArchEntry], environ: Mapping[str, str], given: Mapping[str, str]
+    tree: Path,
+    entries: Sequence[ArchEntry],
+    environ: Mapping[str, str],
+    given: Mapping[str, str],
+    *,
+    cmake_args: bool = True,
 ) -> CMakeArches:
     """For a build of ``tree`` with the list ``entries``: each arch variable its CMake files
     read from the environment with a literal default, set to the list in that default's
@@ -147,7 +152,7 @@ def cmake_arches(
     the lines that force a literal list of other arches, as the refusal's words. Its own
     reading failing never stops the build: it is said, and the read-back still checks."""
     try:
-        return _cmake_arches(CMakeFiles.read(tree), entries, environ, given)
+        return _cmake_arches(CMakeFiles.read(tree), entries, environ, given, cmake_args)
     except Exception as exc:  # archguard's own reading failed: not a decision
         return CMakeArches(
             notes=(
@@ -163,15 +168,17 @@ def _cmake_arches(
     entries: Sequence[ArchEntry],
     environ: Mapping[str, str],
     given: Mapping[str, str],
+    cmake_args: bool = True,
 ) -> CMakeArches:
-    """:func:`cmake_arches` on the files read."""
+    """:func:`cmake_arches` on the files read; ``cmake_args``: the build passes CMAKE_ARGS to
+    CMake (a cache entry's -D is given only then)."""
     values: dict[str, str] = {}
     notes: list[str] = []
     defined: list[str] = []  # cache entries given a -D
     for own in own_variables(model):
         name = own.name
         if own.cache:
-            said = _cache_define(own, entries, environ, given, values)
+            said = _cache_define(own, entries, environ, given, values) if cmake_args else ""
             if said:
                 notes.append(said)
                 defined.append(name)

@@ -139,7 +139,10 @@ def source_build(
     if config is not None:
         out[ENV_CONFIG] = str(config)
     notes = [*torch.notes, *own_arch_variables(setup_py, res, environ, out)]
-    cmake = cmake_arches(source, res.effective, environ, out)  # its CMake files' own variables
+    # its CMake files' own variables; a -D in CMAKE_ARGS reaches CMake only where the backend
+    # (scikit-build-core) or the setup.py passes CMAKE_ARGS on
+    passes = "CMAKE_ARGS" in setup_py.reads or "scikit_build" in buildenv.static_requires(source)[1]
+    cmake = cmake_arches(source, res.effective, environ, out, cmake_args=passes)
     out.update(cmake.values)
     notes += cmake.notes
     label = local_version or (package.local_version if package else "auto")

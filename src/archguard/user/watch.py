@@ -23,11 +23,18 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from archguard.core.arch import Arch, format_list
 from archguard.core.cuda import CudaVersion
-from archguard.core.platform import DEFAULT_PLATFORM, Platform, host_platform, wheel_tag
+from archguard.core.platform import (
+    DEFAULT_PLATFORM,
+    Platform,
+    host_platform,
+    platform_of_tag,
+    wheel_tag,
+)
 from archguard.core.policy import load_policy
 from archguard.core.resolve import resolve
 from archguard.core.toolkit import Toolkit
@@ -185,20 +192,37 @@ def missing_minors(versions: Sequence[Version], known: Iterable[CudaVersion]) ->
 
 
 def download(
-    version: Version, dest: Path, pip_args: Sequence[str] = (), project: str = "torch"
+    version: Version,
+    dest: Path,
+    pip_args: Sequence[str] = (),
+    project: str = "torch",
+    platform: Platform | None = None,
 ) -> Path:
-    """One wheel of ``project`` (torch, or NVIDIA's nvcc) for this interpreter, no
-    dependencies."""
+    """One wheel of ``project`` (torch, or NVIDIA's nvcc) for this interpreter (for
+    ``platform``'s machine where given: a shared directory may hold both), no dependencies."""
     dest.mkdir(parents=True, exist_ok=True)
     proc = _pip(
         ["download", "--no-deps", f"{project}=={version}", "-d", str(dest), *pip_args],
         DOWNLOAD_TIMEOUT_S,
     )
-    found = sorted(dest.glob(f"{project.replace('-', '_')}-{version}-*.whl"))
+    found = sorted(
+        p
+        for p in dest.glob(f"{project.replace('-', '_')}-{version}-*.whl")
+        if platform is None or _tags_name(p.name, platform)
+    )
     if proc.returncode != 0 or not found:
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         raise ToolError(f"pip could not download {project} {version}: {last}")
     return found[0]
+
+
+def _tags_name(name: str, platform: Platform) -> bool:
+    """Whether a wheel's file name's platform tags name ``platform``'s machine."""
+    try:
+        tags = parse_wheel_filename(name)[3]
+    except InvalidWheelFilename:
+        return False
+    return any(platform_of_tag(t.platform) == platform for t in tags)
 
 
 def wheel_row(wheel: Path, requirement: str, emulator: Sequence[str] = ()) -> dict[str, object]:

@@ -102,12 +102,9 @@ def python_tags(
         mine = host or DEFAULT_PLATFORM
         platforms = [t[: -len(mine)] + platform for t in platforms if t.endswith("_" + mine)]
     abis = [f"cp{version[0]}{version[1]}t"] if free_threaded else None
-    return version, frozenset(
-        [
-            *cpython_tags(version, abis, platforms),
-            *compatible_tags(version, platforms=platforms),
-        ]
-    )
+    tags = [*cpython_tags(version, abis, platforms), *compatible_tags(version, platforms=platforms)]
+    # a free-threaded CPython loads no stable-ABI (abi3) extension, whatever packaging yields
+    return version, frozenset(t for t in tags if not (free_threaded and t.abi == "abi3"))
 
 
 def tags_platform(tags: Iterable[Tag]) -> Platform | None:
