@@ -456,8 +456,8 @@ CMAKE_READERS = [
         id="six-nested-foreachs-of-64",
     ),
     pytest.param(
-        lambda: cmake_plan("foreach(X A)\n" * 50_000 + "set(Y ${X})\n"),
-        id="50k-unclosed-foreachs",
+        lambda: cmake_plan("foreach(X A)\n" * 20_000 + "set(Y ${X})\n"),
+        id="20k-unclosed-foreachs",
     ),
 ]
 
