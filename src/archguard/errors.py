@@ -176,6 +176,32 @@ class ToolError(ArchguardError):
 
     code = "tool-failed"
 
+    def __init__(self, message: str, *, tool: str = "", detail: str | None = None) -> None:
+        super().__init__(message, detail=detail)
+        self.tool = tool  # which tool failed ("pip", "auditwheel", "uv", ...), for callers
+
+
+class IntegrityMismatch(ArchguardError):
+    """A file's bytes are not the ones pinned for it: a download, a cached copy or a given
+    file whose sha256 differs from the one the index publishes, a ``#sha256=`` pin or a
+    ``--sha256``. Never retried silently: the file is refused."""
+
+    code = "integrity-mismatch"
+
+
+class FetchFailed(ArchguardError):
+    """A download failed: the server refused it, the network dropped, or it timed out.
+    The input may be right; the network or the server is not."""
+
+    code = "fetch-failed"
+
+
+class Busy(ArchguardError):
+    """A lock another archguard process holds (a site being published, a cache entry being
+    made) and the caller asked not to wait."""
+
+    code = "busy"
+
 
 class SiteUnreadable(ArchguardError):
     """``archguard which`` could not read a farm's site (no site.json, unreachable, not one)."""
@@ -264,6 +290,9 @@ ALL_ERRORS: tuple[type[ArchguardError], ...] = (
     CellEnvironmentFailed,
     ContainerRuntimeMissing,
     ToolError,
+    IntegrityMismatch,
+    FetchFailed,
+    Busy,
     SiteUnreadable,
     PipTooOld,
     VariantsUnavailable,
