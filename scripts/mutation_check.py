@@ -58,8 +58,8 @@ MUTATIONS = [
         ),
     ),
     Mutation(
-        "ninja-given-no-pool",
-        "src/archguard/_integration/parallel.py",
+        "ninja-given-no-jobserver",
+        "src/archguard/_integration/jobserver.py",
         "        jobserver.ninja_shim(shim, where, makeflags)",
         "        jobserver.ninja_shim(shim, where, '-j64')",
         (
@@ -67,22 +67,24 @@ MUTATIONS = [
         ),
     ),
     Mutation(
-        "cmake-build-outside-the-pool",
+        "cmake-build-outside-the-jobserver",
         "src/archguard/frontend/wheel.py",
-        "        environment.update(joined)  # a backend the hook never runs in: the pool's tokens",
-        "        environment.update({})  # a backend the hook never runs in: the pool's tokens",
+        "        environment.update(joined)  # a backend the hook never runs in: the "
+        "jobserver's tokens",
+        "        environment.update({})  # a backend the hook never runs in: the "
+        "jobserver's tokens",
         (
-            "tests/test_jobserver_backends.py::test_a_scikit_build_core_build_runs_no_more_compiles_than_the_pool_gives",
+            "tests/test_jobserver_backends.py::test_a_scikit_build_core_build_runs_no_more_compiles_than_the_jobserver_gives",
         ),
     ),
     Mutation(
         "makefiles-given-ninja",
-        "src/archguard/frontend/pool.py",
+        "src/archguard/frontend/jobserver.py",
         "            chosen = generator_chosen(environ, source, pip_args)"
         " if backend == SKBUILD else None",
         "            chosen = None",
         (
-            "tests/test_jobserver_backends.py::test_a_project_that_chooses_makefiles_builds_in_the_pool_as_it_did",
+            "tests/test_jobserver_backends.py::test_a_project_that_chooses_makefiles_builds_in_the_jobserver_as_it_did",
         ),
     ),
     Mutation(
@@ -94,11 +96,11 @@ MUTATIONS = [
     ),
     Mutation(
         "makeflags-fifo-to-old-make",
-        "src/archguard/_integration/parallel.py",
+        "src/archguard/_integration/jobserver.py",
         "        if make_reads_fifo(path):  # make 4.4 and later: its sub-builds take tokens too",
         "        if True:  # make 4.4 and later: its sub-builds take tokens too",
         (
-            "tests/test_jobserver.py::test_the_build_picks_a_ninja_that_reads_the_pool_else_falls_back",
+            "tests/test_jobserver.py::test_the_build_picks_a_ninja_that_reads_the_jobserver_else_falls_back",
         ),
     ),
     Mutation(
@@ -146,20 +148,20 @@ MUTATIONS = [
     ),
     Mutation(
         "farm-kept-wheel-bytes-unchecked",
-        "src/archguard/farm/records.py",
-        "        if found != record.sha256[name]:",
+        "src/archguard/farm/ledger.py",
+        "        if found != ledger.sha256[name]:",
         "        if False:",
-        ("tests/test_farm_publish.py::test_a_kept_record_is_checked_not_trusted",),
+        ("tests/test_farm_publish.py::test_a_kept_ledger_is_checked_not_trusted",),
     ),
     Mutation(
         "farm-index-from-this-run-only",
         "src/archguard/farm/publish.py",
-        "    current = [records[j] for j in jobs if j in records]\n"
-        "    current = [r for r in current if all(p.is_file() for p in r.pooled(site))]",
-        "    current = [records[j] for j in list(jobs)[:1] if j in records]\n"
-        "    current = [r for r in current if all(p.is_file() for p in r.pooled(site))]",
+        "    current = [ledgers[j] for j in jobs if j in ledgers]\n"
+        "    current = [r for r in current if all(p.is_file() for p in r.stored(site))]",
+        "    current = [ledgers[j] for j in list(jobs)[:1] if j in ledgers]\n"
+        "    current = [r for r in current if all(p.is_file() for p in r.stored(site))]",
         (
-            "tests/test_farm_publish.py::test_the_indexes_come_from_every_record_and_a_removed_job_leaves",
+            "tests/test_farm_publish.py::test_the_indexes_come_from_every_ledger_and_a_removed_job_leaves",
         ),
     ),
     Mutation(
@@ -182,8 +184,8 @@ MUTATIONS = [
     Mutation(
         "farm-lock-not-held",
         "src/archguard/farm/publish.py",
-        "            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)",
-        "            pass",
+        "        if not held.enter_context(hold_lock(path, wait=False)):",
+        "        if not True:",
         (
             "tests/test_farm_publish.py::test_one_run_holds_a_site_and_a_killed_holder_is_taken_over",
         ),
@@ -203,12 +205,12 @@ MUTATIONS = [
         ("tests/test_farm.py::test_archguard_wheel_fails_a_cpu_fallback_and_names_the_switch",),
     ),
     Mutation(
-        "farm-environment-failure-unrecorded",
+        "farm-environment-failure-not-in-its-ledger",
         "src/archguard/farm/run.py",
-        "            self.record(failed, attempted=False)  # --assemble (another runner) names the cause",  # noqa: E501
+        "            self.to_ledger(failed, attempted=False)  # --assemble (another runner) names the cause",  # noqa: E501
         "            pass",
         (
-            "tests/test_farm_plan.py::test_a_cell_whose_environment_fails_is_recorded_for_the_assembly",
+            "tests/test_farm_plan.py::test_a_cell_whose_environment_fails_is_in_its_ledgers_for_the_assembly",
         ),
     ),
     Mutation(
@@ -612,10 +614,10 @@ MUTATIONS = [
     ),
     Mutation(
         "farm-resume-drops-the-wheels-facts",
-        "src/archguard/farm/records.py",
+        "src/archguard/farm/ledger.py",
         '            [WheelFacts.from_json(d) for d in data.get("details") or []],',
         "            [],",
-        ("tests/test_farm_publish.py::test_a_kept_record_keeps_its_wheels_facts",),
+        ("tests/test_farm_publish.py::test_a_kept_ledger_keeps_its_wheels_facts",),
     ),
     Mutation(
         "failure-cxx-standard-unnamed",
@@ -657,7 +659,7 @@ MUTATIONS = [
     Mutation(
         "variants-json-not-published",
         "src/archguard/farm/publish.py",
-        "    wheels = [*wheels, *(pool_bytes(site, n, data) for n, data in variants_json(site, wheels))]",  # noqa: E501
+        "    wheels = [*wheels, *(store_bytes(site, n, data) for n, data in variants_json(site, wheels))]",  # noqa: E501
         "    wheels = list(wheels)",
         (
             "tests/test_farm_publish.py::test_variants_are_published_beside_their_wheel_and_uv_installs_the_one_that_serves",
@@ -680,10 +682,19 @@ MUTATIONS = [
     Mutation(
         "cmake-forced-line-not-named",
         "src/archguard/frontend/cmake.py",
-        "            if _SET_LIST.match(line) or _PROPERTY.search(line) or _FLAGS.search(line):",
-        "            if _FLAGS.search(line):",
+        "        yield from _arch_settings([c], cached=True)",
+        "        pass",
         (
             "tests/test_cmake_files.py::test_each_line_that_forces_arches_is_named_and_a_guarded_default_is_not",
+        ),
+    ),
+    Mutation(
+        "function-argument-not-followed",
+        "src/archguard/frontend/cmake_calls.py",
+        "            passed[p] = e",
+        "            pass",
+        (
+            "tests/test_cmake_calls.py::test_a_literal_list_passed_to_a_function_is_refused_naming_the_call",
         ),
     ),
     Mutation(
@@ -725,7 +736,7 @@ MUTATIONS = [
     Mutation(
         "requires-python-not-skipped",
         "src/archguard/farm/plan.py",
-        "            excluded = excludes(package.source, cell.python)",
+        "            excluded = excludes(package.source, python_release(cell.python))",
         "            excluded = None",
         (
             "tests/test_families.py::test_a_package_that_excludes_a_cells_python_is_skipped_at_plan_time",

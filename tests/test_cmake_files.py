@@ -13,8 +13,8 @@ import pytest
 from archguard.core.arch import parse_arch_list
 from archguard.core.toolkit import known_arches
 from archguard.frontend.cmake import cmake_error, forced_arches, forced_note, no_cuda_said
+from archguard.frontend.cmake_arches import CMakeArches, cmake_arches
 from archguard.frontend.failures import cause
-from archguard.frontend.toolkit import CMakeArches, cmake_arches
 from realtools import CUDA_HOME, REPO, build_env, cli, copy_tree, needs_cuda_torch, needs_nvcc
 
 PACKAGES = REPO / "tests" / "packages"

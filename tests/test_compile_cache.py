@@ -113,10 +113,10 @@ def test_a_second_build_is_all_hits_with_identical_command_lines(tmp_path: Path)
     assert misses == 0 and hits >= 2, warm_log[-3000:]  # every device and host compile
     hits, misses = cache_counts(cold_log)
     assert misses >= 2 and hits == 0, cold_log[-3000:]
-    # the record keeps the choice, not the counts: warm and cold record the same bytes
+    # the log keeps the choice; the wheel's record neither it nor the counts (its bytes do
+    # not depend on the compile cache): warm and cold record the same bytes
     records = [wheel_record(only_wheel(tmp_path / r)) for r in ("cold", "warm")]
-    chosen = records[0]["build"]["compiler_cache"]  # type: ignore[index]
-    assert chosen["tool"] == "sccache" and set(chosen) == {"tool", "from"}, chosen
+    assert "compiler_cache" not in records[0]["build"]  # type: ignore[operator]
     assert records[0] == records[1]
 
 
@@ -313,8 +313,4 @@ def test_off_means_off_when_torch_would_wrap_the_compilers(tmp_path: Path) -> No
     lines = nvcc_lines(log)
     assert lines and not any("sccache" in line.split("nvcc", 1)[0] for line in lines), lines
     record = wheel_record(only_wheel(tmp_path / "out"))
-    assert record["build"]["compiler_cache"] == {  # type: ignore[index]
-        "tool": "off",
-        "from": "the default",
-        "kept_off": "sccache",
-    }
+    assert "compiler_cache" not in record["build"]  # type: ignore[operator]  # the log says it

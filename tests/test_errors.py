@@ -16,7 +16,7 @@ from archguard.errors import ALL_ERRORS
 from archguard.nvcc.flags import find_arch_flags
 from realtools import REPO, run_main, torch_cuda
 
-_README = (REPO / "README.md").read_text()
+_CONFIGURATION = (REPO / "docs" / "configuration.md").read_text()  # the key and variable tables
 _CATALOGUE = (REPO / "docs" / "errors.md").read_text()
 DOCUMENTED = re.findall(r"^\| `([a-z-]+)` \|", _CATALOGUE, re.M)
 
@@ -62,6 +62,9 @@ def cases(tmp: Path) -> dict[str, tuple[list[str], dict[str, str] | None]]:
     broken_nvcc = write(tmp / "cuda" / "bin" / "nvcc", "#!/bin/sh\necho not a compiler\n")
     broken_nvcc.chmod(0o755)
     corrupt = write(tmp / "corrupt.whl", "not a zip")
+    pinned = write(tmp / "pinned" / "pkg-1.0.tar.gz", "not the pinned bytes")
+    cache = {"ARCHGUARD_CACHE_DIR": str(tmp / "cache")}  # a fetch writes nothing of the user's
+    gone = (tmp / "gone" / "pkg-1.0.tar.gz").as_uri() + "#sha256=" + "1" * 64
     return {
         "invalid-arch": (["explain", "7.7", "--cuda", "13.0", "--torch", "2.13"], None),
         "invalid-policy": (["check-policy", str(bad_policy)], None),
@@ -84,6 +87,11 @@ def cases(tmp: Path) -> dict[str, tuple[list[str], dict[str, str] | None]]:
         ),
         "cuobjdump-missing": (["verify", str(tmp), "--cuobjdump", str(tmp / "none")], None),
         "unreadable-binary": (["verify", str(corrupt), "--cuobjdump", "/bin/true"], None),
+        "integrity-mismatch": (
+            ["wheel", str(pinned), "--sha256", "0" * 64, "-w", str(tmp / "out")],
+            cache,
+        ),
+        "fetch-failed": (["wheel", gone, "-w", str(tmp / "out")], cache),
     }
 
 
@@ -148,39 +156,46 @@ def test_unsupported_arch_flag() -> None:
             find_arch_flags(flag)
 
 
+_CONFIG_SECTION = "\n## `[tool.archguard]`\n"
+_ENV_SECTION = "\n## Environment\n"
+
+
+def _section(heading: str) -> str:
+    """A section of docs/configuration.md: from its heading to the next heading."""
+    return _CONFIGURATION.split(heading, 1)[1].split("\n#", 1)[0]
+
+
 def _table_names(section: str, pattern: str) -> set[str]:
-    text = _README.split(section, 1)[1].split("\n#", 1)[0]
-    return set(re.findall(pattern, text, re.M))
+    return set(re.findall(pattern, _section(section), re.M))
 
 
-def test_readme_config_table_is_the_models() -> None:
-    """One description per key: the README's table is rendered from the model the parser
-    reads (``PackageConfig``'s field docs), word for word."""
+def test_config_table_is_the_models() -> None:
+    """One description per key: docs/configuration.md's table is rendered from the model the
+    parser reads (``PackageConfig``'s field docs), word for word."""
     from archguard.settings.model import CONFIG_KEYS, config_table
 
-    section = _README.split("### `[tool.archguard]`", 1)[1].split("\n#", 1)[0]
-    assert config_table() in section, config_table()
-    assert _table_names("### `[tool.archguard]`", r"^\| `([a-z_]+)` \|") == set(CONFIG_KEYS)
+    assert config_table() in _section(_CONFIG_SECTION), config_table()
+    assert _table_names(_CONFIG_SECTION, r"^\| `([a-z_]+)` \|") == set(CONFIG_KEYS)
 
 
-def test_readme_environment_table_lists_every_variable() -> None:
+def test_environment_table_lists_every_variable() -> None:
     from archguard.settings.config import ENV_KNOWN
 
-    named = _table_names("### Environment", r"`(ARCHGUARD_[A-Z_]+)")
+    named = _table_names(_ENV_SECTION, r"`(ARCHGUARD_[A-Z_]+)")
     assert set(ENV_KNOWN) <= named, set(ENV_KNOWN) - named
     from archguard.detect.tools import TOOLS
 
-    tools = _table_names("### Environment", r"`([A-Z_]+)`")
+    tools = _table_names(_ENV_SECTION, r"`([A-Z_]+)`")
     assert {t.variable for t in TOOLS} | {"MAX_JOBS", "NVCC_THREADS", "CUDA_HOME"} <= tools
 
 
-def test_readme_environment_table_names_only_variables_the_code_reads() -> None:
+def test_environment_table_names_only_variables_the_code_reads() -> None:
     """The other way round: every variable the table names is one archguard reads or sets
     (a quoted name in its source), so the table cannot keep a variable the code dropped."""
     from archguard.settings.config import ENV_KNOWN
 
-    named = _table_names("### Environment", r"`([A-Z][A-Z0-9_]+)(?:=[^`]*)?`")
-    named |= _table_names("### Environment", r"\(`([A-Z][A-Z0-9_]+)` still read\)")
+    named = _table_names(_ENV_SECTION, r"`([A-Z][A-Z0-9_]+)(?:=[^`]*)?`")
+    named |= _table_names(_ENV_SECTION, r"\(`([A-Z][A-Z0-9_]+)` still read\)")
     source = "\n".join(p.read_text() for p in (REPO / "src" / "archguard").rglob("*.py"))
     unread = {n for n in named if n not in ENV_KNOWN and f'"{n}"' not in source}
     assert not unread, unread

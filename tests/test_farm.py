@@ -224,11 +224,13 @@ def test_scikit_build_core_gets_the_list_from_archguard_env_and_is_verified_afte
 
 
 def readme_farm_recipe(index: int) -> str:
-    text = (REPO / "README.md").read_text()
-    section = text.split("### In a farm", 1)[1]
-    blocks = re.findall(r"```bash\n(.*?)```", section, re.S)
-    assert len(blocks) > index, "the README's farm recipes"
-    return blocks[index]  # type: ignore[no-any-return]
+    """The farm recipes as the docs give them: 0, the README's one command (``archguard
+    wheel``, under "In a farm"); 1, docs/farm.md's plain pip block."""
+    readme = (REPO / "README.md").read_text().split("\n## In a farm\n", 1)[1]
+    farm = (REPO / "docs" / "farm.md").read_text().split("The same with plain pip", 1)[1]
+    blocks = [re.findall(r"```bash\n(.*?)```", text, re.S) for text in (readme, farm)]
+    assert all(blocks), "the farm recipes of the README and docs/farm.md"
+    return blocks[index][0]  # type: ignore[no-any-return]
 
 
 @pytest.mark.parametrize(
@@ -243,10 +245,10 @@ def readme_farm_recipe(index: int) -> str:
 def test_the_readme_farm_recipes_run_exactly_as_written(
     tmp_path: Path, index: int, says: re.Pattern[str]
 ) -> None:
-    """Per-package config, policy, pinned torch, verify: each of the README's blocks (the
-    `archguard wheel` front-end, and plain `pip wheel`), run by bash in a farm cell whose
-    environment already holds the pinned torch and archguard (so its install line installs
-    nothing: the package index is switched off)."""
+    """Per-package config, policy, pinned torch, verify: each of the farm recipes (the
+    README's `archguard wheel` front-end, and docs/farm.md's plain `pip wheel`), run by bash
+    in a farm cell whose environment already holds the pinned torch and archguard (so its
+    install line installs nothing: the package index is switched off)."""
     farm = tmp_path / "farm"
     (farm / "packages").mkdir(parents=True)
     shutil.copy(REPO / "defaults" / "arch_policy.yml", farm / "arch_policy.yml")

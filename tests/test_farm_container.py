@@ -1,7 +1,7 @@
 """A cell's container (``container = "IMAGE"``) and each wheel's platform floor on the page:
 the manifest's checks, the image as an input of the cell's jobs, the refusal where neither
 docker nor podman is on PATH (for real: a PATH without them), the runtime's command line
-(built from data), the workflow, and the page and site.json built from records."""
+(built from data), the workflow, and the page and site.json built from ledgers."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from archguard.errors import ConfigError
+from archguard.farm.ledger import Status
 from archguard.farm.manifest import load_manifest
 from archguard.farm.plan import plan, render
-from archguard.farm.records import Status
 from realtools import run_main
 
 IMAGE = "pytorch/manylinux2_28-builder:cuda13.0"
@@ -210,7 +210,7 @@ def test_a_cells_container_replaces_the_builder_image_in_the_workflow(tmp_path: 
 def test_the_page_and_site_json_give_each_wheels_platform_floor(tmp_path: Path) -> None:
     from archguard.binaries.facts import WheelFacts
     from archguard.core.site import parse_site
-    from archguard.farm.records import Outcome, pool_path
+    from archguard.farm.ledger import Outcome, store_path
     from archguard.farm.run import write_page
     from archguard.farm.sitejson import site_data
 
@@ -227,9 +227,9 @@ def test_the_page_and_site_json_give_each_wheels_platform_floor(tmp_path: Path) 
     ]
     for o in outcomes:
         o.sha256 = {o.wheels[0]: o.job * 32}
-        pooled = pool_path(tmp_path, o.wheels[0], o.job * 32)
-        pooled.parent.mkdir(parents=True)
-        pooled.write_bytes(b"wheel")
+        stored = store_path(tmp_path, o.wheels[0], o.job * 32)
+        stored.parent.mkdir(parents=True)
+        stored.write_bytes(b"wheel")
     write_page(tmp_path, loaded, outcomes)
     page = (tmp_path / "index.html").read_text()
     assert (

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from archguard.errors import ConfigError
+from archguard.farm.ledger import Status
 from archguard.farm.manifest import load_manifest
 from archguard.farm.plan import plan
-from archguard.farm.records import Status
 from realtools import REPO, run_main
 
 SHA = "fc937220d3cc6d7e8ba4ef50cd83be6f9d91d03a983dca23691d290805e8e508"
@@ -278,7 +278,7 @@ def test_the_workflow_carries_the_farms_policy_and_uploads_no_environment(tmp_pa
 
 
 def test_the_page_gives_each_wheel_its_facts(tmp_path: Path) -> None:
-    """The page, from the jobs' records: built or why not, and for each wheel whether it
+    """The page, from the jobs' ledgers: built or why not, and for each wheel whether it
     verified, its coverage tiers (from the targets read back) and what it binds to."""
     from archguard.binaries.facts import WheelFacts
     from archguard.farm.run import Outcome, write_page
@@ -348,8 +348,8 @@ def test_a_package_that_compiles_below_torchs_cxx_standard_is_named() -> None:
     assert cause((warned + FUSSIM_LOG).splitlines(), [], {}).startswith("the installed torch")
 
 
-def test_a_cell_whose_environment_fails_is_recorded_for_the_assembly(tmp_path: Path) -> None:
-    """A cell whose environment cannot be made fails its jobs once, in their records: the
+def test_a_cell_whose_environment_fails_is_in_its_ledgers_for_the_assembly(tmp_path: Path) -> None:
+    """A cell whose environment cannot be made fails its jobs once, in their ledgers: the
     assembly (another runner, in a sharded workflow) names that cause and its log, not "not
     built by any job"; the page says so as the run goes and at its end."""
     text = MANIFEST.replace(
@@ -387,7 +387,7 @@ def test_the_page_follows_a_run_as_it_goes(tmp_path: Path) -> None:
     # the page shows every job of the manifest: the plan's skips are known without running
     assert "Running: 1 of 1 jobs done" in page and page.count("<td>waiting</td>") == 3
     assert page.count('<td class="skipped">') == 3
-    # the indexes follow the run too, from every record (none yet: empty, but there)
+    # the indexes follow the run too, from every ledger (none yet: empty, but there)
     assert (tmp_path / "site" / jobs[0].cell.name / "simple" / "index.html").is_file()
     publish_site(tmp_path / "site", loaded, jobs)
     page = (tmp_path / "site" / "index.html").read_text()

@@ -239,7 +239,7 @@ def test_what_this_machine_cannot_build_is_said_at_plan_time(tmp_path: Path) -> 
     by_cell = {j["cell"]: j for j in data["jobs"]}
     assert by_cell["cu130-torch2.13-py312"]["not_here"] is None
     assert by_cell["cu130-torch2.13-py312-aarch64"]["platform"] == "aarch64"
-    # every job keeps its list: the cell is built elsewhere and published from its record
+    # every job keeps its list: the cell is built elsewhere and published from its ledger
     assert all(j["arch_list"] for j in data["jobs"])
 
 

@@ -1,5 +1,5 @@
 """What a farm publishes, without building (issue 40): a job's id digests the content of its
-inputs, never their paths; the records a run resumes from are checked, not trusted; the
+inputs, never their paths; the ledgers a run resumes from are checked, not trusted; the
 indexes are swapped whole (a reader polling never sees none, half of one, or a link to a
 missing or different wheel); one run holds a site at a time; ``farm verify`` re-reads every
 published wheel. The builds themselves are in tests/test_farm_trust.py."""
@@ -23,19 +23,19 @@ from packaging.requirements import Requirement
 
 from archguard.binaries.facts import WheelFacts
 from archguard.core.cuda import CudaVersion
-from archguard.errors import ConfigError
+from archguard.errors import Busy, ConfigError
 from archguard.farm.identity import tree_digest
+from archguard.farm.ledger import Outcome, Status, kept_problem, store_path, write_ledger
 from archguard.farm.manifest import Cell, load_manifest
 from archguard.farm.plan import Flags, plan
 from archguard.farm.publish import (
     collect_garbage,
-    pool_wheel,
     publish_indexes,
     read_links,
     site_lock,
+    store_wheel,
     write_index,
 )
-from archguard.farm.records import Outcome, Status, kept_problem, pool_path, write_job_record
 from archguard.farm.verify import verify_site
 from realtools import REPO, needs_cuda_torch, pip_would_install, run_main
 
@@ -184,15 +184,15 @@ def wheel(folder: Path, name: str, content: bytes) -> Path:
     return path
 
 
-def record(site: Path, job: str, cell: str, name: str, content: bytes) -> Outcome:
-    """A built job's record, its wheel pooled."""
+def ledger(site: Path, job: str, cell: str, name: str, content: bytes) -> Outcome:
+    """A built job's ledger, its wheel stored."""
     built = wheel(site / ".farm" / "jobs" / job / "wheels", name, content)
-    pooled, sha = pool_wheel(site, built)
+    stored, sha = store_wheel(site, built)
     outcome = Outcome(
-        job, name.split("-", maxsplit=1)[0], cell, Status.BUILT, [pooled], sha256={pooled: sha}
+        job, name.split("-", maxsplit=1)[0], cell, Status.BUILT, [stored], sha256={stored: sha}
     )
     outcome.inputs = {"toolkit": "nvcc 13.0", "held": {"torch": "2.13.0"}}
-    write_job_record(site, outcome)
+    write_ledger(site, outcome)
     return outcome
 
 
@@ -200,49 +200,49 @@ A = "alpha-1.0+cu130-cp311-cp311-linux_x86_64.whl"
 B = "beta-1.0+cu130-cp311-cp311-linux_x86_64.whl"
 
 
-def test_a_kept_record_is_checked_not_trusted(tmp_path: Path) -> None:
+def test_a_kept_ledger_is_checked_not_trusted(tmp_path: Path) -> None:
     site = tmp_path / "site"
-    kept = record(site, "a1", "c13", A, b"PK-alpha")
+    kept = ledger(site, "a1", "c13", A, b"PK-alpha")
     assert kept_problem(site, kept, kept.inputs) is None
     # another input (the toolkit, the torch the cell holds): named
     other = {**kept.inputs, "held": {"torch": "2.13.1"}}
     assert kept_problem(site, kept, other) == "its inputs changed (held)"
     # bytes replaced in place, or truncated: the sha256 said
-    path = kept.pooled(site)[0]
+    path = kept.stored(site)[0]
     path.write_bytes(b"PK-evil")
     problem = kept_problem(site, kept, kept.inputs)
-    assert problem is not None and "not the recorded" in problem
+    assert problem is not None and "not its ledger's" in problem
     path.unlink()
     assert "is missing" in str(kept_problem(site, kept, kept.inputs))
 
 
-def test_the_indexes_come_from_every_record_and_a_removed_job_leaves(
+def test_the_indexes_come_from_every_ledger_and_a_removed_job_leaves(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr("archguard.farm.publish.GRACE_S", 0.0)  # only the previous index stays
     site = tmp_path / "site"
-    records = {
-        r.job: r for r in (record(site, "a1", "c13", A, b"a"), record(site, "b1", "c13", B, b"b"))
+    ledgers = {
+        r.job: r for r in (ledger(site, "a1", "c13", A, b"a"), ledger(site, "b1", "c13", B, b"b"))
     }
-    publish_indexes(site, cells("c13"), records, ["a1", "b1"])
+    publish_indexes(site, cells("c13"), ledgers, ["a1", "b1"])
     assert {n for n, _ in read_links(site / "c13" / "simple")} == {A, B}
     published = (site / "c13" / "simple").readlink()
-    # a run that selected only a1 still publishes b1 (its record); an index that says what
+    # a run that selected only a1 still publishes b1 (its ledger); an index that says what
     # the published one says is not published again
-    publish_indexes(site, cells("c13"), records, ["a1", "b1"])
+    publish_indexes(site, cells("c13"), ledgers, ["a1", "b1"])
     assert {n for n, _ in read_links(site / "c13" / "simple")} == {A, B}
     assert (site / "c13" / "simple").readlink() == published
     # b1 left the manifest: it leaves the index; its wheel stays one generation, then goes
-    publish_indexes(site, cells("c13"), records, ["a1"])
+    publish_indexes(site, cells("c13"), ledgers, ["a1"])
     assert {n for n, _ in read_links(site / "c13" / "simple")} == {A}
-    collect_garbage(site, {(A, records["a1"].sha256[A])})
-    assert records["b1"].pooled(site)[0].is_file()  # the previous index still names it
+    collect_garbage(site, {(A, ledgers["a1"].sha256[A])})
+    assert ledgers["b1"].stored(site)[0].is_file()  # the previous index still names it
     C = "gamma-1.0+cu130-cp311-cp311-linux_x86_64.whl"
-    records["c1"] = record(site, "c1", "c13", C, b"c")
-    publish_indexes(site, cells("c13"), records, ["a1", "c1"])
-    collect_garbage(site, {(A, records["a1"].sha256[A]), (C, records["c1"].sha256[C])})
-    assert not records["b1"].pooled(site)[0].exists()
-    assert records["a1"].pooled(site)[0].is_file()
+    ledgers["c1"] = ledger(site, "c1", "c13", C, b"c")
+    publish_indexes(site, cells("c13"), ledgers, ["a1", "c1"])
+    collect_garbage(site, {(A, ledgers["a1"].sha256[A]), (C, ledgers["c1"].sha256[C])})
+    assert not ledgers["b1"].stored(site)[0].exists()
+    assert ledgers["a1"].stored(site)[0].is_file()
     assert verify_site(site).ok
 
 
@@ -271,7 +271,7 @@ def test_a_reader_never_sees_an_index_naming_a_missing_or_other_wheel(
                 continue
             for name, sha in links:
                 try:
-                    data = pool_path(site, name, sha).read_bytes()
+                    data = store_path(site, name, sha).read_bytes()
                 except OSError as exc:
                     bad.append(f"{name}: {exc}")
                     continue
@@ -283,7 +283,7 @@ def test_a_reader_never_sees_an_index_naming_a_missing_or_other_wheel(
     thread.start()
     try:
         for i in range(200):
-            r = record(site, f"a{i}", "c13", A, f"PK-{i}".encode())
+            r = ledger(site, f"a{i}", "c13", A, f"PK-{i}".encode())
             write_index(site, "c13", [(A, r.sha256[A])])
             collect_garbage(site)
     finally:
@@ -294,7 +294,7 @@ def test_a_reader_never_sees_an_index_naming_a_missing_or_other_wheel(
     assert len(list((site / "c13").glob(".simple-*"))) == 200  # all within the grace period
     monkeypatch.setattr("archguard.farm.publish.GRACE_S", 0.0)
     before = (site / "c13" / "simple").readlink()
-    r = record(site, "last", "c13", A, b"PK-last")
+    r = ledger(site, "last", "c13", A, b"PK-last")
     write_index(site, "c13", [(A, r.sha256[A])])
     collect_garbage(site)
     kept = sorted(p.name for p in (site / "c13").glob(".simple-*"))
@@ -321,12 +321,13 @@ def test_one_run_holds_a_site_and_a_killed_holder_is_taken_over(tmp_path: Path) 
     try:
         assert holder.stdout is not None and holder.stdout.readline() == "held\n"
         held = rf"another run \(pid {holder.pid} on .*: holder\)"
-        with pytest.raises(ConfigError, match=held), site_lock(site):
+        with pytest.raises(Busy, match=held), site_lock(site):
             pass
         # the CLI: exit 2, the holder named
         manifest = farm(tmp_path / "m")
         refused = run_main("farm", "run", str(manifest), "-o", str(site), "--assemble")
         assert refused.returncode == 2 and f"pid {holder.pid}" in refused.stderr
+        assert "archguard error [busy]" in refused.stderr
     finally:
         holder.send_signal(signal.SIGKILL)
         holder.wait()
@@ -355,21 +356,21 @@ def test_a_second_run_waits_with_wait(tmp_path: Path) -> None:
 
 def test_farm_verify_reads_every_published_wheel(tmp_path: Path) -> None:
     site = tmp_path / "site"
-    records = {
-        r.job: r for r in (record(site, "a1", "c13", A, b"a"), record(site, "b1", "c14", B, b"b"))
+    ledgers = {
+        r.job: r for r in (ledger(site, "a1", "c13", A, b"a"), ledger(site, "b1", "c14", B, b"b"))
     }
-    # an earlier build of a1's package in c13 (its inputs changed since): a record of the
+    # an earlier build of a1's package in c13 (its inputs changed since): a ledger of the
     # same wheel name, other bytes, not in the index; verify reads the one the index names
-    record(site, "a9", "c13", A, b"a-before")  # its record read after a1's
-    publish_indexes(site, cells("c13", "c14"), records, list(records))
+    ledger(site, "a9", "c13", A, b"a-before")  # its ledger read after a1's
+    publish_indexes(site, cells("c13", "c14"), ledgers, list(ledgers))
     ok = run_main("farm", "verify", str(site), "--format", "json")
     # each wheel in its cell's index and in the CUDA line's (cu130)
     assert ok.returncode == 0 and json.loads(ok.stdout)["wheels"] == 4
-    records["b1"].pooled(site)[0].write_bytes(b"truncat")
+    ledgers["b1"].stored(site)[0].write_bytes(b"truncat")
     bad = run_main("farm", "verify", str(site))
     assert bad.returncode == 1
     assert f"c14: {B}: its bytes have sha256" in bad.stdout
-    records["a1"].pooled(site)[0].unlink()
+    ledgers["a1"].stored(site)[0].unlink()
     assert "which is missing" in run_main("farm", "verify", str(site)).stdout
     nowhere = run_main("farm", "verify", str(tmp_path))
     assert nowhere.returncode == 2 and "holds no farm site" in nowhere.stderr
@@ -388,23 +389,23 @@ def test_a_package_config_is_written_with_its_policy_against_the_manifest(tmp_pa
     config = load_config_file(str(written))
     assert config.policy == tmp_path / "policies" / "alpha.yml"
     assert config.arch_list is not None
-    # named by its content: the same table is the same file from any site (and the record
-    # that names it, the same bytes)
+    # named by its content: the same table is the same file from any site (and the wheel's
+    # record that names it, the same bytes)
     assert written.parent == tmp_path / "cache" / "farm-config"
     assert config_file(alpha, tmp_path / "cache") == written
 
 
-def test_a_kept_record_keeps_its_wheels_facts(tmp_path: Path) -> None:
-    """A resumed job's record brings back its wheels' facts (what archguard wheel read
+def test_a_kept_ledger_keeps_its_wheels_facts(tmp_path: Path) -> None:
+    """A resumed job's ledger brings back its wheels' facts (what archguard wheel read
     back), for the page: a kept job's cell says as much as a built one's."""
+    from archguard.farm.ledger import read_ledger
     from archguard.farm.page import write_page
-    from archguard.farm.records import read_job_record
 
     site = tmp_path / "site"
-    built = record(site, "a1", "c13", A, b"a")
+    built = ledger(site, "a1", "c13", A, b"a")
     built.details = [WheelFacts(A, 1, ("sm_80", "compute_80"), True)]
-    write_job_record(site, built)
-    kept = read_job_record(site, "a1")
+    write_ledger(site, built)
+    kept = read_ledger(site, "a1")
     assert kept is not None and kept.details == built.details and kept.sha256 == built.sha256
     kept.status = Status.KEPT
     manifest = load_manifest(farm(tmp_path / "m"))
@@ -446,7 +447,7 @@ def test_what_only_the_builder_knows_joins_the_inputs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An ARCHGUARD_* variable the runner's environment hands every build (a list, a
-    policy) is an input of the build's record."""
+    policy) is an input of the build's ledger."""
     from archguard.farm.run import RunOptions, _Run
 
     manifest = load_manifest(farm(tmp_path))
@@ -463,10 +464,10 @@ def test_what_only_the_builder_knows_joins_the_inputs(
 def test_a_skipped_job_a_missing_wheel_and_a_failed_cell_publish_as_they_should(
     tmp_path: Path,
 ) -> None:
-    """A job the manifest now skips leaves the index; a record whose wheel is missing is
+    """A job the manifest now skips leaves the index; a ledger whose wheel is missing is
     never published; a failure before a build (its cell's environment) leaves the job's
     earlier wheels published."""
-    from archguard.farm.records import read_job_record
+    from archguard.farm.ledger import read_ledger
     from archguard.farm.run import RunOptions, _Run, publish_site
 
     path = farm(tmp_path)
@@ -474,14 +475,14 @@ def test_a_skipped_job_a_missing_wheel_and_a_failed_cell_publish_as_they_should(
     jobs = {(j.package.name, j.cell.name): j for j in plan(manifest)}
     site = tmp_path / "site"
     a13, b13 = jobs["alpha", "c13"], jobs["beta", "c13"]
-    record(site, a13.id, "c13", A, b"a")
-    kept = record(site, b13.id, "c13", B, b"b")
+    ledger(site, a13.id, "c13", A, b"a")
+    kept = ledger(site, b13.id, "c13", B, b"b")
     publish_site(site, manifest, list(jobs.values()))
     assert {n for n, _ in read_links(site / "c13" / "simple")} == {A, B}
-    # a pre-build failure does not replace beta's record
+    # a pre-build failure does not replace beta's ledger
     run = _Run(RunOptions(site=site), manifest, list(jobs.values()))
-    run.record(Outcome(b13.id, "beta", "c13", Status.FAILED, why="no uv"), attempted=False)
-    assert read_job_record(site, b13.id) == kept
+    run.to_ledger(Outcome(b13.id, "beta", "c13", Status.FAILED, why="no uv"), attempted=False)
+    assert read_ledger(site, b13.id) == kept
     # alpha is skipped now (the same id: its inputs are the same): it leaves the index
     path.write_text(
         MANIFEST.replace(
@@ -495,8 +496,8 @@ def test_a_skipped_job_a_missing_wheel_and_a_failed_cell_publish_as_they_should(
     assert a13.id in {j.id for j in skipped if j.arch_list is None}
     publish_site(site, manifest, skipped)
     assert {n for n, _ in read_links(site / "c13" / "simple")} == {B}
-    # beta's wheel goes missing: its record is not published
-    kept.pooled(site)[0].unlink()
+    # beta's wheel goes missing: its ledger is not published
+    kept.stored(site)[0].unlink()
     publish_site(site, manifest, skipped)
     assert read_links(site / "c13" / "simple") == set()
 
@@ -540,16 +541,16 @@ def line_site(site: Path) -> dict[str, Outcome]:
         # for a Python below the abi3 wheel's floor: the stable wheel does not serve it
         "u13": ("c13", "st-1.0+cu130torch2.13-cp39-cp39-linux_x86_64.whl", ["torch>=2.13,<2.14"]),
     }
-    records = {}
+    ledgers = {}
     for job, (cell, name, requires) in built.items():
-        pooled, sha = pool_wheel(site, real_wheel(site / ".farm" / "jobs" / job, name, requires))
+        stored, sha = store_wheel(site, real_wheel(site / ".farm" / "jobs" / job, name, requires))
         outcome = Outcome(
-            job, name.split("-")[0], cell, Status.BUILT, [pooled], sha256={pooled: sha}
+            job, name.split("-")[0], cell, Status.BUILT, [stored], sha256={stored: sha}
         )
-        write_job_record(site, outcome)
-        records[job] = outcome
-    publish_indexes(site, cells("c13", "c14"), records, list(records))
-    return records
+        write_ledger(site, outcome)
+        ledgers[job] = outcome
+    publish_indexes(site, cells("c13", "c14"), ledgers, list(ledgers))
+    return ledgers
 
 
 def test_a_cuda_lines_index_lists_every_cell_with_metadata_beside_each_wheel(
@@ -558,7 +559,7 @@ def test_a_cuda_lines_index_lists_every_cell_with_metadata_beside_each_wheel(
     import zipfile
 
     site = tmp_path / "site"
-    records = line_site(site)
+    ledgers = line_site(site)
     line = site / "cu130" / "simple"
     assert {n for n, _ in read_links(line)} == {
         "ext-1.0+cu130torch2.13-cp311-cp311-linux_x86_64.whl",
@@ -571,9 +572,9 @@ def test_a_cuda_lines_index_lists_every_cell_with_metadata_beside_each_wheel(
         n for n, _ in read_links(site / "c13" / "simple")
     }
     page = (line / "ext" / "index.html").read_text()
-    for outcome in (records["e13"], records["e14"]):
+    for outcome in (ledgers["e13"], ledgers["e14"]):
         (name,) = outcome.wheels
-        wheel = outcome.pooled(site)[0]
+        wheel = outcome.stored(site)[0]
         meta = wheel.with_name(name + ".metadata")
         with zipfile.ZipFile(wheel) as zf:
             assert meta.read_bytes() == zf.read(
@@ -584,9 +585,9 @@ def test_a_cuda_lines_index_lists_every_cell_with_metadata_beside_each_wheel(
     assert 'data-requires-python="&gt;=3.10"' in page
     assert verify_site(site).ok
     # garbage collection keeps a kept wheel's metadata beside it
-    collect_garbage(site, {(n, r.sha256[n]) for r in records.values() for n in r.wheels})
+    collect_garbage(site, {(n, r.sha256[n]) for r in ledgers.values() for n in r.wheels})
     assert all(
-        r.pooled(site)[0].with_name(r.wheels[0] + ".metadata").is_file() for r in records.values()
+        r.stored(site)[0].with_name(r.wheels[0] + ".metadata").is_file() for r in ledgers.values()
     )
 
 
@@ -643,11 +644,11 @@ def test_variants_are_published_beside_their_wheel_and_uv_installs_the_one_that_
         Plan(plain, [("cuda_version_lower_bound", "13.0"), ("sm_arch", "80_real")]),
         tmp_path / "built" / "variants",
     )
-    wheels = [pool_wheel(site, plain), pool_wheel(site, copy)]
+    wheels = [store_wheel(site, plain), store_wheel(site, copy)]
     outcome = Outcome(
         "v1", "vext", "c13", Status.BUILT, [n for n, _ in wheels], sha256=dict(wheels)
     )
-    write_job_record(site, outcome)
+    write_ledger(site, outcome)
     publish_indexes(site, cells("c13"), {"v1": outcome}, ["v1"])
     line = site / "cu130" / "simple"
     links = {n for n, _ in read_links(line)}
@@ -707,12 +708,12 @@ def test_variants_are_published_beside_their_wheel_and_uv_installs_the_one_that_
     assert not installed(None, "pip")
 
 
-def test_the_variants_switch_is_an_input_and_pools_each_verified_wheels_copy(
+def test_the_variants_switch_is_an_input_and_stores_each_verified_wheels_copy(
     tmp_path: Path,
 ) -> None:
     """[farm] variants = true changes every job's id (what a job publishes changes); a job
-    pools its verified wheel and, with the switch, the variant copy archguard wheel wrote."""
-    from archguard.farm.jobs import _pool_verified
+    stores its verified wheel and, with the switch, the variant copy archguard wheel wrote."""
+    from archguard.farm.jobs import _store_verified
 
     manifest = farm(tmp_path / "m")
     before = ids(manifest)
@@ -727,11 +728,11 @@ def test_the_variants_switch_is_an_input_and_pools_each_verified_wheels_copy(
     for variants, expected in ((False, [plain.name]), (True, [plain.name, copy.name])):
         outcome = Outcome("j", "pv", "c13", Status.BUILT)
         outcome.details = [WheelFacts(str(plain), 1, (), True, variant=str(copy))]
-        shutil.copy(plain, tmp_path / "keep.whl")  # pooling moves it
+        shutil.copy(plain, tmp_path / "keep.whl")  # storing moves it
         shutil.copy(copy, tmp_path / "keep-variant.whl")
-        _pool_verified(outcome, site, variants)
+        _store_verified(outcome, site, variants)
         assert outcome.wheels == expected
-        assert all(p.is_file() for p in outcome.pooled(site))
+        assert all(p.is_file() for p in outcome.stored(site))
         shutil.copy(tmp_path / "keep.whl", plain)
         shutil.copy(tmp_path / "keep-variant.whl", copy)
     bad = tmp_path / "bad.toml"

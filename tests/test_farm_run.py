@@ -278,7 +278,7 @@ def test_farm_run_builds_each_cell_into_its_own_index(tmp_path: Path) -> None:
             assert imported.stdout.startswith(cell.removeprefix("torch"))
     wheels = sorted(p.name for p in (site / "wheels").glob("*/*.whl"))
     assert any(w.startswith("dlpack_ext-1.0+cu130torch2.14-") for w in wheels), wheels
-    # the abi3 wheel one cell built serves the other: one file in the pool, in both indexes
+    # the abi3 wheel one cell built serves the other: one file in the store, in both indexes
     assert len([w for w in wheels if w.startswith("stable_ext-")]) == 1, wheels
     page = (site / "index.html").read_text()
     assert page.count('class="built"') == 3 and page.count('class="served"') == 1

@@ -1,5 +1,5 @@
 """How a farm run uses the machine (issue 51): the longest source first, and the cores' use
-said at the end. The plan is a real manifest's; durations are records as a run writes them."""
+said at the end. The plan is a real manifest's; durations are ledgers as a run writes them."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from archguard.farm.ledger import Outcome, Status
 from archguard.farm.manifest import load_manifest
 from archguard.farm.plan import Job, plan
-from archguard.farm.records import Outcome, Status
 from archguard.farm.usage import Meter, Usage, longest_first
 from test_farm_plan import manifest
 
@@ -27,27 +27,27 @@ def names(groups: list[list[tuple[int, Job]]]) -> list[str]:
     return [g[0][1].package.name for g in groups]
 
 
-def test_the_longest_recorded_source_goes_first_and_else_the_most_cuda_code(
+def test_the_longest_source_by_its_ledgers_goes_first_and_else_the_most_cuda_code(
     tmp_path: Path,
 ) -> None:
     groups = groups_of(tmp_path)
     assert names(groups) == ["fused-lncc", "floors"]  # the plan's order (too-old: skipped)
     assert names(longest_first(groups, {})) == ["fused-lncc", "floors"]  # no CUDA code: ties
-    # no record yet: the tree with CUDA code first (an sdist's size is unknown until fetched)
+    # no ledger yet: the tree with CUDA code first (an sdist's size is unknown until fetched)
     (tmp_path / "src" / "floors" / "kernel.cu").write_text("// kernel\n" * 500)
     assert names(longest_first(groups, {})) == ["floors", "fused-lncc"]
-    # a recorded duration outranks any guess; the longest recorded first
+    # a duration a ledger holds outranks any guess; the longest first
     floors = groups[1][0][1]
     lncc = groups[0][0][1]
-    records = {
+    ledgers = {
         floors.id: Outcome(floors.id, "floors", floors.cell.name, Status.BUILT, seconds=30.0),
         lncc.id: Outcome(lncc.id, "fused-lncc", lncc.cell.name, Status.BUILT, seconds=400.0),
     }
-    assert names(longest_first(groups, records)) == ["fused-lncc", "floors"]
+    assert names(longest_first(groups, ledgers)) == ["fused-lncc", "floors"]
     # a job whose inputs changed (a new id) takes its package's last duration in its cell
     moved = {
         "old-id": Outcome("old-id", "floors", floors.cell.name, Status.BUILT, seconds=900.0),
-        lncc.id: records[lncc.id],
+        lncc.id: ledgers[lncc.id],
     }
     assert names(longest_first(groups, moved)) == ["floors", "fused-lncc"]
 

@@ -287,8 +287,8 @@ def test_opaque_defines_with_a_hostile_value() -> None:
 # --- the build log's and the CMake files' readers (frontend/failures.py, frontend/cmake.py) --
 
 
-# Quadratic there until issue 47's patch to those files lands (its report holds it): not run,
-# so that they cannot hang the suite; with the patch each runs in hundredths of a second.
+# The failure's note reads the CMake files with the one reader the refusal uses (issue 56):
+# its cases are sized as the reader's own below.
 def forced(text: str) -> list[str]:
     import tempfile
 
@@ -343,9 +343,9 @@ LOG_READERS = [
     pytest.param(lambda: forced(" " * 1_000_000 + "\n"), id="cmake-1MB-whitespace"),
     pytest.param(
         lambda: forced(
-            "if(A)\n" * 50_000 + "set(CMAKE_CUDA_ARCHITECTURES 80)\n" + "endif()\n" * 50_000
+            "if(A)\n" * 20_000 + "set(CMAKE_CUDA_ARCHITECTURES 80)\n" + "endif()\n" * 20_000
         ),
-        id="cmake-50k-nested-ifs",
+        id="cmake-20k-nested-ifs",
     ),
 ]
 
@@ -363,7 +363,7 @@ def cmake_plan(text: str) -> object:
 
     from archguard.core.arch import parse_arch_list
     from archguard.core.toolkit import known_arches
-    from archguard.frontend.toolkit import cmake_arches
+    from archguard.frontend.cmake_arches import cmake_arches
 
     entries = parse_arch_list("8.0;9.0+PTX", "the test", known=known_arches())
     given = {"CUDAARCHS": "80-real;90"}
@@ -401,12 +401,12 @@ CMAKE_READERS = [
     ),
     pytest.param(lambda: cmake_plan(chain(10_000, "75")), id="10k-variable-chain"),
     pytest.param(
-        lambda: cmake_plan("set(CMAKE_CUDA_ARCHITECTURES 75)\r\n" * 20_000),
-        id="20k-forced-lines",
+        lambda: cmake_plan("set(CMAKE_CUDA_ARCHITECTURES 75)\r\n" * 10_000),
+        id="10k-forced-lines",
     ),
     pytest.param(
-        lambda: cmake_plan("set_property(TARGET t PROPERTY CUDA_ARCHITECTURES OFF)\n" * 20_000),
-        id="20k-off-properties",
+        lambda: cmake_plan("set_property(TARGET t PROPERTY CUDA_ARCHITECTURES OFF)\n" * 10_000),
+        id="10k-off-properties",
     ),
     pytest.param(
         lambda: cmake_plan(
@@ -458,6 +458,94 @@ CMAKE_READERS = [
     pytest.param(
         lambda: cmake_plan("foreach(X A)\n" * 20_000 + "set(Y ${X})\n"),
         id="20k-unclosed-foreachs",
+    ),
+    pytest.param(  # 64 * 64 copies of a 900 kB argument if written out whole
+        lambda: cmake_plan(
+            "foreach(A " + " ".join(f"I{j}" for j in range(64)) + ")\n"
+            "foreach(B " + " ".join(f"J{j}" for j in range(64)) + ")\n"
+            'set(X "${A}' + "x" * 900_000 + '")\nendforeach()\nendforeach()\n'
+        ),
+        id="two-foreachs-over-a-900kB-argument",
+    ),
+    # a package's own function()s and macro()s, written out at each call (issue 58)
+    pytest.param(
+        lambda: cmake_plan(
+            'function(f a)\nf("${a}" x)\nf(x "${a}")\n'
+            "set(CMAKE_CUDA_ARCHITECTURES ${a})\nendfunction()\nf(75)\n"
+        ),
+        id="a-function-calling-itself-twice",
+    ),
+    pytest.param(
+        lambda: cmake_plan(
+            "".join(
+                f'function(g{i} a)\ng{i + 1}("${{a}};${{a}}")\ng{i + 1}("${{a}};${{a}}")\n'
+                "endfunction()\n"
+                for i in range(30)
+            )
+            + "function(g30 a)\nset(CMAKE_CUDA_ARCHITECTURES ${a})\nendfunction()\ng0(75)\n"
+        ),
+        id="30-functions-each-calling-the-next-twice-with-its-list-doubled",
+    ),
+    pytest.param(
+        lambda: cmake_plan(
+            "function(f a)\n"
+            + "".join(f"set(V{i} ${{a}})\n" for i in range(50))
+            + "set_property(TARGET t PROPERTY CUDA_ARCHITECTURES ${a})\nendfunction()\n"
+            + "f(75)\n" * 10_000
+        ),
+        id="10k-calls-of-a-52-command-function",
+    ),
+    pytest.param(
+        lambda: cmake_plan(
+            "function(f a)\nset(CMAKE_CUDA_ARCHITECTURES " + "${a}" * 100_000 + ")\n"
+            "endfunction()\n" + ('f("' + "7" * 300_000 + '")\n') * 2
+        ),
+        id="a-300kB-argument-into-100k-references",
+    ),
+    pytest.param(
+        lambda: cmake_plan(
+            "".join(
+                f'macro(m{i} a)\nm{i + 1}("${{a}}" "${{a}}")\nendmacro()\n' for i in range(2000)
+            )
+            + "macro(m2000 a b)\nset(CMAKE_CUDA_ARCHITECTURES ${a} ${b})\nendmacro()\nm0(75)\n"
+        ),
+        id="2000-chained-macros",
+    ),
+    pytest.param(
+        lambda: cmake_plan("function(f a)\n" * 20_000 + "set(X ${a})\nf(75)\n"),
+        id="20k-unclosed-functions",
+    ),
+    pytest.param(
+        lambda: cmake_plan(
+            "".join(
+                f"function(f{i} a)\nset(CMAKE_CUDA_ARCHITECTURES ${{a}})\nendfunction()\n"
+                f"f{i}({70 + i % 30})\n"
+                for i in range(5_000)
+            )
+        ),
+        id="5k-functions-each-called",
+    ),
+    pytest.param(
+        lambda: cmake_plan(
+            'function(f n)\ncmake_parse_arguments(PARSE_ARGV 1 G "" "" "'
+            + ";".join(f"K{i}" for i in range(5000))
+            + '")\nset(CMAKE_CUDA_ARCHITECTURES ${G_K1})\nendfunction()\n'
+            + ("f(x " + " ".join(f"K{i} 7{i % 10}" for i in range(5000)) + ")\n") * 5
+        ),
+        id="5-calls-of-5000-keywords",
+    ),
+    pytest.param(  # 64**4 calls if written out whole
+        lambda: cmake_plan(
+            "function(f a)\n"
+            + "".join(f"set(V{i} ${{a}})\n" for i in range(50))
+            + "endfunction()\n"
+            + "".join(
+                f"foreach(L{i} " + " ".join(f"I{j}" for j in range(64)) + ")\n" for i in range(4)
+            )
+            + "f(${L0}${L3})\n"
+            + "endforeach()\n" * 4
+        ),
+        id="a-call-in-four-nested-foreachs-of-64",
     ),
 ]
 

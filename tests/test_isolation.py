@@ -23,7 +23,14 @@ from pathlib import Path
 
 import pytest
 
-from archguard._fs import atomic_directory, atomic_file, file_lock, own_directory, write_atomic
+from archguard._fs import (
+    atomic_directory,
+    atomic_file,
+    file_lock,
+    hold_lock,
+    own_directory,
+    write_atomic,
+)
 from realtools import (
     MINI,
     build_env,
@@ -147,6 +154,27 @@ def test_a_lock_is_exclusive_across_processes(tmp_path: Path) -> None:
     assert log.read_text().splitlines() == ["A in", "A out", "B in True"]
     with file_lock(target, wait=False) as got:
         assert got is True  # both let go
+
+
+def test_one_lock_shared_exclusive_and_probed(tmp_path: Path) -> None:
+    """archguard's one flock: shared holds stand together and keep an exclusive one out
+    (each hold opens the file anew, so two in one process are two holders, as two processes
+    are); a probe of a lock file that is not there finds it free and makes nothing."""
+    lock = tmp_path / "deep" / "lock"
+    with hold_lock(lock, shared=True) as first, hold_lock(lock, shared=True, wait=False) as second:
+        assert first is True and second is True
+        with hold_lock(lock, wait=False) as exclusive:
+            assert exclusive is False  # refused at once, not waited for
+        with hold_lock(lock, wait=False, create=False) as probed:
+            assert probed is False  # a probe sees the holders too
+    with hold_lock(lock, wait=False) as exclusive:
+        assert exclusive is True  # both let go
+        with hold_lock(lock, shared=True, wait=False, create=False) as probed:
+            assert probed is False
+    missing = tmp_path / "none" / "lock"
+    with hold_lock(missing, wait=False, create=False) as probed:
+        assert probed is True
+    assert not missing.parent.exists()
 
 
 def test_a_cache_entry_is_made_once_whole_by_processes_at_once(tmp_path: Path) -> None:

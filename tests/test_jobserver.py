@@ -1,7 +1,7 @@
-"""The jobserver (issue 51): one pool of tokens (GNU make's FIFO protocol) shared by every
+"""The jobserver (issue 51): one set of tokens (GNU make's FIFO protocol) shared by every
 build, ninja 1.13 as its client, archguard's nvcc launcher taking the free tokens for
 ``--threads``. The protocol, the launcher and a killed holder are tested on real processes
-and a real FIFO; the pool's bound on two concurrent real builds by a probe that counts the
+and a real FIFO; the jobserver's bound on two concurrent real builds by a probe that counts the
 nvcc processes running at once; the fallback on the real ninja 1.11 of this machine."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from archguard import jobserver
-from archguard.jobserver import Client, Pool, device_compiles, fifo_of
+from archguard.jobserver import Client, Server, device_compiles, fifo_of
 from realtools import CUDA_HOME, build_env, needs_cuda_torch, needs_nvcc, pip_wheel
 
 HERE = Path(__file__).resolve().parent
@@ -56,31 +56,31 @@ def test_device_compiles_from_an_nvcc_line() -> None:
     assert device_compiles(["-c", "k.cu"]) == 1
 
 
-def test_a_pool_hands_out_its_tokens_and_takes_them_back(tmp_path: Path) -> None:
-    pool = Pool(tmp_path, 3)
-    client = Client(fifo_of(pool.makeflags) or "")
+def test_a_jobserver_hands_out_its_tokens_and_takes_them_back(tmp_path: Path) -> None:
+    server = Server(tmp_path, 3)
+    client = Client(fifo_of(server.makeflags) or "")
     got = client.take(5)
-    assert got == b"+++" and client.take(1) == b""  # never more than the pool holds
+    assert got == b"+++" and client.take(1) == b""  # never more than the jobserver holds
     client.give(got[:2])
     assert client.take(5) == b"++"
     client.give(b"++")
-    assert pool.close() == 2  # one is still held: said by whoever closes it
-    assert not pool.path.exists()
+    assert server.close() == 2  # one is still held: said by whoever closes it
+    assert not server.path.exists()
     client.close()
 
 
 def test_a_killed_holder_leaves_no_stuck_tokens_for_the_next_run(tmp_path: Path) -> None:
-    """A run that made its pool and was killed (SIGKILL, holding every token) leaves its FIFO;
-    the next pool in the directory removes it and has all its tokens."""
+    """A run that served a jobserver and was killed (SIGKILL, holding every token) leaves its FIFO;
+    the next server in the directory removes it and has all its tokens."""
     script = textwrap.dedent(
         f"""
         import sys, time
         sys.path.insert(0, {str(Path(jobserver.__file__).parent.parent)!r})
         from pathlib import Path
-        from archguard.jobserver import Pool
-        pool = Pool(Path({str(tmp_path)!r}), 2)
-        assert pool.client.take(2) == b"++"
-        print(pool.path, flush=True)
+        from archguard.jobserver import Server
+        server = Server(Path({str(tmp_path)!r}), 2)
+        assert server.client.take(2) == b"++"
+        print(server.path, flush=True)
         time.sleep(60)
         """
     )
@@ -90,11 +90,11 @@ def test_a_killed_holder_leaves_no_stuck_tokens_for_the_next_run(tmp_path: Path)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert left.exists()
-    pool = Pool(tmp_path, 2)
-    assert pool.stale == [left.name] and not left.exists()
-    assert pool.client.take(3) == b"++"
-    pool.client.give(b"++")
-    assert pool.close() == 2
+    server = Server(tmp_path, 2)
+    assert server.stale == [left.name] and not left.exists()
+    assert server.client.take(3) == b"++"
+    server.client.give(b"++")
+    assert server.close() == 2
 
 
 def _probe(tmp_path: Path) -> Path:
@@ -116,8 +116,8 @@ def _version(tool: str) -> str:
 
 
 def test_the_launcher_takes_free_tokens_for_threads_and_gives_them_back(tmp_path: Path) -> None:
-    pool = Pool(tmp_path / "pool", 5)
-    fifo = str(pool.path)
+    server = Server(tmp_path / "server", 5)
+    fifo = str(server.path)
     env = dict(os.environ)
     probe = [sys.executable, str(_probe(tmp_path))]
     four = [f"-gencode=arch=compute_{a},code=sm_{a}" for a in (75, 80, 86, 90)]
@@ -129,54 +129,54 @@ def test_the_launcher_takes_free_tokens_for_threads_and_gives_them_back(tmp_path
     second = _run([*LAUNCHER, fifo, *probe, *four], env)
     assert second.stdout.split()[-2:] == ["--threads", "3"], second.stdout
     first.wait()
-    # a compile that names its own threads, or whose pool is gone, runs as it is
+    # a compile that names its own threads, or whose jobserver is gone, runs as it is
     own = _run([*LAUNCHER, fifo, *probe, *four, "--threads", "2"], env)
     assert own.stdout.split()[-2:] == ["--threads", "2"]
     alone = _run([*LAUNCHER, str(tmp_path / "gone"), *probe, *four], env)
     assert alone.returncode == 0 and "--threads" not in alone.stdout
-    assert pool.close() == 5
+    assert server.close() == 5
 
 
 def test_a_launcher_stopped_by_a_signal_gives_its_tokens_back(tmp_path: Path) -> None:
-    pool = Pool(tmp_path / "pool", 3)
+    server = Server(tmp_path / "server", 3)
     probe = [sys.executable, str(_probe(tmp_path)), "30"]
     gencode = [f"-gencode=arch=compute_{a},code=sm_{a}" for a in (80, 90)]
-    proc = subprocess.Popen([*LAUNCHER, str(pool.path), *probe, *gencode], stdout=subprocess.PIPE)
+    proc = subprocess.Popen([*LAUNCHER, str(server.path), *probe, *gencode], stdout=subprocess.PIPE)
     assert proc.stdout is not None
     assert proc.stdout.readline().split()[-2:] == [b"--threads", b"2"]
-    assert pool.client.take(3) == b"++"  # it holds one
-    pool.client.give(b"++")
+    assert server.client.take(3) == b"++"  # it holds one
+    server.client.give(b"++")
     proc.send_signal(signal.SIGTERM)  # forwarded to the compile, then the token goes back
     proc.wait(timeout=30)
-    assert pool.close() == 3
+    assert server.close() == 3
 
 
 @pytest.mark.skipif(
     not (shutil.which("make") and "GNU Make 4.3" in _version("make")),
     reason="needs this machine's GNU make 4.3",
 )
-def test_make_before_4_4_never_sees_the_pool_in_makeflags(tmp_path: Path) -> None:
-    """GNU make 4.3 stops on a FIFO's name in MAKEFLAGS (measured): archguard passes the pool
+def test_make_before_4_4_never_sees_the_jobserver_in_makeflags(tmp_path: Path) -> None:
+    """GNU make 4.3 stops on a FIFO's name in MAKEFLAGS (measured): archguard passes the jobserver
     to ninja in its own shim, and to a farm's jobs as ARCHGUARD_JOBSERVER=fifo:PATH."""
     from archguard.detect.buildtools import make_reads_fifo
 
-    pool = Pool(tmp_path / "pool", 1)
+    server = Server(tmp_path / "server", 1)
     (tmp_path / "Makefile").write_text("all:\n\t@echo built\n")
-    env = {**os.environ, "MAKEFLAGS": pool.makeflags}
+    env = {**os.environ, "MAKEFLAGS": server.makeflags}
     stopped = _run(["make", "-C", str(tmp_path)], env)
     assert stopped.returncode != 0 and "invalid --jobserver-auth string" in stopped.stderr
     assert make_reads_fifo(os.environ["PATH"]) is False
     assert make_reads_fifo(str(tmp_path)) is True  # no make on that PATH: nothing to stop
-    pool.close()
+    server.close()
 
 
 @pytest.mark.skipif(
     not (NEW_NINJA.is_file() and OLD_NINJA.is_file()), reason="needs ninja 1.13 and an older one"
 )
-def test_the_build_picks_a_ninja_that_reads_the_pool_else_falls_back(
+def test_the_build_picks_a_ninja_that_reads_the_jobserver_else_falls_back(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from archguard._integration.parallel import build_tokens
+    from archguard._integration.jobserver import build_jobserver
     from archguard.detect.buildtools import make_reads_fifo, ninja_version, pick_ninja
     from archguard.detect.machine import Machine
     from archguard.nvcc.parallel import BuildMode, Choice
@@ -190,44 +190,46 @@ def test_the_build_picks_a_ninja_that_reads_the_pool_else_falls_back(
     monkeypatch.setenv("PATH", "/usr/bin")
     monkeypatch.delenv("MAKEFLAGS", raising=False)
     monkeypatch.delenv("ARCHGUARD_JOBSERVER", raising=False)
-    with build_tokens(choices, {}, tmp_path / "shim", machine, beside=tmp_path) as tokens:
-        assert tokens.jobs == {"_k": "2"} and not tokens.launched  # the static choice
+    with build_jobserver(choices, {}, tmp_path / "shim", machine, beside=tmp_path) as joined:
+        assert joined.jobs == {"_k": "2"} and not joined.launched  # the static choice
     said = capsys.readouterr().err
     assert "ninja 1.11" in said and "reads no jobserver (ninja 1.13 is the first" in said
-    # inside a caller's pool, the old ninja runs as many compiles as the tokens free now
-    pool = Pool(tmp_path / "pool", 3)
-    monkeypatch.setenv("ARCHGUARD_JOBSERVER", f"fifo:{pool.path}")
-    with build_tokens(choices, {}, tmp_path / "shim", machine, beside=tmp_path) as tokens:
-        assert tokens.jobs == {"_k": "2"}
-        # a farm's pool gives a build no token: it took its first, and one more for MAX_JOBS
-        assert pool.client.take(3) == b"+"
-        pool.client.give(b"+")
-    assert "MAX_JOBS=2, the tokens the pool had free" in capsys.readouterr().err
-    assert pool.close() == 3
-    # a pool that cannot be opened: the static choice, and no variable names it
+    # inside a caller's jobserver, the old ninja runs as many compiles as the tokens free now
+    server = Server(tmp_path / "server", 3)
+    monkeypatch.setenv("ARCHGUARD_JOBSERVER", f"fifo:{server.path}")
+    with build_jobserver(choices, {}, tmp_path / "shim", machine, beside=tmp_path) as joined:
+        assert joined.jobs == {"_k": "2"}
+        # a farm's jobserver gives a build no token: it took its first, and one more for MAX_JOBS
+        assert server.client.take(3) == b"+"
+        server.client.give(b"+")
+    assert "MAX_JOBS=2, the tokens the jobserver had free" in capsys.readouterr().err
+    assert server.close() == 3
+    # a jobserver that cannot be opened: the static choice, and no variable names it
     monkeypatch.setenv("ARCHGUARD_JOBSERVER", f"fifo:{tmp_path / 'gone'}")
-    with build_tokens(choices, {}, tmp_path / "shim", machine) as tokens:
-        assert tokens.jobs == {"_k": "2"} and tokens.variables["ARCHGUARD_JOBSERVER"] is None
+    with build_jobserver(choices, {}, tmp_path / "shim", machine) as joined:
+        assert joined.jobs == {"_k": "2"} and joined.variables["ARCHGUARD_JOBSERVER"] is None
     assert "cannot be opened: the static choice stands" in capsys.readouterr().err
-    # the new ninja beside the build's Python: a pool of the build's own, ninja given it in
+    # the new ninja beside the build's Python: the machine's jobserver, ninja given it in
     # its shim alone (this machine's make 4.3 would stop on it), the launcher for --threads
     monkeypatch.delenv("ARCHGUARD_JOBSERVER")
+    monkeypatch.setenv("ARCHGUARD_CACHE_DIR", str(tmp_path / "cache"))  # the machine's, here
     monkeypatch.setenv("MAX_JOBS", "0")  # ignored by archguard: torch would pass ninja -j 0
     variables: dict[str, str | None] = {"PYTORCH_NVCC": "nvcc"}
-    with build_tokens(choices, variables, tmp_path / "shim", machine) as tokens:
-        assert tokens.jobs == {} and tokens.launched == {"_k"}
-        assert tokens.variables["MAX_JOBS"] is None
-        made = str(tokens.variables["ARCHGUARD_JOBSERVER"]).removeprefix("fifo:")
+    with build_jobserver(choices, variables, tmp_path / "shim", machine) as joined:
+        assert joined.jobs == {} and joined.launched == {"_k"}
+        assert joined.variables["MAX_JOBS"] is None
+        made = str(joined.variables["ARCHGUARD_JOBSERVER"]).removeprefix("fifo:")
         assert Path(made).exists()
         shim = (tmp_path / "shim" / "ninja").read_text()
         assert f"exec {NEW_NINJA}" in shim and f"--jobserver-auth=fifo:{made}" in shim
-        assert str(tokens.variables["PATH"]).startswith(str(tmp_path / "shim"))
-        # the build's environment names the pool only where its make reads a FIFO's name
-        assert ("MAKEFLAGS" in tokens.variables) == make_reads_fifo("/usr/bin")
-        assert str(tokens.variables["PYTORCH_NVCC"]).endswith(f"jobserver.py {made} nvcc")
-    assert not Path(made).exists()  # the build's own pool ends with it
+        assert str(joined.variables["PATH"]).startswith(str(tmp_path / "shim"))
+        # the build's environment names the jobserver only where its make reads a FIFO's name
+        assert ("MAKEFLAGS" in joined.variables) == make_reads_fifo("/usr/bin")
+        assert str(joined.variables["PYTORCH_NVCC"]).endswith(f"jobserver.py {made} nvcc")
+    assert tmp_path / "cache" / "jobserver" / "users" in Path(made).parents
     said = capsys.readouterr().err
-    assert "jobserver made for this build: 4 tokens" in said and "takes a token" in said
+    assert "jobserver the machine's (made by this build: 4 tokens" in said, said
+    assert "takes a token" in said
 
 
 PROBE = """\
@@ -262,7 +264,7 @@ def _most_at_once(log: Path) -> tuple[int, int]:
 @needs_cuda_torch
 def test_two_concurrent_builds_never_run_more_compiles_than_tokens(tmp_path: Path) -> None:
     """Two real builds (4 .cu files of 3 device compiles each, no MAX_JOBS) side by side in
-    one pool of 3 tokens, given as a farm run gives it (each build takes its first token as
+    one jobserver of 3 tokens, given as a farm run gives it (each build takes its first token as
     its compiles start): never more nvcc processes, nor nvcc threads, than 3, where
     archguard's static choice runs 2 per build (4; measured) and ninja's own default 4 per
     build; every token back at the end."""
@@ -272,11 +274,11 @@ def test_two_concurrent_builds_never_run_more_compiles_than_tokens(tmp_path: Pat
     probe = tmp_path / "nvcc-probe"
     probe.write_text(PROBE.format(log=log, nvcc=f"{CUDA_HOME}/bin/nvcc"))
     probe.chmod(0o755)
-    pool = Pool(tmp_path / "pool", 3)
+    server = Server(tmp_path / "server", 3)
     env = build_env(
         ARCHGUARD_ENABLE="1",
         ARCHGUARD_ARCH_LIST="7.5;8.0;9.0",
-        ARCHGUARD_JOBSERVER=f"fifo:{pool.path}",  # as a farm run gives its jobs
+        ARCHGUARD_JOBSERVER=f"fifo:{server.path}",  # as a farm run gives its jobs
         PYTORCH_NVCC=str(probe),
     )
     env.pop("MAX_JOBS")
@@ -293,29 +295,80 @@ def test_two_concurrent_builds_never_run_more_compiles_than_tokens(tmp_path: Pat
     most_procs, most_threads = _most_at_once(log)
     assert most_procs <= 3 and most_threads <= 3, (most_procs, most_threads)
     assert most_procs >= 2  # the builds did run side by side
-    assert pool.close() == 3
+    assert server.close() == 3
 
 
-def test_archguard_wheel_with_several_sources_builds_them_in_one_pool(
-    monkeypatch: pytest.MonkeyPatch,
+def test_archguard_wheel_builds_in_the_machines_jobserver(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from archguard.frontend.wheel import _one_pool
+    """``archguard wheel`` joins the machine's jobserver under the cache for all its builds
+    (each takes its first token there: the FIFO holds all of them), leaves it as it was, and
+    keeps a caller's (a farm job's)."""
+    from archguard.detect.machine import detect_machine
+    from archguard.frontend.wheel import _one_jobserver
+    from archguard.nvcc.parallel import jobserver_width
 
     monkeypatch.delenv("ARCHGUARD_JOBSERVER", raising=False)
     monkeypatch.delenv("MAKEFLAGS", raising=False)
-    with _one_pool(1):
-        assert "ARCHGUARD_JOBSERVER" not in os.environ  # one build: its hook makes its own
-    with _one_pool(2):
+    monkeypatch.setenv("ARCHGUARD_CACHE_DIR", str(tmp_path / "cache"))
+    width = jobserver_width(detect_machine())
+    with _one_jobserver():
         fifo = os.environ["ARCHGUARD_JOBSERVER"].removeprefix("fifo:")
-        assert Path(fifo).exists()
+        assert tmp_path / "cache" / "jobserver" / "users" in Path(fifo).parents
         client = Client(fifo)
-        width = len(client.take(64)) + 1  # the build that runs holds one
+        got = b""
+        deadline = time.monotonic() + 5
+        while len(got) < width and time.monotonic() < deadline:  # moved in as they are taken
+            got += client.take(64)
+            time.sleep(0.02)
+        time.sleep(0.3)
+        got += client.take(64)
+        assert len(got) == width  # all of the machine's, no more: none is implicit
+        client.give(got)
         client.close()
-    assert "ARCHGUARD_JOBSERVER" not in os.environ and not Path(fifo).exists()
-    from archguard.detect.machine import detect_machine
-    from archguard.nvcc.parallel import pool_tokens
+    assert "ARCHGUARD_JOBSERVER" not in os.environ
+    monkeypatch.setenv("ARCHGUARD_JOBSERVER", "fifo:/a/farm/fifo")  # a farm job's: kept
+    with _one_jobserver():
+        assert os.environ["ARCHGUARD_JOBSERVER"] == "fifo:/a/farm/fifo"
 
-    assert width == pool_tokens(detect_machine())
-    monkeypatch.setenv("ARCHGUARD_JOBSERVER", "fifo:/a/farm/pool")  # a farm job's: kept
-    with _one_pool(2):
-        assert os.environ["ARCHGUARD_JOBSERVER"] == "fifo:/a/farm/pool"
+
+@pytest.mark.slow
+@needs_nvcc
+@needs_cuda_torch
+def test_two_builds_started_apart_never_run_more_compiles_than_the_machines_tokens(
+    tmp_path: Path,
+) -> None:
+    """Issue 57: two real builds (4 .cu files of 3 device compiles each) started side by side
+    with no jobserver given, as two farm runs or `archguard wheel`s on one machine start
+    theirs: both join the machine's under the shared cache, so never more nvcc processes,
+    nor nvcc threads, than its tokens (before: a jobserver each, twice as many)."""
+    from archguard.detect.machine import detect_machine
+    from archguard.nvcc.parallel import jobserver_width
+    from test_parallel_build import package
+
+    width = jobserver_width(detect_machine())
+    log = tmp_path / "nvcc.log"
+    probe = tmp_path / "nvcc-probe"
+    probe.write_text(PROBE.format(log=log, nvcc=f"{CUDA_HOME}/bin/nvcc"))
+    probe.chmod(0o755)
+    env = build_env(
+        ARCHGUARD_ENABLE="1",
+        ARCHGUARD_ARCH_LIST="7.5;8.0;9.0",
+        ARCHGUARD_CACHE_DIR=str(tmp_path / "cache"),
+        PYTORCH_NVCC=str(probe),
+    )
+    env.pop("MAX_JOBS")
+    env.pop("MAKEFLAGS", None)
+    roots = [package(tmp_path / name, {"_four": 4}, use_ninja=True) for name in ("a", "b")]
+    with ThreadPoolExecutor(2) as both:
+        procs = list(both.map(lambda r: pip_wheel(r, r.parent / "out", env=env), roots))
+    for proc in procs:
+        said = proc.stdout + proc.stderr
+        assert proc.returncode == 0, said[-4000:]
+        assert "archguard: parallel: jobserver the machine's (" in said, said[-3000:]
+    starts = [line for line in log.read_text().splitlines() if line.startswith("start")]
+    assert len(starts) == 8, starts
+    most_procs, most_threads = _most_at_once(log)
+    assert most_procs <= width and most_threads <= width, (most_procs, most_threads, width)
+    if width >= 2:
+        assert most_procs >= 2  # the builds did run side by side

@@ -1,6 +1,6 @@
-"""A build whose backend is not setuptools joins the pool ``archguard wheel`` is given (a
+"""A build whose backend is not setuptools joins the jobserver ``archguard wheel`` is given (a
 farm run's): archguard's hook never runs in it, so the front-end takes the build's first
-token before the backend runs and gives the build's ninja the pool (issue 51: "passes it to
+token before the backend runs and gives the build's ninja the jobserver (issue 51: "passes it to
 every build"). A real scikit-build-core build, with a probe as CMake's CUDA compiler
 launcher counting the nvcc processes at once; the choices on a real FIFO and this machine's
 real ninja and make."""
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from archguard.frontend.pool import LEVEL, backend_tokens, generator_chosen, hook_joins
-from archguard.jobserver import Client, Pool
-from archguard.settings.config import jobserver_pool
+from archguard.frontend.jobserver import LEVEL, backend_jobserver, generator_chosen, hook_joins
+from archguard.jobserver import Client, Server
+from archguard.settings.config import JobserverSetting, jobserver_setting
 from realtools import REPO, build_env, cli, copy_tree, needs_cuda_torch, needs_nvcc
 
 NEW_NINJA = Path(sys.executable).parent / "ninja"  # the ninja package: 1.13.2
@@ -32,11 +32,11 @@ exit $rc
 """
 
 
-def _env(pool: Pool, **more: str) -> dict[str, str]:
-    """A farm job's environment: the run's pool, the cell's Python's directory first on PATH
+def _env(server: Server, **more: str) -> dict[str, str]:
+    """A farm job's environment: the run's jobserver, the cell's Python's directory first on PATH
     (its ninja 1.13 beside it), this machine's make 4.3 after."""
     return {
-        "ARCHGUARD_JOBSERVER": f"fifo:{pool.path}",
+        "ARCHGUARD_JOBSERVER": f"fifo:{server.path}",
         "PATH": f"{NEW_NINJA.parent}{os.pathsep}/usr/bin",
         **more,
     }
@@ -45,37 +45,37 @@ def _env(pool: Pool, **more: str) -> dict[str, str]:
 def test_only_backends_the_hook_never_runs_in_are_joined_from_outside(tmp_path: Path) -> None:
     assert hook_joins("setuptools.build_meta") and hook_joins("setuptools.build_meta:__legacy__")
     assert not hook_joins(SKBUILD) and not hook_joins("mesonpy")
-    pool = Pool(tmp_path / "pool", 2)
+    server = Server(tmp_path / "server", 2)
     said: list[str] = []
-    client = Client(str(pool.path))
-    with backend_tokens(
-        "setuptools.build_meta", _env(pool), said.append, source=tmp_path
+    client = Client(str(server.path))
+    with backend_jobserver(
+        "setuptools.build_meta", _env(server), said.append, source=tmp_path
     ) as joined:
         got = client.take(8)
         assert joined == {} and len(got) == 2  # nothing taken: the hook takes its own
         client.give(got)
-    with backend_tokens(SKBUILD, {"PATH": "/usr/bin"}, said.append, source=tmp_path) as joined:
-        assert joined == {}  # no pool given: the backend's own choice
+    with backend_jobserver(SKBUILD, {"PATH": "/usr/bin"}, said.append, source=tmp_path) as joined:
+        assert joined == {}  # no jobserver given: the backend's own choice
     client.close()
-    assert said == [] and pool.close() == 2
+    assert said == [] and server.close() == 2
 
 
-def test_a_cmake_build_gets_ninja_with_the_pool_and_holds_its_first_token(
+def test_a_cmake_build_gets_ninja_with_the_jobserver_and_holds_its_first_token(
     tmp_path: Path,
 ) -> None:
-    pool = Pool(tmp_path / "pool", 3)
+    server = Server(tmp_path / "server", 3)
     said: list[str] = []
-    env = _env(pool, CMAKE_ARGS="-DFOO=1")
-    with backend_tokens(SKBUILD, env, said.append, source=tmp_path) as joined:
+    env = _env(server, CMAKE_ARGS="-DFOO=1")
+    with backend_jobserver(SKBUILD, env, said.append, source=tmp_path) as joined:
         shim = Path(joined["PATH"].split(os.pathsep)[0])
         assert joined["CMAKE_ARGS"] == f"-DCMAKE_MAKE_PROGRAM={shim / 'ninja'} -DFOO=1"
         # a setuptools build behind another backend's name runs the hook: it must not wait
         # for a first token of its own
-        assert joined["ARCHGUARD_JOBSERVER"] == f"held:{pool.path}"
-        assert jobserver_pool(joined) == (True, str(pool.path), False)
+        assert joined["ARCHGUARD_JOBSERVER"] == f"held:{server.path}"
+        assert jobserver_setting(joined) == JobserverSetting(True, str(server.path), True)
         script = (shim / "ninja").read_text()
-        assert f"--jobserver-auth=fifo:{pool.path}" in script and str(NEW_NINJA) in script
-        client = Client(str(pool.path))
+        assert f"--jobserver-auth=fifo:{server.path}" in script and str(NEW_NINJA) in script
+        client = Client(str(server.path))
         assert len(client.take(8)) == 2  # the build holds the third
         client.give(b"++")
         client.close()
@@ -83,45 +83,50 @@ def test_a_cmake_build_gets_ninja_with_the_pool_and_holds_its_first_token(
     (line,) = said
     assert "its first token taken, held by the build of scikit_build_core.build" in line
     assert "ninja takes a token per compile beyond it" in line
-    assert pool.close() == 3
+    assert server.close() == 3
 
 
-def test_ninja_that_reads_no_pool_runs_as_many_as_the_tokens_free(tmp_path: Path) -> None:
+def test_ninja_that_reads_no_jobserver_runs_as_many_as_the_tokens_free(tmp_path: Path) -> None:
     """A generator that is not ninja (the build then runs as many compiles as the tokens
     free as it starts, held to its end), and a level the caller set (kept: its first token
     only)."""
-    pool = Pool(tmp_path / "pool", 3)
+    server = Server(tmp_path / "server", 3)
     said: list[str] = []
-    held = Client(str(pool.path))
+    held = Client(str(server.path))
     one = held.take(1)  # another build holds one
-    makefiles = _env(pool, CMAKE_GENERATOR="Unix Makefiles")
-    with backend_tokens(SKBUILD, makefiles, said.append, source=tmp_path) as joined:
-        assert joined == {LEVEL: "2", "ARCHGUARD_JOBSERVER": f"held:{pool.path}"}
+    makefiles = _env(server, CMAKE_GENERATOR="Unix Makefiles")
+    with backend_jobserver(SKBUILD, makefiles, said.append, source=tmp_path) as joined:
+        assert joined == {LEVEL: "2", "ARCHGUARD_JOBSERVER": f"held:{server.path}"}
         assert held.take(1) == b""  # the build holds the two that were free
     assert "the generator is chosen (CMAKE_GENERATOR=Unix Makefiles): " in said[-1]
     assert "CMAKE_BUILD_PARALLEL_LEVEL=2, the tokens free as it starts" in said[-1]
-    level = _env(pool, **{LEVEL: "7"})
-    with backend_tokens(SKBUILD, level, said.append, source=tmp_path) as joined:
+    level = _env(server, **{LEVEL: "7"})
+    with backend_jobserver(SKBUILD, level, said.append, source=tmp_path) as joined:
         assert LEVEL not in joined and "PATH" not in joined
         assert len(held.take(8)) == 1  # the caller's level: its first token only
         held.give(b"+")
     assert "CMAKE_BUILD_PARALLEL_LEVEL=7 is set, which CMake passes as -j" in said[-1]
     held.give(one)
     held.close()
-    assert pool.close() == 3
+    assert server.close() == 3
 
 
-def test_the_pool_a_build_joins_and_whether_its_first_token_came_with_it() -> None:
+def test_the_jobserver_a_build_joins_and_whether_its_first_token_came_with_it() -> None:
     from archguard.errors import ConfigError
 
-    assert jobserver_pool({"ARCHGUARD_JOBSERVER": "fifo:/p"}) == (True, "/p", True)
-    assert jobserver_pool({"ARCHGUARD_JOBSERVER": "held:/p"}) == (True, "/p", False)
+    assert jobserver_setting({"ARCHGUARD_JOBSERVER": "fifo:/p"}) == JobserverSetting(True, "/p")
+    held = jobserver_setting({"ARCHGUARD_JOBSERVER": "held:/p"})
+    assert held == JobserverSetting(on=True, fifo="/p", token_held=True)
     made = {"MAKEFLAGS": "-j4 --jobserver-auth=fifo:/m"}
-    assert jobserver_pool(made) == (True, "/m", False)  # make's: the token came with it
-    assert jobserver_pool({"ARCHGUARD_JOBSERVER": "0", **made})[0] is False
+    assert jobserver_setting(made) == JobserverSetting(True, "/m", token_held=True)  # make's
+    assert jobserver_setting({}) == JobserverSetting(True, None)  # one of the build's own
+    assert jobserver_setting({"ARCHGUARD_JOBSERVER": "1", **made}).fifo == "/m"
+    assert jobserver_setting({"ARCHGUARD_JOBSERVER": "0", **made}) == JobserverSetting(on=False)
+    with pytest.raises(ConfigError, match=r"ARCHGUARD_JOBSERVER='maybe' is neither on"):
+        jobserver_setting({"ARCHGUARD_JOBSERVER": "maybe"})
     for empty in ("fifo:", "held:"):
         with pytest.raises(ConfigError, match=rf"ARCHGUARD_JOBSERVER='{empty}' names no FIFO"):
-            jobserver_pool({"ARCHGUARD_JOBSERVER": empty})
+            jobserver_setting({"ARCHGUARD_JOBSERVER": empty})
 
 
 def test_a_generator_chosen_anywhere_the_front_end_sees_keeps_ninja_out(tmp_path: Path) -> None:
@@ -141,9 +146,9 @@ def test_a_generator_chosen_anywhere_the_front_end_sees_keeps_ninja_out(tmp_path
     assert generator_chosen({}, tmp_path) == f"{tmp_path / 'pyproject.toml'} [tool.scikit-build]"
 
 
-def _four_kernels(tmp_path: Path, pyproject: str = "") -> tuple[Path, Path, Pool, dict[str, str]]:
+def _four_kernels(tmp_path: Path, pyproject: str = "") -> tuple[Path, Path, Server, dict[str, str]]:
     """tests/packages/skbuild with four .cu files (its tree, ``pyproject`` added to its
-    pyproject.toml), the log of a probe that is CMake's CUDA compiler launcher, a pool of 2
+    pyproject.toml), the log of a probe that is CMake's CUDA compiler launcher, a jobserver of 2
     tokens, and a farm job's environment for ``archguard wheel`` (list 8.0)."""
     pytest.importorskip("scikit_build_core")
     root = copy_tree(REPO / "tests" / "packages" / "skbuild", tmp_path / "skbuild")
@@ -160,14 +165,14 @@ def _four_kernels(tmp_path: Path, pyproject: str = "") -> tuple[Path, Path, Pool
     probe = tmp_path / "probe"
     probe.write_text(LAUNCHER_PROBE.format(log=log))
     probe.chmod(0o755)
-    pool = Pool(tmp_path / "pool", 2)
+    server = Server(tmp_path / "server", 2)
     env = build_env(
         ARCHGUARD_ARCH_LIST="8.0",
-        ARCHGUARD_JOBSERVER=f"fifo:{pool.path}",
+        ARCHGUARD_JOBSERVER=f"fifo:{server.path}",
         CMAKE_CUDA_COMPILER_LAUNCHER=str(probe),
     )
     env["PATH"] = f"{NEW_NINJA.parent}{os.pathsep}{env['PATH']}"
-    return root, log, pool, env
+    return root, log, server, env
 
 
 def _compiles(log: Path) -> tuple[int, int]:
@@ -181,14 +186,14 @@ def _compiles(log: Path) -> tuple[int, int]:
 @pytest.mark.slow
 @needs_nvcc
 @needs_cuda_torch
-def test_a_scikit_build_core_build_runs_no_more_compiles_than_the_pool_gives(
+def test_a_scikit_build_core_build_runs_no_more_compiles_than_the_jobserver_gives(
     tmp_path: Path,
 ) -> None:
-    """``archguard wheel`` of a scikit-build-core package of four .cu files, in a pool of 2
+    """``archguard wheel`` of a scikit-build-core package of four .cu files, in a jobserver of 2
     tokens as a farm job gets it: at most 2 nvcc processes at once and at least 2 (ninja took
     the second token), where ninja's own default on these 2 cores runs 3 (measured); every
     token back. The caller's CMAKE_ARGS are kept after archguard's."""
-    root, log, pool, env = _four_kernels(tmp_path)
+    root, log, server, env = _four_kernels(tmp_path)
     env["CMAKE_ARGS"] = "-DCMAKE_VERBOSE_MAKEFILE=ON"
     proc = cli("wheel", str(root), "-w", str(tmp_path / "out"), env=env)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
@@ -196,17 +201,17 @@ def test_a_scikit_build_core_build_runs_no_more_compiles_than_the_pool_gives(
     assert "Building project with Ninja" in proc.stderr
     compiles, most = _compiles(log)
     assert compiles >= 4 and most == 2, (compiles, most)
-    assert pool.close() == 2
+    assert server.close() == 2
 
 
 @pytest.mark.slow
 @needs_nvcc
 @needs_cuda_torch
-def test_a_project_that_chooses_makefiles_builds_in_the_pool_as_it_did(tmp_path: Path) -> None:
+def test_a_project_that_chooses_makefiles_builds_in_the_jobserver_as_it_did(tmp_path: Path) -> None:
     """A project whose [tool.scikit-build] asks for Unix Makefiles: never given ninja as its
     make program (it would fail reading the Makefile); it builds, with as many compiles as
     the tokens free as it started (both: 2 at most)."""
-    root, log, pool, env = _four_kernels(
+    root, log, server, env = _four_kernels(
         tmp_path, '\n[tool.scikit-build.cmake]\nargs = ["-G", "Unix Makefiles"]\n'
     )
     proc = cli("wheel", str(root), "-w", str(tmp_path / "out"), env=env)
@@ -217,4 +222,4 @@ def test_a_project_that_chooses_makefiles_builds_in_the_pool_as_it_did(tmp_path:
     assert "Building project with Unix Makefiles" in proc.stderr  # scikit-build-core's words
     compiles, most = _compiles(log)
     assert compiles >= 4 and 1 <= most <= 2, (compiles, most)
-    assert pool.close() == 2
+    assert server.close() == 2

@@ -32,6 +32,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
 from archguard.binaries.record import read_record
 from archguard.binaries.stubs import analyse as stub_analyse
@@ -455,7 +456,7 @@ def test_the_runner_fails_one_way(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         failure = ToolFailed(["pip"], cause)
         monkeypatch.setattr(watch, "run", lambda *_, f=failure, **__: (_ for _ in ()).throw(f))
         with pytest.raises(IndexUnreachable, match=says):  # pip: one clear error, never OSError
-            watch.available(timeout=1)
+            watch.download(Version("2.13.0"), tmp_path / "wheels")
 
 
 # --- the record, read in one place -----------------------------------------------------------

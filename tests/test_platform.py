@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -26,7 +25,8 @@ from archguard.core.policy import parse_policy
 from archguard.core.toolkit import known_arches
 from archguard.core.torchbuild import bundled_builds, bundled_torch
 from archguard.errors import ConfigError, PolicyError, UnknownTorchBuild
-from realtools import build_env, cli, needs_cuobjdump, not_fetched, run_main
+from realtools import cli, needs_cuobjdump, not_fetched, run_main
+from test_watch import index, index_env
 
 THOR, GB10, TURING = (11, 0), (12, 1), (7, 5)
 
@@ -229,30 +229,13 @@ def test_a_row_without_a_platforms_list_serves_every_platform() -> None:
     assert policy.row("cu129", "aarch64") is None
 
 
-def fake_aarch64_torch(directory: Path, version: str) -> None:
-    """A wheel pip accepts as an aarch64 torch ``version`` for this Python."""
-    directory.mkdir(parents=True, exist_ok=True)
-    tag = f"cp{sys.version_info[0]}{sys.version_info[1]}"
-    full = f"{tag}-{tag}-manylinux_2_28_aarch64"
-    info = f"torch-{version}.dist-info"
-    with zipfile.ZipFile(directory / f"torch-{version}-{full}.whl", "w") as zf:
-        zf.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: torch\nVersion: {version}\n")
-        zf.writestr(
-            f"{info}/WHEEL",
-            f"Wheel-Version: 1.0\nGenerator: t\nRoot-Is-Purelib: false\nTag: {full}\n",
-        )
-        zf.writestr(f"{info}/RECORD", "")
-
-
 def test_watch_lists_the_aarch64_builds_the_table_lacks(tmp_path: Path) -> None:
-    for v in ("2.13.0", "2.16.0"):
-        fake_aarch64_torch(tmp_path / "index", v)
-    pip = ["--", "--isolated", "--no-index", "--find-links", str(tmp_path / "index")]
-    proc = cli("watch", "--platform", "aarch64", "--format", "json", *pip, env=build_env())
+    pip = index(tmp_path, "2.13.0", "2.16.0", machine="aarch64")
+    proc = cli("watch", "--platform", "aarch64", "--format", "json", *pip, env=index_env())
     assert proc.returncode == 1, proc.stderr
     data = json.loads(proc.stdout)
     assert data["platform"] == "aarch64"
-    assert data["available"] == ["2.16.0", "2.13.0"]  # pip asked for aarch64 wheels
+    assert data["available"] == ["2.16.0", "2.13.0"]  # the index's aarch64 wheels
     assert data["missing"] == ["2.16.0"]  # 2.13 has an aarch64 row
     assert data["since"] == "2.11"  # the table's oldest aarch64 build, not x86_64's 2.4
 

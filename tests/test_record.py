@@ -82,14 +82,14 @@ def test_why_section_uses_the_same_decisions() -> None:
     assert why["decisions"][0]["outcome"] == "not-requested"
 
 
-def test_a_wheels_facts_round_trip_through_archguard_wheels_json_and_a_farm_record(
+def test_a_wheels_facts_round_trip_through_archguard_wheels_json_and_a_farm_ledger(
     tmp_path: Path,
 ) -> None:
     """One typed class writes a wheel's facts and reads them back: archguard wheel's JSON,
-    a farm's job record written and read, the site's data published from it."""
+    a farm job's ledger written and read, the site's data published from it."""
     from archguard.binaries.facts import WheelFacts
     from archguard.core.abi import Serves
-    from archguard.farm.records import Outcome, Status, read_job_record, write_job_record
+    from archguard.farm.ledger import Outcome, Status, read_ledger, write_ledger
     from archguard.frontend.result import WheelResult
 
     built = WheelResult(
@@ -110,14 +110,14 @@ def test_a_wheels_facts_round_trip_through_archguard_wheels_json_and_a_farm_reco
     ]
     facts = WheelFacts.from_json(data)
     assert facts == built.facts() and facts.serves == Serves("2.10", 10)
-    # a record's JSON says its status as text: taken as the enum
+    # a ledger's JSON says its status as text: taken as the enum
     outcome = Outcome("j", "x", "cell", "built", [facts.name], details=[facts])  # type: ignore[arg-type]
     assert outcome.status is Status.BUILT
-    write_job_record(tmp_path, outcome)
-    back = read_job_record(tmp_path, "j")
+    write_ledger(tmp_path, outcome)
+    back = read_ledger(tmp_path, "j")
     assert back is not None and back.details == [facts] and back.status is Status.BUILT
     with pytest.raises(ValueError, match="targets = 'sm_80' is not a list of texts"):
         WheelFacts.from_json({"wheel": "w", "targets": "sm_80"})
     broken = tmp_path / ".farm" / "jobs" / "j.json"
     broken.write_text(broken.read_text().replace('"targets": [', '"targets": 3, "x": ['))
-    assert read_job_record(tmp_path, "j") is None  # not archguard's: not trusted
+    assert read_ledger(tmp_path, "j") is None  # not archguard's: not trusted

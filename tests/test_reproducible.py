@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import subprocess
 import time
 import zipfile
 from pathlib import Path
@@ -208,7 +209,8 @@ def test_one_extension_from_two_checkouts_at_two_times_is_the_same_wheel(tmp_pat
     record = wheel_record(first)
     repro = record["build"]["reproducible"]  # type: ignore[index]
     assert repro["by_construction"] is True and repro["why_not"] == []
-    assert "-objtemp" in repro["nvcc_flags"]
+    # how this builder names its temporaries is not the wheel's: the same with sccache
+    assert "-objtemp" not in repro["nvcc_flags"] and repro["nvcc_flags"]
     assert str(tmp_path) not in json.dumps(record)
 
 
@@ -273,3 +275,73 @@ def test_a_rebuilt_wheel_is_compared_member_by_member_and_section_by_section(
         "extra: only in the rebuilt wheel",
         "pkg/__init__.py: 0 and 6 bytes, first different at byte 0",
     ]
+
+
+def test_each_cuda_object_gets_its_intermediates_named_as_sccache_names_them() -> None:
+    """Under -objtemp the host object's STT_FILE is ``<object>.cudafe1.cpp``; sccache's is
+    ``x_0.cudafe1.cpp``: one map per CUDA object (the build directory as given and made
+    absolute, as setuptools and torch's ninja file spell it), none for C++ sources, none
+    where -objtemp is not added (sccache names them itself)."""
+    from archguard._integration.reproducible import intermediate_maps
+
+    maps = intermediate_maps(["mod.c", "src/kernel.cu", "/abs/k2.cu"], "build/temp")
+    absolute = str(Path("build/temp").resolve())
+    assert maps == [
+        "-Xcompiler=-ffile-prefix-map=build/temp/src/kernel.o.=x_0.",
+        f"-Xcompiler=-ffile-prefix-map={absolute}/src/kernel.o.=x_0.",
+        "-Xcompiler=-ffile-prefix-map=build/temp/abs/k2.o.=x_0.",
+        f"-Xcompiler=-ffile-prefix-map={absolute}/abs/k2.o.=x_0.",
+    ]
+    unwrapped = reproducible(
+        Path("/src/pkg"), toolkit_root=None, cache_tool="off", environ=SDE, cuda_major=13, uses=[]
+    )
+    assert unwrapped.nvcc_for(["k.cu"], "/b")[-1] == "-Xcompiler=-ffile-prefix-map=/b/k.o.=x_0."
+    assert "-objtemp" not in unwrapped.record()["nvcc_flags"]  # type: ignore[operator]
+    wrapped = reproducible(
+        Path("/src/pkg"),
+        toolkit_root=None,
+        cache_tool="sccache",
+        environ={**SDE, "PYTORCH_NVCC": "sccache nvcc"},
+        cuda_major=13,
+        uses=[],
+    )
+    assert wrapped.nvcc_for(["k.cu"], "/b") == list(wrapped.nvcc)
+    assert wrapped.record() == unwrapped.record()
+
+
+@needs_nvcc
+@needs_cuda_torch
+@needs_cuobjdump
+def test_one_job_with_and_without_sccache_is_the_same_wheel(tmp_path: Path) -> None:
+    """Issue 57: the same tree built with the compile cache off and through sccache gives
+    one sha256 (before: the host object's STT_FILE ``kernel.o.cudafe1.cpp`` against
+    ``x_0.cudafe1.cpp``, and the record's ``compiler_cache``)."""
+    import os
+
+    from test_compile_cache import free_port, sccache
+
+    tool = sccache()
+    if tool is None:
+        pytest.fail("no sccache (scripts/setup_env.sh installs one into .cache/sccache)")
+    tree = checkout(tmp_path / "repro")
+    off = built(tree, tmp_path / "off")
+    env = build_env(
+        ARCHGUARD_ARCH_LIST="8.0",
+        ARCHGUARD_COMPILER_CACHE="sccache",
+        SCCACHE_DIR=str(tmp_path / "sccache"),
+        SCCACHE_SERVER_PORT=str(free_port()),
+        SCCACHE_IDLE_TIMEOUT="0",
+    )
+    env["PATH"] = f"{Path(tool).parent}{os.pathsep}{env['PATH']}"
+    shutil.rmtree(tree / "build", ignore_errors=True)
+    try:
+        proc = cli("wheel", str(tree), "-w", str(tmp_path / "on"), env=env)
+    finally:
+        subprocess.run([tool, "--stop-server"], env=env, capture_output=True, check=False)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log[-4000:]
+    assert "compiler cache: sccache (" in log, log[-4000:]
+    (on,) = (tmp_path / "on").glob("*.whl")
+    assert members_that_differ(off, on) == []
+    assert hashlib.sha256(off.read_bytes()).digest() == hashlib.sha256(on.read_bytes()).digest()
+    assert "compiler_cache" not in wheel_record(on)["build"]  # type: ignore[operator]

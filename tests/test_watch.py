@@ -1,12 +1,17 @@
-"""`archguard watch` (issue #22): the torch releases pip finds that the torch table lacks.
+"""`archguard watch` (issue #22): the torch releases on the index that the torch table lacks.
 
-No network: a local wheel directory holds tiny fake ``torch-*.whl`` files named as the index
-names them, and pip is pointed at it (``--isolated --no-index --find-links DIR``); pip's own
-machinery answers, as it would from the real index."""
+No network: a local PEP 503 index (a directory, ``DIR/torch/index.html`` listing tiny fake
+``torch-*.whl`` files named as the index names them) is named after ``--`` (``--index-url
+file:///DIR``) and read by the one index reader (``archguard.detect.index``), as the real
+index is; ``--probe`` downloads from it with pip. pip's own settings are set aside
+(``PIP_CONFIG_FILE=/dev/null``, no ``PIP_*`` index variable), so a developer's pip.conf adds
+no index."""
 
 from __future__ import annotations
 
+import html
 import json
+import os
 import subprocess
 import sys
 import zipfile
@@ -14,42 +19,66 @@ from pathlib import Path
 
 import pytest
 
-from realtools import REPO, build_env, cli, needs_cuobjdump, not_fetched
+from realtools import build_env, cli, needs_cuobjdump, not_fetched
 
 
-def fake_torch(directory: Path, version: str) -> Path:
-    """A wheel pip accepts as torch ``version`` (no libraries: not a CUDA build)."""
+def fake_torch(root: Path, version: str, machine: str = "x86_64") -> Path:
+    """A wheel pip accepts as torch ``version`` for this Python on ``machine`` (no
+    libraries: not a CUDA build), in the index ``root``'s torch/ directory."""
+    directory = root / "torch"
     directory.mkdir(parents=True, exist_ok=True)
     tag = f"cp{sys.version_info[0]}{sys.version_info[1]}"
-    wheel = directory / f"torch-{version}-{tag}-{tag}-manylinux_2_28_x86_64.whl"
+    full = f"{tag}-{tag}-manylinux_2_28_{machine}"
+    wheel = directory / f"torch-{version}-{full}.whl"
     info = f"torch-{version}.dist-info"
     with zipfile.ZipFile(wheel, "w") as zf:
         zf.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: torch\nVersion: {version}\n")
-        wheel_tag = f"{tag}-{tag}-manylinux_2_28_x86_64"
         zf.writestr(
             f"{info}/WHEEL",
-            f"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: {wheel_tag}\n",
+            f"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: {full}\n",
         )
         zf.writestr("torch/version.py", f"__version__ = '{version}+cpu'\ncuda = None\n")
         zf.writestr(f"{info}/RECORD", "")
     return wheel
 
 
-def index(tmp: Path, *versions: str) -> list[str]:
+def project_page(root: Path, project: str) -> None:
+    """``root/<project>/index.html``: the PEP 503 page of the files beside it."""
+    here = root / project
+    links = "".join(
+        f'<a href="{html.escape(f.name)}">{html.escape(f.name)}</a><br/>\n'
+        for f in sorted(here.iterdir())
+        if f.name != "index.html"
+    )
+    (here / "index.html").write_text(f"<!DOCTYPE html>\n<html><body>\n{links}</body></html>\n")
+
+
+def index(tmp: Path, *versions: str, machine: str = "x86_64") -> list[str]:
+    """A local index of torch ``versions``; the arguments that name it to watch (pip's
+    own, after ``--``)."""
+    root = tmp / "index"
     for v in versions:
-        fake_torch(tmp / "index", v)
-    return ["--", "--isolated", "--no-index", "--find-links", str(tmp / "index")]
+        fake_torch(root, v, machine)
+    project_page(root, "torch")
+    return ["--", "--isolated", "--index-url", root.as_uri()]
+
+
+def index_env() -> dict[str, str]:
+    """A build container's environment with pip's settings set aside: the index is the one
+    named after ``--``."""
+    unset = {k: "" for k in os.environ if k.startswith("PIP_")}
+    return build_env(**unset, PIP_CONFIG_FILE=os.devnull)
 
 
 def test_watch_lists_the_releases_the_table_lacks(tmp_path: Path) -> None:
     pip = index(tmp_path, "2.13.0", "2.14.1", "2.16.0", "2.17.0rc1")
-    proc = cli("watch", "--format", "json", *pip, env=build_env())
+    proc = cli("watch", "--format", "json", *pip, env=index_env())
     assert proc.returncode == 1, proc.stderr
     data = json.loads(proc.stdout)
     assert data["schema"] == "archguard.watch/1"
     assert data["available"] == ["2.16.0", "2.14.1", "2.13.0"]  # no pre-releases
     assert data["missing"] == ["2.16.0"]  # 2.13 and 2.14 have rows (2.14: probed wheels)
-    text = cli("watch", *pip, env=build_env())
+    text = cli("watch", *pip, env=index_env())
     assert (
         "missing from the table: 2.16.0 (read them with `archguard watch --probe`)" in text.stdout
     )
@@ -62,7 +91,7 @@ def test_watch_against_the_farm_table_and_nothing_missing(tmp_path: Path) -> Non
         '  - {tag: cu130, torch: ["2.13", "2.14"], cubins: "7.5 8.0", ptx: "", source: test}\n'
     )
     pip = index(tmp_path, "2.13.0", "2.14.1")
-    proc = cli("watch", "--torch-builds", str(table), *pip, env=build_env())
+    proc = cli("watch", "--torch-builds", str(table), *pip, env=index_env())
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "missing from the table: none" in proc.stdout
     assert f"checked against {table}" in proc.stdout
@@ -86,62 +115,145 @@ def test_watch_probe_downloads_each_missing_release_and_says_what_it_could_not_r
         "--format",
         "json",
         *pip,
-        env=build_env(),
+        env=index_env(),
     )
     assert proc.returncode == 1, proc.stderr
     data = json.loads(proc.stdout)
     assert data["missing"] == ["2.1.0"]
     assert sorted(p.name for p in (tmp_path / "dl").iterdir()) == [
-        next((tmp_path / "index").glob("torch-2.1.0-*.whl")).name
+        next((tmp_path / "index" / "torch").glob("torch-2.1.0-*.whl")).name
     ]
-    (problem,) = data["problems"]
+    (problem,) = [p for p in data["problems"] if p.startswith("torch")]
     assert problem.startswith("torch 2.1.0:") and "not a CUDA build" in problem
     assert not out.exists()  # nothing proposed from a wheel with no device code
 
 
 def test_an_unreachable_index_is_one_clear_error(tmp_path: Path) -> None:
-    proc = cli("watch", "--", "--isolated", "--no-index", env=build_env())
+    proc = cli("watch", "--", "--isolated", "--no-index", env=index_env())
     assert proc.returncode == 2
     assert "archguard error [index-unreachable]" in proc.stderr
     assert "Traceback" not in proc.stderr
 
 
-def test_a_pip_without_json_is_named_not_blamed_on_the_network(tmp_path: Path) -> None:
-    """`pip index versions --json` came with pip 25.1; the pip `python -m venv` bundles here is
-    older. watch says so and how to upgrade, not "check the network" (exit 2)."""
-    import os
-    import subprocess
-    import venv
-
-    import packaging
-    import yaml
-
-    root = tmp_path / "v"
-    venv.create(root, with_pip=True)  # ensurepip's bundled pip: no download
-    python = str(root / "bin" / "python")
-    probe = subprocess.run(
-        [python, "-m", "pip", "index", "versions", "pip", "--json"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert "no such option: --json" in probe.stderr, "this Python bundles a pip with --json"
-    deps = tmp_path / "deps"  # archguard's own dependencies, nothing else of this venv
-    deps.mkdir()
-    for module in (packaging, yaml):
-        (deps / module.__name__).symlink_to(Path(module.__file__).parent)  # type: ignore[arg-type]
-    env = {**build_env(), "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(deps)])}
-    proc = subprocess.run(
-        [python, "-m", "archguard", "watch", "--format", "json"],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
+def test_no_index_names_the_fix_and_find_links_is_no_index(tmp_path: Path) -> None:
+    """pip's --no-index leaves watch nothing to read: one error that says so; a
+    --find-links directory is named as what it is not (a page per project)."""
+    pip = ["--", "--no-index", "--find-links", str(tmp_path)]
+    proc = cli("watch", "--format", "json", *pip, env=index_env())
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert json.loads(proc.stdout)["error"]["code"] == "pip-too-old"
-    assert proc.stderr.startswith("archguard error [pip-too-old]: archguard watch lists")
-    assert 'pip install -U "pip>=25.1"' in proc.stderr and "network" not in proc.stderr
+    message = json.loads(proc.stdout)["error"]["message"]
+    assert "--no-index" in message and "not --find-links" in message
+    assert "--index-url URL" in message
+
+
+def _no_subprocess(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError(f"watch ran a program to read the index: {args}")
+
+    monkeypatch.setattr(subprocess, "run", refuse)
+    monkeypatch.setattr(subprocess, "Popen", refuse)
+
+
+def test_watch_reads_a_local_index_through_the_one_reader_with_no_pip(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The releases come from the index's project page (a PEP 503 directory here, as
+    families and fetch read it), not from `pip index versions`: no program runs."""
+    from packaging.version import Version
+
+    from archguard.user import watch
+
+    index(tmp_path, "2.13.0", "2.14.1", "2.16.0", "2.17.0rc1")
+    fake_torch(tmp_path / "index", "2.15.0", "aarch64")
+    (tmp_path / "index" / "torch" / "torch-2.18.0.tar.gz").write_bytes(b"")  # an sdist: no build
+    project_page(tmp_path / "index", "torch")
+    _no_subprocess(monkeypatch)
+    root = (tmp_path / "index").as_uri()
+    listed = watch.available([root], "torch", "x86_64")
+    assert listed.versions == [Version("2.16.0"), Version("2.14.1"), Version("2.13.0")]
+    assert listed.unread == []
+    assert watch.available([root], "torch", "aarch64").versions == [Version("2.15.0")]
+    # an index without the project is said, and the others still read
+    nvcc = watch.available([root, (tmp_path / "none").as_uri()], watch.NVCC_PROJECT)
+    assert nvcc.versions == [] and len(nvcc.unread) == 2
+    assert all(" could not be read (" in u for u in nvcc.unread)
+
+
+def test_watch_reads_an_index_served_over_http(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same reader over HTTP (a localhost server of the same directory)."""
+    import functools
+    import http.server
+    import threading
+
+    from packaging.version import Version
+
+    from archguard.user import watch
+
+    index(tmp_path, "2.13.0", "2.16.0")
+    handler = functools.partial(
+        http.server.SimpleHTTPRequestHandler, directory=str(tmp_path / "index")
+    )
+    handler.log_message = lambda *_: None  # type: ignore[attr-defined]
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        _no_subprocess(monkeypatch)
+        url = f"http://127.0.0.1:{server.server_address[1]}/"
+        listed = watch.available([url], "torch", "x86_64")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert listed.versions == [Version("2.16.0"), Version("2.13.0")]
+
+
+def test_a_release_counts_where_this_python_installs_a_wheel_of_it() -> None:
+    """As pip chose: this interpreter's tags on the machine asked about, its Requires-Python;
+    no pre-release, no sdist, no other project's file."""
+    from packaging.version import Version
+
+    from archguard.detect.index import IndexFile
+    from archguard.user.watch import releases_of
+
+    here = f"cp{sys.version_info[0]}{sys.version_info[1]}"
+
+    def file(name: str, requires: str | None = None) -> IndexFile:
+        return IndexFile(name, f"file:///x/{name}", None, requires, False)
+
+    files = [
+        file(f"torch-2.13.0-{here}-{here}-manylinux_2_28_x86_64.whl"),
+        file(f"torch-2.14.0-{here}-{here}-manylinux_2_28_aarch64.whl"),
+        file("torch-2.15.0-cp27-cp27mu-manylinux1_x86_64.whl"),  # another Python
+        file(f"torch-2.16.0-{here}-{here}-win_amd64.whl"),  # not Linux
+        file(f"torch-2.17.0-{here}-{here}-manylinux_2_28_x86_64.whl", "<3"),
+        file(f"torch-2.18.0.dev20260101-{here}-{here}-manylinux_2_28_x86_64.whl"),
+        file("torch-2.19.0.tar.gz"),
+        file(f"torchvision-0.30.0-{here}-{here}-manylinux_2_28_x86_64.whl"),
+        file("nvidia_cuda_nvcc-13.0.88-py3-none-manylinux2014_x86_64.whl", ">=3"),
+    ]
+    assert releases_of(files, "torch", "x86_64") == [Version("2.13.0")]
+    assert releases_of(files, "torch", "aarch64") == [Version("2.14.0")]
+    assert releases_of(files, "nvidia-cuda-nvcc", "x86_64") == [Version("13.0.88")]
+
+
+def test_pip_index_options_after_the_dashes_choose_the_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--index-url, --extra-index-url and --no-index after `--` map as the families' and
+    fetch's do (detect.index.index_urls)."""
+    from archguard.errors import IndexUnreachable
+    from archguard.user.watch import watched_indexes
+
+    for name in [k for k in os.environ if k.startswith("PIP_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    one, two = (tmp_path / "one").as_uri(), (tmp_path / "two").as_uri()
+    assert watched_indexes(["--index-url", one, "--extra-index-url", two]) == [one, two]
+    assert watched_indexes([f"-i{two}"]) == [two]
+    with pytest.raises(IndexUnreachable, match="--no-index"):
+        watched_indexes(["--no-index"])
 
 
 def test_the_missing_toolkit_minors_are_each_minors_newest_release() -> None:
@@ -171,11 +283,12 @@ def test_watch_lists_a_toolkit_the_table_lacks_and_probe_proposes_its_real_row(
     pip = index(tmp_path, "2.13.0")
     fetch = subprocess.run(
         [sys.executable, "-m", "pip", "download", "--isolated", "--no-deps", "-q", "-d",
-         str(tmp_path / "index"), "nvidia-cuda-nvcc==13.5.37"],
+         str(tmp_path / "index" / "nvidia-cuda-nvcc"), "nvidia-cuda-nvcc==13.5.37"],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     if fetch.returncode != 0:
         not_fetched("nvidia-cuda-nvcc==13.5.37", fetch.stderr)
+    project_page(tmp_path / "index", "nvidia-cuda-nvcc")
     data = bundled_yaml("toolkits.yml")
     assert isinstance(data, dict)
     rows = data["toolkits"]
@@ -190,11 +303,11 @@ def test_watch_lists_a_toolkit_the_table_lacks_and_probe_proposes_its_real_row(
         )
     )
     args = ("watch", "--toolkits", str(table), "--download-dir", str(tmp_path / "dl"))
-    listed = cli(*args, "--format", "json", *pip, env=build_env())
+    listed = cli(*args, "--format", "json", *pip, env=index_env())
     assert listed.returncode == 1, listed.stderr
     toolkits = json.loads(listed.stdout)["toolkits"]
     assert toolkits["missing"] == ["13.5.37"] and toolkits["proposed_rows"] == []
-    probed = cli(*args, "--probe", *pip, env=build_env())
+    probed = cli(*args, "--probe", *pip, env=index_env())
     assert probed.returncode == 1, probed.stderr
     assert "toolkit minors missing from the table: 13.5 (13.5.37)" in probed.stdout
     assert f"cubins: [{', '.join(rows['13.5']['cubins'])}]" in probed.stdout
@@ -203,5 +316,5 @@ def test_watch_lists_a_toolkit_the_table_lacks_and_probe_proposes_its_real_row(
     assert (
         "#   row cu130 (torch 2.14): 7.5;8.0;8.6;9.0+PTX;10.0;12.0+PTX (unchanged)" in probed.stdout
     )
-    whole = cli("watch", "--toolkits", str(table), *pip, env=build_env())
+    whole = cli("watch", "--toolkits", str(table), *pip, env=index_env())
     assert "toolkit minors missing from the table: 13.5 (13.5.37)" in whole.stdout

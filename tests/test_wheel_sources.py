@@ -19,7 +19,12 @@ import pytest
 
 from archguard.detect.fetch import checked_out, source_tree, split_pin
 from archguard.detect.index import index_urls
-from archguard.errors import ConfigError, ReleaseNotFetched
+from archguard.errors import (
+    ConfigError,
+    FetchFailed,
+    IntegrityMismatch,
+    ReleaseNotFetched,
+)
 from realtools import build_env, cli, needs_cuda_torch, needs_nvcc, not_fetched, run_main
 
 
@@ -64,14 +69,20 @@ def test_an_sdist_is_unpacked_afresh_at_one_path(tmp_path: Path) -> None:
 def test_a_source_whose_sha256_differs_is_refused_before_anything_builds(tmp_path: Path) -> None:
     archive = sdist(tmp_path)
     wrong = "0" * 64
-    with pytest.raises(ConfigError, match="not the pinned 0000"):
-        source_tree(str(archive), wrong, cache=tmp_path / "cache")
+    with pytest.raises(IntegrityMismatch) as given:
+        source_tree(str(archive), wrong, cache=tmp_path / "cache", pinned_by="--sha256")
+    assert str(given.value).startswith(
+        f"{archive} has sha256 {sha(archive)}, not {wrong} (--sha256)"
+    )
     assert not (tmp_path / "cache" / "src").exists()
     url = archive.as_uri()
     with pytest.raises(ConfigError, match="without a pinned sha256"):
         source_tree(url, cache=tmp_path / "cache")
-    with pytest.raises(ConfigError, match="not the pinned 0000"):
+    with pytest.raises(IntegrityMismatch) as fragment:
         source_tree(f"{url}#sha256={wrong}", cache=tmp_path / "cache")
+    said = f"{url} has sha256 {sha(archive)}, not {wrong} (its #sha256= fragment)"
+    assert str(fragment.value).startswith(said), fragment.value
+    assert not list((tmp_path / "cache" / "downloads").rglob("*.tar.gz"))  # nothing kept
     tree = source_tree(f"{url}#sha256={sha(archive)}", cache=tmp_path / "cache")
     assert (tree / "setup.py").is_file()
     assert split_pin("u#sha256=ABC") == ("u", "abc") and split_pin("u") == ("u", None)
@@ -146,7 +157,7 @@ def test_name_equals_version_is_the_sdist_the_index_lists(tmp_path: Path) -> Non
     assert (cache / "downloads" / "release" / "relpkg-1.0" / one.name).is_file()
     with checked_out("RelPkg==2", cache=cache, env=env) as other:  # 2 is 2.0
         assert other.tree.name == "relpkg-2.0" and other.sha256 == sha(two)
-    with pytest.raises(ConfigError, match=f"sha256 {sha(one)}, not the pinned 0{{63}}"):
+    with pytest.raises(IntegrityMismatch, match=f"sha256 {sha(one)}, not 0{{64}} \\(the sha256"):
         source_tree("relpkg==1.0", "0" * 64, cache=cache, env=env)
     pinned = sha(one)
     one.unlink()  # fetched once: the cached sdist serves the next build
@@ -155,9 +166,10 @@ def test_name_equals_version_is_the_sdist_the_index_lists(tmp_path: Path) -> Non
 
 
 def test_a_release_the_index_cannot_give_is_one_error(tmp_path: Path) -> None:
-    """No sdist of that version, an index that cannot be read, --no-index, a download whose
-    sha256 is not the published one, or none published and none pinned: each is
-    release-not-fetched, naming the release and the index, and nothing is kept."""
+    """No sdist of that version, an index that cannot be read, --no-index, or none published
+    and none pinned: each is release-not-fetched, naming the release and the index; a
+    download whose sha256 is not the published one is integrity-mismatch, naming the file,
+    both hashes and the index; nothing is kept."""
     files = tmp_path / "files"
     one, two = release(files, "1.0"), release(files, "2.0")
     url = index(tmp_path, [one, two], {one.name: "0" * 64, two.name: None})
@@ -165,9 +177,11 @@ def test_a_release_the_index_cannot_give_is_one_error(tmp_path: Path) -> None:
     with pytest.raises(ReleaseNotFetched, match=r"relpkg==3\.0: no index pip reads has") as no:
         source_tree("relpkg==3.0", cache=cache, env=only(url))
     assert f"{url}: no sdist of 3.0 (its newest sdists: 1.0, 2.0)" in str(no.value)
-    with pytest.raises(ReleaseNotFetched, match=r"not the 0{64} the index publishes") as bad:
+    with pytest.raises(IntegrityMismatch, match=r"not 0{64} \(the one .* publishes\)") as bad:
         source_tree("relpkg==1.0", cache=cache, env=only(url))
-    assert f"relpkg-1.0.tar.gz from {url} has sha256 {sha(one)}" in str(bad.value)
+    said = f"relpkg-1.0.tar.gz (the sdist of relpkg==1.0) from {one.as_uri()} has sha256 {sha(one)}"
+    assert str(bad.value).startswith(said), bad.value
+    assert f"not {'0' * 64} (the one {url} publishes)" in str(bad.value), bad.value
     with pytest.raises(ReleaseNotFetched, match=r"relpkg-2\.0\.tar\.gz without a sha256"):
         source_tree("relpkg==2.0", cache=cache, env=only(url))
     assert not (cache / "downloads" / "release" / "relpkg-1.0").exists()
@@ -208,9 +222,10 @@ def test_a_release_not_fetched_is_its_own_error_on_the_command_line(tmp_path: Pa
     env = {**only(url), "XDG_CACHE_HOME": str(tmp_path / "cache")}
     proc = run_main("wheel", "relpkg==9.0", "-w", str(tmp_path / "out"), env=env)
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert proc.stderr.startswith("archguard error [release-not-fetched]: archguard wheel: "), (
-        proc.stderr
-    )
+    said = "archguard error [release-not-fetched]: relpkg==9.0: no index pip reads has"
+    assert proc.stderr.startswith(said), proc.stderr
+    # the fetch says what it found; the command adds how it is given an index and a pin
+    assert "archguard wheel NAME==VERSION -- --index-url URL" in proc.stderr, proc.stderr
     assert "invalid-config" not in proc.stderr and "Traceback" not in proc.stderr
 
 
@@ -226,7 +241,7 @@ def test_a_setuptools_scm_release_is_fetched_with_its_version(tmp_path: Path) ->
         with checked_out("torchani==2.9.0", cache=tmp_path / "cache" / "archguard") as out:
             assert out.tree.name == "torchani-2.9.0"
             assert "\nVersion: 2.9.0\n" in (out.tree / "PKG-INFO").read_text()
-    except ReleaseNotFetched as exc:
+    except (ReleaseNotFetched, FetchFailed) as exc:
         not_fetched("torchani 2.9.0's sdist", str(exc))
     proc = cli("wheel", "torchani==2.9.0", "-w", str(tmp_path / "out"), env=build_env(**env))
     assert "[release-not-fetched]" not in proc.stderr and "[invalid-config]" not in proc.stderr

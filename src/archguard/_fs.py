@@ -14,6 +14,10 @@ runners on one ``~/.cache``), two ``archguard wheel`` builds, a reader and a wri
   process holds it, else ``base.2``, ``base.3``, ... (the first free), held by ``flock`` for
   as long as the build runs (the kernel lets it go when the process dies, SIGKILL
   included). See its docstring for why its name is fixed rather than random.
+- :func:`hold_lock`: archguard's one file lock (``flock``: shared or exclusive, waiting or
+  not, or a probe of a lock others hold), under each of the above, a farm site's lock and the
+  cache's use holds. It raises nothing of its own: a caller that finds the lock held says
+  why (:class:`~archguard.errors.Busy`), this module importing nothing of archguard.
 
 Below every subpackage (it imports nothing of archguard), so any layer may use it."""
 
@@ -81,22 +85,44 @@ def lock_path(target: Path) -> Path:
 
 
 @contextlib.contextmanager
-def file_lock(target: Path, *, wait: bool = True) -> Iterator[bool]:
-    """Hold ``target``'s lock (:func:`lock_path`, ``flock``) for the block; yields whether it
-    is held (with ``wait=False``, False at once when another holds it). Exclusive across
-    processes and across threads alike (each call opens the file anew)."""
-    path = lock_path(target)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle: IO[bytes] = path.open("ab")
-    try:
+def hold_lock(
+    path: Path, *, shared: bool = False, wait: bool = True, create: bool = True
+) -> Iterator[bool]:
+    """Hold the lock file ``path`` (``flock``, shared or exclusive) for the block; yields
+    whether it is held: with ``wait=False``, False at once when another holds it against
+    this mode. Between processes and between threads alike (each call opens the file anew,
+    so two holds in one process are two holders); the kernel lets it go when the process
+    dies, SIGKILL included. ``create=False``
+    probes a lock that may not be there: a file that cannot be opened is one nobody holds
+    (True), and nothing is made."""
+    handle: IO[bytes]
+    if create:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = path.open("ab")
+    else:
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+            handle = path.open("rb")
+        except OSError:
+            yield True
+            return
+    try:
+        mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
+        try:
+            fcntl.flock(handle, mode | (0 if wait else fcntl.LOCK_NB))
         except BlockingIOError:
             yield False
             return
         yield True
     finally:
         handle.close()  # the flock goes with the descriptor
+
+
+@contextlib.contextmanager
+def file_lock(target: Path, *, wait: bool = True) -> Iterator[bool]:
+    """Hold ``target``'s lock (:func:`lock_path`), exclusive, for the block; yields whether
+    it is held (with ``wait=False``, False at once when another holds it)."""
+    with hold_lock(lock_path(target), wait=wait) as held:
+        yield held
 
 
 @contextlib.contextmanager

@@ -139,7 +139,8 @@ class CompileFailed(ArchguardError):
 
 
 class IndexUnreachable(ArchguardError):
-    """pip could not say which torch releases the package index has (offline, bad index)."""
+    """The package index could not be read (offline, a bad index, no project page): watch,
+    the families, a release's fetch."""
 
     code = "index-unreachable"
 
@@ -207,12 +208,6 @@ class SiteUnreadable(ArchguardError):
     """``archguard which`` could not read a farm's site (no site.json, unreachable, not one)."""
 
     code = "site-unreadable"
-
-
-class PipTooOld(ArchguardError):
-    """``watch`` asks ``pip index versions --json``, which the interpreter's pip lacks."""
-
-    code = "pip-too-old"
 
 
 class VariantsUnavailable(ArchguardError):
@@ -294,7 +289,6 @@ ALL_ERRORS: tuple[type[ArchguardError], ...] = (
     FetchFailed,
     Busy,
     SiteUnreadable,
-    PipTooOld,
     VariantsUnavailable,
     CompilerCacheMissing,
     BuildVerifyFailed,

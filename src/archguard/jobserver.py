@@ -1,18 +1,25 @@
-"""GNU make's jobserver: one pool of tokens shared by every build a farm run (or one build)
+"""GNU make's jobserver: one set of tokens shared by every build a farm run (or one build)
 starts, so that no core idles while another build could use it and none is oversubscribed.
+This module is the protocol (the FIFO, its :class:`Client` and :class:`Server`, the
+``MAKEFLAGS`` that name it, the ninja shim) and archguard's nvcc launcher; each layer's use of
+it is its own ``jobserver`` module: the hook's (:mod:`archguard._integration.jobserver`), the
+front-end's for other backends (:mod:`archguard.frontend.jobserver`), a farm run's
+(:mod:`archguard.farm.jobserver`). Its setting, ``ARCHGUARD_JOBSERVER`` or a make's
+``MAKEFLAGS``, is read once by :func:`archguard.settings.config.jobserver_setting`.
 
 The protocol (GNU make 4.4, "POSIX Jobserver"): a named FIFO holds one byte per free token,
 and ``MAKEFLAGS`` names it (``--jobserver-auth=fifo:PATH``). Each client already holds one
 implicit token (the one its parent took to start it); for each further job it reads a byte
 from the FIFO and writes the same byte back when the job ends. ninja 1.13 is such a client
-when it is given no ``-j`` (measured: with ``-j`` it ignores the pool); make and cargo are too.
+when it is given no ``-j`` (measured: with ``-j`` it ignores the jobserver); make 4.4 and
+cargo are too.
 
 Run as a script (``python -I -S .../archguard/jobserver.py FIFO COMMAND...``) this is
-archguard's nvcc launcher (``PYTORCH_NVCC``): it takes the tokens of the pool ``FIFO`` that
-are free as the compile starts, at most one fewer than the compile's device compiles, runs
-``COMMAND`` with ``--threads`` of one plus those, and gives them back when it ends, whatever
-ends it. A compile whose command already names ``--threads`` (the package's or the user's)
-runs as it is; so does one whose pool is gone.
+archguard's nvcc launcher (``PYTORCH_NVCC``): it takes the tokens of the jobserver ``FIFO``
+that are free as the compile starts, at most one fewer than the compile's device compiles,
+runs ``COMMAND`` with ``--threads`` of one plus those, and gives them back when it ends,
+whatever ends it. A compile whose command already names ``--threads`` (the package's or the
+user's) runs as it is; so does one whose jobserver is gone.
 
 Only the standard library is imported: the launcher runs once per nvcc call.
 """
@@ -35,7 +42,7 @@ from pathlib import Path
 
 AUTH = "--jobserver-auth="
 TOKEN = b"+"
-PREFIX = "jobserver-"  # the FIFOs a pool makes in its directory
+PREFIX = "jobserver-"  # the FIFOs a server makes in its directory
 _ARCH = re.compile(r"compute_(\d+[a-z]?)")  # anchored on a fixed word: linear
 
 
@@ -52,16 +59,16 @@ def fifo_of(makeflags: str) -> str | None:
 
 
 def makeflags(fifo: str | Path, width: int) -> str:
-    """The ``MAKEFLAGS`` that give a client the pool ``fifo`` of ``width`` jobs."""
+    """The ``MAKEFLAGS`` that give a client the jobserver ``fifo`` of ``width`` jobs."""
     return f"-j{width} {AUTH}fifo:{fifo}"
 
 
 class Client:
-    """One holder's end of a pool: :meth:`take` never waits, :meth:`wait_one` does."""
+    """One holder's end of a jobserver: :meth:`take` never waits, :meth:`wait_one` does."""
 
     def __init__(self, path: str) -> None:
         self.path = path
-        # read and write on one descriptor: the FIFO always has a writer, so an empty pool
+        # read and write on one descriptor: the FIFO always has a writer, so an empty FIFO
         # reads as "would block", never as the end of the file
         self.fd = os.open(path, os.O_RDWR | os.O_NONBLOCK)
 
@@ -92,7 +99,7 @@ class Client:
         while view:
             try:
                 view = view[os.write(self.fd, view) :]
-            except BlockingIOError:  # a pool holds at most its own tokens: never full
+            except BlockingIOError:  # a FIFO holds at most its server's tokens: never full
                 select.select([], [self.fd], [], 1.0)
 
     def wait_first(self) -> tuple[bytes, str]:
@@ -108,7 +115,7 @@ class Client:
 
 
 def unreachable(path: str) -> str | None:
-    """Why the pool ``path`` cannot be opened (a run that ended, a file system without
+    """Why the jobserver ``path`` cannot be opened (a run that ended, a file system without
     FIFOs), or None: it can."""
     try:
         Client(path).close()
@@ -117,10 +124,10 @@ def unreachable(path: str) -> str | None:
     return None
 
 
-class Pool:
-    """A pool this process serves: a FIFO of ``tokens`` tokens in ``directory``, removed on
-    :meth:`close`. FIFOs left in the directory by a pool whose process is gone (a killed run)
-    are removed when the next pool is made there: their tokens die with them."""
+class Server:
+    """A jobserver this process serves: a FIFO of ``tokens`` tokens in ``directory``, removed
+    on :meth:`close`. FIFOs left in the directory by a server whose process is gone (a killed
+    run) are removed when the next server is made there: their tokens die with them."""
 
     def __init__(self, directory: Path, tokens: int, width: int | None = None) -> None:
         """``tokens`` in the FIFO; ``width``: the jobs at once it stands for (``-jN``), the
@@ -150,23 +157,23 @@ class Pool:
 
 
 @contextlib.contextmanager
-def own_pool(width: int) -> Iterator[Pool]:
-    """A pool of ``width`` jobs for one process's builds, in a directory of its own under
-    the temporary directory, removed at the end: ``width - 1`` tokens in the FIFO, the one
-    build that runs at a time holding the other."""
+def serve(width: int) -> Iterator[Server]:
+    """A jobserver of ``width`` jobs for one process's builds, in a directory of its own
+    under the temporary directory, removed at the end: ``width - 1`` tokens in the FIFO, the
+    one build that runs at a time holding the other."""
     directory = Path(tempfile.mkdtemp(prefix="archguard-jobserver-"))
-    pool = Pool(directory, width - 1, width)
+    server = Server(directory, width - 1, width)
     try:
-        yield pool
+        yield server
     finally:
-        pool.close()
+        server.close()
         shutil.rmtree(directory, ignore_errors=True)
 
 
 def ninja_shim(shim: Path, ninja: str, makeflags: str) -> Path:
-    """``shim/ninja``: ``ninja`` given the pool in its own ``MAKEFLAGS`` (put first on a
+    """``shim/ninja``: ``ninja`` given the jobserver in its own ``MAKEFLAGS`` (put first on a
     build's ``PATH``, or named to CMake as its make program: the build's other tools never
-    see the pool, a GNU make older than 4.4 included, which stops on it)."""
+    see it, a GNU make older than 4.4 included, which stops on it)."""
     shim.mkdir(parents=True, exist_ok=True)
     script = shim / "ninja"
     script.write_text(
@@ -219,7 +226,7 @@ def launch(fifo: str, argv: list[str]) -> int:
         return subprocess.call(argv)
     try:
         client = Client(fifo)
-    except OSError:  # the pool is gone (its run ended): the compile runs on its own token
+    except OSError:  # the jobserver is gone (its run ended): the compile runs on its own token
         return subprocess.call(argv)
     child: subprocess.Popen[bytes] | None = None
     stopped: list[int] = []

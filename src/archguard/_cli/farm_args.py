@@ -1,5 +1,6 @@
-"""The arguments of the farm's commands: ``watch`` and ``wheel`` (``farm_commands``), and
-``farm plan|run|verify|workflow`` (``farm_plan_command``); parser.py was past 500 lines."""
+"""The arguments of the farm operator's commands (``wheel``, ``farm`` with its steps
+``plan``, ``run``, ``verify``, ``workflow``, and ``variant``), whose handlers are
+``_cli/farm.py``'s; ``cache``, also the operator's, holds its own."""
 
 from __future__ import annotations
 
@@ -9,33 +10,19 @@ from archguard._cli.options import (
     Subparsers,
     cuobjdump_option,
     format_option,
-    platform_option,
     positive,
 )
 from archguard.core.formats import PlanFormat
 
 
 def farm_commands(sub: Subparsers) -> None:
-    p = sub.add_parser(
-        "watch",
-        help="torch releases and CUDA toolkit minors on the package index that the tables "
-        "lack; --probe reads them into proposed rows",
-    )
-    p.add_argument("--torch-builds", metavar="FILE", help="the farm's table (default: bundled)")
-    p.add_argument("--toolkits", metavar="FILE", help="the farm's toolkits.yml (default: bundled)")
-    p.add_argument(
-        "--since", metavar="VERSION", help="ignore releases below (default: the table's oldest)"
-    )
-    p.add_argument("--probe", action="store_true", help="download and probe each missing one")
-    platform_option(
-        p, "the torch wheels of this machine: x86_64 or aarch64 (default: this machine's)"
-    )
-    p.add_argument("--download-dir", type=Path, default=Path("torch-wheels"), metavar="DIR")
-    p.add_argument("-o", "--output", type=Path, metavar="FILE", help="write the proposed rows")
-    cuobjdump_option(p)
-    format_option(p)
-    p.epilog = "pip options for the index go after --: archguard watch -- --index-url URL"
+    """The farm operator's commands' arguments, in the order --help lists them."""
+    _wheel_arguments(sub)
+    _farm_arguments(sub)
+    _variant_arguments(sub)
 
+
+def _wheel_arguments(sub: Subparsers) -> None:
     p = sub.add_parser(
         "wheel",
         help="a farm cell: the list in the environment before setup.py runs, pip wheel "
@@ -87,13 +74,20 @@ def farm_commands(sub: Subparsers) -> None:
     p.epilog = "Extra pip options go after --: archguard wheel SRC -- --config-settings=..."
 
 
-def farm_plan_command(sub: Subparsers) -> None:
+def _farm_arguments(sub: Subparsers) -> None:
     p = sub.add_parser(
         "farm",
         help="the farm past one cell: 'farm plan MANIFEST' lists the jobs (package x cell) with "
         "their lists, ids and skips",
     )
     steps = p.add_subparsers(dest="farm_command", required=True, metavar="STEP")
+    _plan_step(steps)
+    _run_step(steps)
+    _verify_step(steps)
+    _workflow_step(steps)
+
+
+def _plan_step(steps: Subparsers) -> None:
     plan = steps.add_parser("plan", help="the jobs of a manifest, nothing installed")
     plan.add_argument("manifest", type=Path, metavar="MANIFEST")
     plan.add_argument("--policy", metavar="FILE", help="the farm's policy (default: bundled)")
@@ -109,6 +103,9 @@ def farm_plan_command(sub: Subparsers) -> None:
         help="also show the torch each cell's environment in SITE held when a run last looked",
     )
     format_option(plan, PlanFormat)
+
+
+def _run_step(steps: Subparsers) -> None:
     run = steps.add_parser(
         "run",
         help="build every job on this machine: an environment per cell (uv), archguard wheel "
@@ -131,7 +128,7 @@ def farm_plan_command(sub: Subparsers) -> None:
     run.add_argument(
         "--assemble",
         action="store_true",
-        help="build nothing: the indexes and the page from the jobs' records in SITE",
+        help="build nothing: the indexes and the page from the jobs' ledgers in SITE",
     )
     run.add_argument(
         "--wait",
@@ -144,9 +141,12 @@ def farm_plan_command(sub: Subparsers) -> None:
         help="this runner is the cells' image (farm workflow's build jobs): run the jobs of "
         "a cell with a container here, not in docker or podman",
     )
+
+
+def _verify_step(steps: Subparsers) -> None:
     check = steps.add_parser(
         "verify",
-        help="re-read every wheel a site's indexes publish against the index and its job record",
+        help="re-read every wheel a site's indexes publish against the index and its job's ledger",
     )
     check.add_argument("site", type=Path, metavar="SITE")
     check.add_argument(
@@ -175,6 +175,9 @@ def farm_plan_command(sub: Subparsers) -> None:
         help="with --rebuild: this runner is the cells' image (farm workflow's rebuild job)",
     )
     format_option(check)
+
+
+def _workflow_step(steps: Subparsers) -> None:
     flow = steps.add_parser("workflow", help="the plan as a GitHub Actions workflow")
     flow.add_argument("manifest", type=Path, metavar="MANIFEST")
     flow.add_argument(
@@ -203,3 +206,21 @@ def farm_plan_command(sub: Subparsers) -> None:
         "fails on a wheel whose bytes differ (default: none)",
     )
     flow.add_argument("-o", "--output", type=Path, metavar="FILE")
+
+
+def _variant_arguments(sub: Subparsers) -> None:
+    p = sub.add_parser(
+        "variant",
+        help="a wheel-variant copy of built wheels (PEP 825 draft, through variantlib), its "
+        "properties from the binaries as read back",
+    )
+    p.add_argument("wheels", nargs="+", metavar="WHEEL", type=Path)
+    p.add_argument("-o", "--output-dir", type=Path, default=Path("variants"), metavar="DIR")
+    p.add_argument("--label", metavar="L", help="the variant label (default: variantlib's hash)")
+    p.add_argument(
+        "--cuda-lower-bound",
+        metavar="X.Y",
+        help="for a wheel with no archguard record: the CUDA that compiled it",
+    )
+    cuobjdump_option(p)
+    format_option(p)

@@ -1,4 +1,7 @@
-"""``archguard``'s argument parser, one builder per group of commands."""
+"""``archguard``'s argument parser: the main parser, its --help grouped by who runs each
+command, and the arguments of the builder's commands and the user's. The farm operator's
+commands' arguments are in ``farm_args``, ``cache``'s and the maintainer's beside their
+handlers (``cache``, ``policy``)."""
 
 from __future__ import annotations
 
@@ -8,14 +11,15 @@ from pathlib import Path
 
 from archguard import __version__
 from archguard._cli.cache import cache_command
-from archguard._cli.farm_args import farm_commands, farm_plan_command
+from archguard._cli.farm_args import farm_commands
 from archguard._cli.options import (
     Subparsers,
     cuobjdump_option,
     format_option,
     platform_option,
 )
-from archguard.core.formats import EnvFormat, ListFormat, MatrixFormat
+from archguard._cli.policy import policy_commands
+from archguard.core.formats import EnvFormat, ListFormat
 
 
 def _add_inputs(p: argparse.ArgumentParser) -> None:
@@ -72,15 +76,15 @@ def main_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(
         dest="command", required=True, metavar="COMMAND", help=argparse.SUPPRESS
     )
-    for group in (
+    for group in (  # GROUPS's order: the builder's, the farm's, the user's, the maintainer's
         _list_commands,
-        _binary_commands,
-        farm_commands,
         _lint_command,
-        _checks,
+        _verify_command,
         _abi_command,
-        farm_plan_command,
+        farm_commands,
         cache_command,
+        _user_commands,
+        policy_commands,
     ):
         group(sub)
     helps = {a.dest: a.help or "" for a in sub._choices_actions}
@@ -125,57 +129,8 @@ def _list_commands(sub: Subparsers) -> None:
     _add_inputs(p)
     format_option(p, EnvFormat)
 
-    p = sub.add_parser(
-        "derive", help="propose a policy row for a CUDA index by the ADR's rule (writes nothing)"
-    )
-    p.add_argument(
-        "--cuda",
-        metavar="X.Y",
-        help="the CUDA index (default: the row a build with the installed nvcc and torch "
-        "takes, the nvcc probed live where archguard's table lacks it)",
-    )
-    p.add_argument("--policy", metavar="FILE", help="its decisions and rows (default: bundled)")
-    p.add_argument("--toolkits", metavar="FILE", help="a toolkits.yml with that CUDA's row")
-    p.add_argument("--torch-builds", metavar="FILE", help="a torch_builds.yml with its torch")
-    platform_option(
-        p, "derive from this machine's torch facts: x86_64 or aarch64 (default: this machine's)"
-    )
-    format_option(p)
 
-
-def _binary_commands(sub: Subparsers) -> None:
-    p = sub.add_parser(
-        "probe-torch",
-        help="read what a torch wheel (or installed torch) ships; print its torch_builds.yml row",
-    )
-    p.add_argument("paths", nargs="+", metavar="WHEEL_OR_DIR", type=Path)
-    p.add_argument("--check", action="store_true", help="exit 1 if the table's row differs")
-    p.add_argument("--torch-builds", metavar="FILE", help="the table to check (default: bundled)")
-    p.add_argument("--policy", metavar="FILE", help="whose arch_exceptions to check")
-    platform_option(
-        p,
-        "compare with the table's rows for this machine (default: the torch's own, from its "
-        "wheel tag or its libraries' ELF machine)",
-    )
-    cuobjdump_option(p)
-    format_option(p)
-
-    p = sub.add_parser(
-        "variant",
-        help="a wheel-variant copy of built wheels (PEP 825 draft, through variantlib), its "
-        "properties from the binaries as read back",
-    )
-    p.add_argument("wheels", nargs="+", metavar="WHEEL", type=Path)
-    p.add_argument("-o", "--output-dir", type=Path, default=Path("variants"), metavar="DIR")
-    p.add_argument("--label", metavar="L", help="the variant label (default: variantlib's hash)")
-    p.add_argument(
-        "--cuda-lower-bound",
-        metavar="X.Y",
-        help="for a wheel with no archguard record: the CUDA that compiled it",
-    )
-    cuobjdump_option(p)
-    format_option(p)
-
+def _user_commands(sub: Subparsers) -> None:
     p = sub.add_parser(
         "doctor",
         help="on this machine: for each GPU and installed package with CUDA binaries, the "
@@ -289,32 +244,7 @@ def _abi_command(sub: Subparsers) -> None:
     format_option(p)
 
 
-def _checks(sub: Subparsers) -> None:
-    p = sub.add_parser("check-policy", help="validate a policy file")
-    p.add_argument(
-        "--policy",
-        dest="policy",
-        metavar="FILE",
-        help="the policy file, as every command takes it (default: ARCHGUARD_POLICY or the "
-        "bundled policy)",
-    )
-    p.add_argument("file", nargs="?", help="the same, as a positional (kept for old scripts)")
-
-    p = sub.add_parser("matrix", help="every (CUDA, torch) combination in the bundled tables")
-    p.add_argument(
-        "--project",
-        type=Path,
-        default=None,
-        metavar="DIR",
-        help="apply this package's [tool.archguard] overrides",
-    )
-    p.add_argument("--policy", metavar="FILE")
-    platform_option(
-        p, "the torch builds of this machine: x86_64 or aarch64 (default: this machine's)"
-    )
-    format_option(p, MatrixFormat)
-    p.add_argument("-o", "--output", type=Path, metavar="FILE", help="write here, not stdout")
-
+def _verify_command(sub: Subparsers) -> None:
     p = sub.add_parser(
         "verify",
         help="compare the targets inside built binaries with the recorded (or given) resolution",

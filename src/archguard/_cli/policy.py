@@ -1,17 +1,122 @@
-"""The commands the policy's maintainer runs: check-policy, derive, matrix, probe-torch, watch."""
+"""The commands the policy's maintainer runs: check-policy, derive, matrix, probe-torch, watch;
+their arguments (``policy_commands``) and their handlers, which ask the module that does the
+work and write what it says."""
 
 from __future__ import annotations
 
 import argparse
 import os
-from typing import TYPE_CHECKING
+from pathlib import Path
 
 from archguard._cli.common import EXIT_FAIL, EXIT_OK, write
-from archguard.errors import ArchguardError
+from archguard._cli.options import (
+    Subparsers,
+    cuobjdump_option,
+    format_option,
+    platform_option,
+)
+from archguard.core.formats import MatrixFormat
 from archguard.settings.inputs import Query
 
-if TYPE_CHECKING:
-    pass
+
+def policy_commands(sub: Subparsers) -> None:
+    """The maintainer's commands' arguments, in the order --help lists them."""
+    _check_policy_arguments(sub)
+    _derive_arguments(sub)
+    _matrix_arguments(sub)
+    _probe_torch_arguments(sub)
+    _watch_arguments(sub)
+
+
+def _check_policy_arguments(sub: Subparsers) -> None:
+    p = sub.add_parser("check-policy", help="validate a policy file")
+    p.add_argument(
+        "--policy",
+        dest="policy",
+        metavar="FILE",
+        help="the policy file, as every command takes it (default: ARCHGUARD_POLICY or the "
+        "bundled policy)",
+    )
+    p.add_argument("file", nargs="?", help="the same, as a positional (kept for old scripts)")
+
+
+def _derive_arguments(sub: Subparsers) -> None:
+    p = sub.add_parser(
+        "derive", help="propose a policy row for a CUDA index by the ADR's rule (writes nothing)"
+    )
+    p.add_argument(
+        "--cuda",
+        metavar="X.Y",
+        help="the CUDA index (default: the row a build with the installed nvcc and torch "
+        "takes, the nvcc probed live where archguard's table lacks it)",
+    )
+    p.add_argument("--policy", metavar="FILE", help="its decisions and rows (default: bundled)")
+    p.add_argument("--toolkits", metavar="FILE", help="a toolkits.yml with that CUDA's row")
+    p.add_argument("--torch-builds", metavar="FILE", help="a torch_builds.yml with its torch")
+    platform_option(
+        p, "derive from this machine's torch facts: x86_64 or aarch64 (default: this machine's)"
+    )
+    format_option(p)
+
+
+def _matrix_arguments(sub: Subparsers) -> None:
+    p = sub.add_parser("matrix", help="every (CUDA, torch) combination in the bundled tables")
+    p.add_argument(
+        "--project",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="apply this package's [tool.archguard] overrides",
+    )
+    p.add_argument("--policy", metavar="FILE")
+    platform_option(
+        p, "the torch builds of this machine: x86_64 or aarch64 (default: this machine's)"
+    )
+    format_option(p, MatrixFormat)
+    p.add_argument("-o", "--output", type=Path, metavar="FILE", help="write here, not stdout")
+
+
+def _probe_torch_arguments(sub: Subparsers) -> None:
+    p = sub.add_parser(
+        "probe-torch",
+        help="read what a torch wheel (or installed torch) ships; print its torch_builds.yml row",
+    )
+    p.add_argument("paths", nargs="+", metavar="WHEEL_OR_DIR", type=Path)
+    p.add_argument("--check", action="store_true", help="exit 1 if the table's row differs")
+    p.add_argument("--torch-builds", metavar="FILE", help="the table to check (default: bundled)")
+    p.add_argument("--policy", metavar="FILE", help="whose arch_exceptions to check")
+    platform_option(
+        p,
+        "compare with the table's rows for this machine (default: the torch's own, from its "
+        "wheel tag or its libraries' ELF machine)",
+    )
+    cuobjdump_option(p)
+    format_option(p)
+
+
+def _watch_arguments(sub: Subparsers) -> None:
+    p = sub.add_parser(
+        "watch",
+        help="torch releases and CUDA toolkit minors on the package index that the tables "
+        "lack; --probe reads them into proposed rows",
+    )
+    p.add_argument("--torch-builds", metavar="FILE", help="the farm's table (default: bundled)")
+    p.add_argument("--toolkits", metavar="FILE", help="the farm's toolkits.yml (default: bundled)")
+    p.add_argument(
+        "--since", metavar="VERSION", help="ignore releases below (default: the table's oldest)"
+    )
+    p.add_argument("--probe", action="store_true", help="download and probe each missing one")
+    platform_option(
+        p, "the torch wheels of this machine: x86_64 or aarch64 (default: this machine's)"
+    )
+    p.add_argument("--download-dir", type=Path, default=Path("torch-wheels"), metavar="DIR")
+    p.add_argument("-o", "--output", type=Path, metavar="FILE", help="write the proposed rows")
+    cuobjdump_option(p)
+    format_option(p)
+    p.epilog = (
+        "The index is the one pip reads; pip's index options go after --: archguard watch -- "
+        "--index-url URL (--extra-index-url, --no-index)"
+    )
 
 
 def cmd_check_policy(args: argparse.Namespace) -> int:
@@ -87,54 +192,19 @@ def cmd_probe_torch(args: argparse.Namespace) -> int:
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
-    import json
+    from archguard.user.watch import WatchOptions, render, run_watch
 
-    from archguard.core.platform import platform_or_host
-    from archguard.core.torchbuild import parse_torch_version
-    from archguard.settings.inputs import toolkit_table, torch_facts
-    from archguard.user import watch
-
-    builds = torch_facts(args.torch_builds)
-    platform = platform_or_host(args.platform)
-    torch_pip = [*watch.platform_pip_args(platform), *args.pip_args]
-    since = parse_torch_version(args.since, "--since") if args.since else None
-    versions = watch.available(torch_pip)  # an IndexUnreachable / PipTooOld exits 2
-    missing, floor = watch.missing_releases(versions, builds, since, platform)
-    table = args.torch_builds or "the bundled torch_builds.yml"
-    watched = watch.Watched(table, [v for v in versions if v >= floor], missing, floor)
-    watched.platform = platform
-    if args.probe and missing:
-        from archguard.core.snapshot import row_text
-        from archguard.detect.cuobjdump import find_cuobjdump
-        from archguard.detect.torchlibs import probe
-
-        cuobjdump = find_cuobjdump(args.cuobjdump, needed_by="archguard watch --probe")
-        for version in missing:
-            try:
-                wheel = watch.download(version, args.download_dir, torch_pip, platform=platform)
-                watched.proposed.append(row_text(probe(wheel, cuobjdump).probed()))
-            except ArchguardError as exc:
-                watched.problems.append(f"torch {version}: {exc}")
-        if args.output is not None and watched.proposed:
-            args.output.write_text(
-                "# Proposed by `archguard watch --probe`: review, then add to the table.\n"
-                "schema: 1\nbuilds:\n" + "".join(watched.proposed),
-                encoding="utf-8",
-            )
-    watched.toolkits = watch.available(args.pip_args, project=watch.NVCC_PROJECT)
-    watched.toolkit_table = args.toolkits or watched.toolkit_table
-    watched.missing_toolkits = watch.missing_minors(watched.toolkits, toolkit_table(args.toolkits))
-    if args.probe:
-        for version in watched.missing_toolkits:
-            try:
-                wheel = watch.download(
-                    version, args.download_dir, args.pip_args, project=watch.NVCC_PROJECT
-                )
-                watched.proposed_toolkits.append(watch.probe_toolkit_wheel(wheel, version))
-            except ArchguardError as exc:
-                watched.problems.append(f"{watch.NVCC_PROJECT} {version}: {exc}")
-    if args.format == "json":
-        write(json.dumps(watched.as_json(), indent=2) + "\n")
-    else:
-        write(watch.render_text(watched))
+    options = WatchOptions(
+        args.torch_builds,
+        args.toolkits,
+        args.since,
+        args.platform,
+        args.probe,
+        args.download_dir,
+        args.output,
+        args.cuobjdump,
+        tuple(args.pip_args),
+    )
+    watched = run_watch(options)  # an IndexUnreachable exits 2 through the one handler
+    write(render(watched, args.format))
     return EXIT_FAIL if watched.missing_anything else EXIT_OK

@@ -30,7 +30,8 @@ from archguard._integration.common import (
     say,
 )
 from archguard._integration.environment import Planned, compiler_cache, complete_toolkit
-from archguard._integration.parallel import build_tokens, launched, parallel
+from archguard._integration.jobserver import build_jobserver, launched
+from archguard._integration.parallel import parallel
 from archguard._integration.postbuild import verify_build
 from archguard._integration.prebuild import lint_build
 from archguard._integration.progress import Progress, not_a_compile
@@ -340,12 +341,13 @@ def archguard_build(cmd: Any) -> Iterator[None]:
     progress = Progress()
     try:
         ninja_shim = Path(cmd.build_temp).resolve() / "archguard-ninja-bin"
-        with build_tokens(choices, variables, ninja_shim) as tokens:
-            variables |= tokens.variables
-            for name in tokens.launched:
-                choices[name] = launched(choices[name], tokens, name)
+        own_steps = any(not getattr(ext, "sources", None) for ext, _, _ in planned)
+        with build_jobserver(choices, variables, ninja_shim, own_steps=own_steps) as joined:
+            variables |= joined.variables
+            for name in joined.launched:
+                choices[name] = launched(choices[name], joined, name)
             session.parallel = {n: c.record() for n, c in choices.items()}
-            with _variables(variables), _tracking(cmd, progress, tokens.jobs):
+            with _variables(variables), _tracking(cmd, progress, joined.jobs):
                 for ext, args, plan in planned:
                     _apply(
                         ext,
@@ -353,9 +355,9 @@ def archguard_build(cmd: Any) -> Iterator[None]:
                         plan,
                         choices[ext.name],
                         res,
-                        threads=ext.name not in tokens.launched,
+                        threads=ext.name not in joined.launched,
                     )
-                    args["nvcc"] = [*args["nvcc"], *repro.nvcc]
+                    args["nvcc"] = [*args["nvcc"], *repro.nvcc_for(ext.sources, cmd.build_temp)]
                     if "cxx" in args:  # torch's default is none: a dict without it has no C++
                         args["cxx"] = [*args["cxx"], *repro.cxx]
                     saved.append((ext, ext.extra_compile_args))

@@ -11,11 +11,16 @@ from typing import Any
 
 from archguard._integration.common import say
 from archguard._integration.session import Session, setup_error
-from archguard.detect.compcache import TOOLS, find_cache, read_stats, sccache_wraps_nvcc
+from archguard.detect.compcache import (
+    TOOLS,
+    cache_variables,
+    find_cache,
+    read_stats,
+    sccache_wraps_nvcc,
+)
 from archguard.detect.cudalibs import completion, linked_libraries, make_header_dir, make_links
 from archguard.errors import ArchguardError, CompilerCacheMissing
 from archguard.nvcc.plan import ExtensionPlan
-from archguard.reports.text import cache_variables
 from archguard.settings.config import ENV_COMPILER_CACHE, env_choice
 
 # each CUDA extension, its nvcc arguments, its plan

@@ -10,6 +10,13 @@ Measured with nvcc 13.0 on the same extension built from two paths (tests/test_r
   after it. sccache runs nvcc's steps itself, naming them ``x_0...`` (the same each time),
   and with ``-objtemp`` it exits 0 without writing the object (sccache 0.16): the flag is
   added only where nvcc runs unwrapped.
+- The host compiler keeps its input's name as the object's ``STT_FILE`` symbol:
+  ``k1.o.cudafe1.cpp`` under ``-objtemp``, ``x_0.cudafe1.cpp`` under sccache, so one job
+  with and without the compile cache gave two sha256s (issue 57). Each ``.cu`` object's own
+  intermediates are mapped to sccache's name (``-ffile-prefix-map=<object>.=x_0.``: the
+  compiler takes the map for the whole path, measured with GCC 12), so the bytes do not
+  depend on the compile cache; the wheel's record leaves out what differs (the flag, the
+  maps, the cache chosen: the build log says them).
 - The host compiler writes the tree's path (and the headers' paths) into the debug
   information Python's own flags ask for (``-g``): ``-ffile-prefix-map=OLD=NEW`` for the
   tree, the Python environment and the toolkit root, on the C/C++ compiles and through
@@ -65,13 +72,22 @@ class Reproducible:
     by_construction: bool
     why_not: tuple[str, ...] = ()
 
+    def nvcc_for(self, sources: Sequence[str], build_temp: str) -> list[str]:
+        """The flags for one extension's nvcc line: :attr:`nvcc`, and under ``-objtemp``
+        each of its ``.cu`` objects' intermediates named as sccache names them."""
+        if _OBJTEMP not in self.nvcc:
+            return list(self.nvcc)
+        return [*self.nvcc, *intermediate_maps(sources, build_temp)]
+
     def record(self) -> dict[str, object]:
-        """Its part of the wheel's record (``build.reproducible``): path-free."""
+        """Its part of the wheel's record (``build.reproducible``): path-free, and the same
+        whichever compile cache ran (``-objtemp`` and the intermediates' maps are how this
+        builder names its temporary files, said in the log)."""
         return {
             "by_construction": self.by_construction,
             "why_not": list(self.why_not),
             # sorted: the maps' order follows their paths' lengths, which vary by site
-            "nvcc_flags": sorted(_shown(f) for f in self.nvcc),
+            "nvcc_flags": sorted(_shown(f) for f in self.nvcc if f != _OBJTEMP),
             "cxx_flags": sorted(_shown(f) for f in self.cxx),
         }
 
@@ -79,6 +95,11 @@ class Reproducible:
         """What the build log says of it, once per build."""
         added = " ".join(sorted(dict.fromkeys(_shown(f) for f in (*self.nvcc, *self.cxx))))
         head = f"reproducible: the compiles get {added}"
+        if _OBJTEMP in self.nvcc:
+            head += (
+                f" (each CUDA object's intermediates named {SCCACHE_INTERMEDIATE}*, as sccache "
+                "names them)"
+            )
         if self.by_construction:
             return [f"{head}: the same inputs give the same bytes"]
         return [f"{head}; not reproducible by construction: {'; '.join(self.why_not)}"]
@@ -90,6 +111,30 @@ def _shown(flag: str) -> str:
         head, _, new = flag.rpartition("=")
         return f"{head.split('-ffile-prefix-map=')[0]}-ffile-prefix-map=...={new}"
     return flag
+
+
+_OBJTEMP = "-objtemp"
+_CUDA_SOURCES = (".cu", ".cuh")  # what torch's cpp_extension gives nvcc (_is_cuda_file)
+SCCACHE_INTERMEDIATE = "x_0."  # sccache's name for nvcc's intermediates (sccache 0.16)
+
+
+def intermediate_maps(sources: Sequence[str], build_temp: str) -> list[str]:
+    """For each CUDA source, ``-Xcompiler=-ffile-prefix-map=<object>.=x_0.``: its
+    ``-objtemp`` intermediates (``<object>.cudafe1.cpp``) named as under sccache in the
+    host object. The object is where setuptools puts it (``object_filenames``): under the
+    build directory as given (setuptools' own compile) and made absolute (torch's ninja
+    file); each map matches only its own object's files."""
+    # os.path, as setuptools and torch spell the object's path (abspath: no symlink resolved)
+    out: dict[str, None] = {}
+    for source in sources:
+        stem, suffix = os.path.splitext(source)  # noqa: PTH122
+        if suffix not in _CUDA_SOURCES:
+            continue
+        relative = os.path.splitdrive(stem)[1].lstrip("/")
+        for folder in (build_temp, os.path.abspath(build_temp)):  # noqa: PTH100
+            obj = os.path.join(folder, relative + ".o")  # noqa: PTH118
+            out[f"-Xcompiler=-ffile-prefix-map={obj}.={SCCACHE_INTERMEDIATE}"] = None
+    return list(out)
 
 
 def prefix_maps(prefixes: Mapping[str, str]) -> list[str]:
@@ -181,7 +226,7 @@ def reproducible(  # noqa: PLR0913 - each a fact of this build, each needed
             "temporary file names carry its pid"
         )
     else:
-        nvcc.insert(0, "-objtemp")
+        nvcc.insert(0, _OBJTEMP)
     if "SOURCE_DATE_EPOCH" not in environ:
         why_not.append("SOURCE_DATE_EPOCH is unset: the wheel's zip carries the build's dates")
     return Reproducible(tuple(nvcc), tuple(maps), not why_not, tuple(why_not))

@@ -15,8 +15,8 @@ from archguard._integration.common import announce_once, project_root, say
 from archguard.binaries.record import BuildFacts
 from archguard.core.modes import DEFAULT_ARCH_SPECIFIC, ArchSpecific, Check
 from archguard.core.resolve import Resolution
-from archguard.errors import ArchguardError, NotRepresentable
-from archguard.nvcc.flags import cmake_architectures, torch_arch_list
+from archguard.errors import ArchguardError
+from archguard.nvcc.flags import arch_variables
 from archguard.reports.text import build_log_lines, render_error
 from archguard.settings.config import (
     ENV_VERIFY,
@@ -74,21 +74,19 @@ def session_for(dist: Any) -> Session | None:
         res.require_cubins()
     except ArchguardError as exc:
         raise setup_error(exc) from None
-    try:
-        torch_text: str | None = torch_arch_list(res.effective)
-    except NotRepresentable as exc:
-        torch_text = None
+    carried = arch_variables(res.effective)
+    torch_text = carried.values.get("TORCH_CUDA_ARCH_LIST")
+    cudaarchs = carried.values["CUDAARCHS"]
+    if torch_text is None:
         say(
             f"TORCH_CUDA_ARCH_LIST is unset for this build: torch cannot express "
-            f"{'; '.join(exc.problems)}; "
+            f"{'; '.join(carried.unspellable)}; "
             "archguard passes the -gencode flags to nvcc itself"
         )
-    cudaarchs = cmake_architectures(res.effective)
-    families = [e for e in res.effective if e.arch.suffix == "f"]
-    if families:
+    if carried.families:
         say(
             f"CUDAARCHS={cudaarchs} holds family targets "
-            f"({', '.join(str(e) for e in families)}): CMake 4.4 reads the 'f' suffix, CMake "
+            f"({', '.join(carried.families)}): CMake 4.4 reads the 'f' suffix, CMake "
             "3.25 stops with 'is not one of the following'; archguard puts the -gencode "
             "flags on the nvcc lines it can see itself"
         )

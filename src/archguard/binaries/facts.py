@@ -16,7 +16,7 @@ from archguard.core.abi import Serves
 class WheelFacts:
     """What was read back from one wheel and what was done to it."""
 
-    wheel: str  # where it was built; a farm keeps its name once pooled
+    wheel: str  # where it was built; a farm keeps its name once stored
     cuda_binaries: int
     targets: tuple[str, ...]  # cubins and PTX read back
     ok: bool  # every CUDA binary read back as recorded

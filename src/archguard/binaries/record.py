@@ -150,6 +150,8 @@ class BuildFacts:
     parallel: dict[str, object] = field(default_factory=dict)
     linted: dict[str, dict[str, object]] = field(default_factory=dict)
     toolkit_completion: dict[str, object] = field(default_factory=dict)
+    # the compile cache chosen: said in the build log, never in the wheel (its bytes must not
+    # depend on it, issue 57)
     compiler_cache: dict[str, object] = field(default_factory=dict)
     reproducible: dict[str, object] = field(default_factory=dict)  # flags added, the verdict
     # each extension's targets, as planned (what its binary must hold), by name
@@ -214,7 +216,6 @@ def wheel_record(res: Resolution, facts: BuildFacts) -> dict[str, object]:
         "parallel": facts.parallel,
         "lint": facts.linted,
         "toolkit_completion": facts.toolkit_completion,
-        "compiler_cache": facts.compiler_cache,
         "reproducible": facts.reproducible,
         "verified": facts.verified,
     }

@@ -3,27 +3,30 @@
 ``Requires-Dist`` on torch matching what its binaries need, in place of the package's own
 unpinned torch requirement. The name, the ``.dist-info`` and ``.data`` directories, METADATA
 and RECORD stay consistent: the wheel is rewritten through the ``wheel`` package's
-``WheelFile``, which writes RECORD from what it holds, and METADATA is edited as the email
-message it is (``packaging`` parses the requirements)."""
+``WheelFile``, which writes RECORD from what it holds, and METADATA is read and rewritten by
+:mod:`archguard.core.wheelfile` (``packaging`` parses the requirements), its other bytes as
+they were."""
 
 from __future__ import annotations
 
-import email.policy
 import json
 import re
 import tempfile
 import zipfile
-from email.generator import BytesGenerator
-from email.message import Message
-from email.parser import BytesParser
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name, parse_wheel_filename
-from packaging.version import InvalidVersion, Version
+from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 from archguard._fs import atomic_file
 from archguard.binaries.record import RECORD_NAME
+from archguard.core.wheelfile import (
+    InvalidWheelFilename,
+    parse_metadata,
+    parse_wheel_name,
+    rewrite_metadata,
+)
 from archguard.errors import BinaryReadError, ConfigError
 
 _LOCAL = re.compile(r"^[a-z0-9]+(?:\.[a-z0-9]+)*$")
@@ -45,10 +48,11 @@ def relabel(wheel: Path, label: str, pin: str) -> Path:
     requirement ``pin`` (empty: its requirements untouched); the new wheel's path. The
     original is removed only once the new one is complete."""
     try:
-        _, version, build, _ = parse_wheel_filename(wheel.name)
-    except (ValueError, InvalidVersion) as exc:
+        name = parse_wheel_name(wheel.name)
+    except InvalidWheelFilename as exc:
         raise BinaryReadError(f"{wheel.name} is not a wheel file name ({exc}).") from None
     _require_wheel()
+    version = name.version
     new = Version(f"{version.public}+{label}")
     if new == version and (not pin or _pinned(wheel, pin)):
         return wheel
@@ -61,9 +65,11 @@ def relabel(wheel: Path, label: str, pin: str) -> Path:
         for data in root.glob("*.data"):
             data.rename(root / f"{stem}-{new}.data")
         _metadata(new_info / "METADATA", new, pin)
-        pieces = wheel.name[: -len(".whl")].split("-")
-        build_tag = [pieces[2]] if build else []  # name-version[-build]-python-abi-platform
-        target = wheel.parent / ("-".join([stem, str(new), *build_tag, *pieces[-3:]]) + ".whl")
+        try:  # its build, python, abi and platform tags as they were
+            renamed = name.renamed(distribution=stem, version=new)
+        except InvalidWheelFilename as exc:
+            raise BinaryReadError(f"{wheel.name}: its .dist-info names no wheel ({exc}).") from None
+        target = wheel.parent / renamed.filename
         _pack(root, target)
     if target != wheel:
         wheel.unlink()
@@ -121,36 +127,30 @@ def _pinned(wheel: Path, pin: str) -> bool:
         meta = next(
             n for n in zf.namelist() if n.endswith(".dist-info/METADATA") and n.count("/") == 1
         )
-        message = BytesParser(policy=email.policy.compat32).parsebytes(zf.read(meta))
-    return pin in (message.get_all("Requires-Dist") or [])
+        return pin in parse_metadata(zf.read(meta)).requires_dist
 
 
 def _metadata(path: Path, version: Version, pin: str) -> None:
-    message = BytesParser(policy=email.policy.compat32).parsebytes(path.read_bytes())
-    message.replace_header("Version", str(version))
+    """The METADATA at ``path`` with ``version``, and ``pin`` in place of its unconditional
+    torch requirements (the first one's place; else last); every other line kept."""
+    data = path.read_bytes()
     if not pin:
-        _write(path, message)
+        path.write_bytes(rewrite_metadata(data, version=str(version)))
         return
-    requirements = message.get_all("Requires-Dist") or []
-    del message["Requires-Dist"]
+    requirements: list[str] = []
     placed = False
-    for text in requirements:
+    for text in parse_metadata(data).requires_dist:
         try:
             requirement = Requirement(text)
         except InvalidRequirement:
-            message["Requires-Dist"] = text
+            requirements.append(text)
             continue
         if canonicalize_name(requirement.name) == "torch" and requirement.marker is None:
             if not placed:
-                message["Requires-Dist"] = pin
+                requirements.append(pin)
                 placed = True
             continue
-        message["Requires-Dist"] = text
+        requirements.append(text)
     if not placed:
-        message["Requires-Dist"] = pin
-    _write(path, message)
-
-
-def _write(path: Path, message: Message) -> None:
-    with path.open("wb") as f:
-        BytesGenerator(f, mangle_from_=False, maxheaderlen=0).flatten(message)
+        requirements.append(pin)
+    path.write_bytes(rewrite_metadata(data, version=str(version), requires_dist=requirements))

@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatch
 from pathlib import Path
 
+from archguard.core.wheelfile import InvalidWheelFilename, parse_wheel_name
 from archguard.detect.tools import READ_TIMEOUT_S, ToolFailed, run
-from archguard.errors import ConfigError
+from archguard.errors import ConfigError, ToolError
 
 # Never grafted: torch's libraries, the CUDA driver and runtime, and the libraries of NVIDIA's
 # wheels that torch depends on (the user's torch brings each one).
@@ -67,12 +68,14 @@ def _auditwheel(args: list[str]) -> str:
     here = str(Path(sys.executable).parent)
     env = {**os.environ, "PATH": os.pathsep.join([here, os.environ.get("PATH", "")])}
     try:
-        proc = run([sys.executable, "-m", "auditwheel", *args], ConfigError, READ_TIMEOUT_S, env)
+        proc = run([sys.executable, "-m", "auditwheel", *args], None, READ_TIMEOUT_S, env)
     except ToolFailed as exc:
-        raise ConfigError(f"auditwheel {args[0]} could not run ({exc.cause}).") from None
+        raise ToolError(
+            f"auditwheel {args[0]} could not run ({exc.cause}).", tool="auditwheel"
+        ) from None
     if proc.returncode != 0:
         last = "\n".join((proc.stderr.strip() or proc.stdout.strip()).splitlines()[-4:])
-        raise ConfigError(f"auditwheel {args[0]} failed on {args[-1]}:\n{last}")
+        raise ToolError(f"auditwheel {args[0]} failed on {args[-1]}:\n{last}", tool="auditwheel")
     return proc.stdout
 
 
@@ -80,9 +83,10 @@ def platform_for(sym_tag: str, floor: tuple[int, int] = TORCH_FLOOR) -> str:
     """The manylinux policy to ask for: the lowest the symbols allow, never below ``floor``."""
     match = _POLICY.match(sym_tag)
     if not match:
-        raise ConfigError(
+        raise ToolError(
             f"auditwheel says the binary's symbols need {sym_tag!r}, not a manylinux policy; "
-            "the wheel cannot be made manylinux (built against a libc that is not glibc?)."
+            "the wheel cannot be made manylinux (built against a libc that is not glibc?).",
+            tool="auditwheel",
         )
     major, minor, arch = int(match[1]), int(match[2]), match[3]
     major, minor = max((major, minor), floor)
@@ -108,7 +112,10 @@ def repair(wheel: Path, work: Path) -> Repaired:
     )
     made = sorted(out.glob("*.whl"))
     if len(made) != 1:
-        raise ConfigError(f"auditwheel repair of {wheel.name} wrote {len(made)} wheels, not one.")
+        raise ToolError(
+            f"auditwheel repair of {wheel.name} wrote {len(made)} wheels, not one.",
+            tool="auditwheel",
+        )
     with zipfile.ZipFile(made[0]) as zf:
         grafted = sorted(Path(n).name for n in zf.namelist() if re.search(r"\.libs/[^/]+\.so", n))
     kept_out = [n for n in needed if any(fnmatch(n, p) for p in NEVER_GRAFT)]
@@ -129,7 +136,10 @@ def _drop_false_tags(wheel: Path, platform: str, work: Path) -> tuple[Path, str]
     """A wheel whose own platform tag promises an older glibc than its binaries need (a
     forced manylinux2014 on a torch extension) is retagged linux_<arch> before auditwheel,
     which would otherwise keep the false tag beside the true one."""
-    tags = wheel.name[: -len(".whl")].split("-")[-1].split(".")
+    try:
+        tags = parse_wheel_name(wheel.name).platforms
+    except InvalidWheelFilename:  # auditwheel judges such a name: no tag of its own here
+        return wheel, ""
     needed = _glibc(platform)
     false = [t for t in tags if (g := _glibc(t)) is not None and needed and g < needed]
     if not false:
@@ -150,14 +160,16 @@ def _drop_false_tags(wheel: Path, platform: str, work: Path) -> tuple[Path, str]
                 "--remove",
                 str(copy),
             ],
-            ConfigError,
+            None,
             READ_TIMEOUT_S,
         )
     except ToolFailed as exc:
-        raise ConfigError(f"wheel tags could not run ({exc.cause}).") from None
+        raise ToolError(f"wheel tags could not run ({exc.cause}).", tool="wheel") from None
     made = [p for p in copy.parent.glob("*.whl") if p != copy]
     if proc.returncode != 0 or len(made) != 1:
-        raise ConfigError(f"{wheel.name}: its false tag {', '.join(false)} could not be dropped.")
+        raise ToolError(
+            f"{wheel.name}: its false tag {', '.join(false)} could not be dropped.", tool="wheel"
+        )
     promised = ".".join(str(n) for n in _glibc(false[0]) or ())
     why = (
         f"its own tag {', '.join(false)} promised glibc {promised}, but its binaries need "

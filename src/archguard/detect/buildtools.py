@@ -45,10 +45,10 @@ def pick_ninja(path: str, beside: Path) -> tuple[str | None, tuple[int, ...] | N
     return first, version
 
 
-def pool_ninja(path: str, beside: Path) -> tuple[str | None, str]:
+def jobserver_ninja(path: str, beside: Path) -> tuple[str | None, str]:
     """The ninja a build runs (:func:`pick_ninja`) where it takes its jobs from a jobserver,
     else None; and in words, that ninja (``ninja 1.13 (/x/bin/ninja)``) or why there is none
-    that reads a pool."""
+    that reads a jobserver."""
     where, version = pick_ninja(path, beside)
     if version is None:
         return None, f"no ninja version read ({where or 'not on PATH'}) reads no jobserver"

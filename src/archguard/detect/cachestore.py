@@ -31,7 +31,6 @@ Imports nothing of archguard but :mod:`archguard._fs` and the errors: any layer 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import re
 import secrets
@@ -41,9 +40,8 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
 
-from archguard._fs import ENV_CACHE_MAX, PARTIAL, file_lock, lock_path
+from archguard._fs import ENV_CACHE_MAX, PARTIAL, file_lock, hold_lock, lock_path
 from archguard.errors import ConfigError
 
 # directory under the root -> kind; "downloads/release" is a directory of entries itself
@@ -58,6 +56,7 @@ ENTRIES = {
     "digests": "digests",
 }
 OTHER = "other"  # not archguard's own (uv's, pip's): listed, never pruned
+NOT_ENTRIES = {"jobserver"}  # the machine's jobserver (a FIFO and its locks): no entry
 # what a killed maker (atomic_directory) or prune left: a hidden directory named for its entry
 LEFTOVER = "partial"
 _LEFT = re.compile(r"\.(.+)\.[0-9a-f]{12}" + re.escape(PARTIAL))
@@ -132,13 +131,7 @@ def _in_use_path(entry: Path) -> Path:
     return entry.parent.parent / ".inuse" / entry.parent.name / entry.name
 
 
-def _open_hold(entry: Path) -> IO[bytes]:
-    path = _in_use_path(entry)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return path.open("ab")
-
-
-_HOLDS: dict[Path, IO[bytes]] = {}  # never released: each goes when the process ends
+_HOLDS: dict[Path, contextlib.ExitStack] = {}  # never let go: each goes with the process
 
 
 def mark_used(entry: Path) -> None:
@@ -152,31 +145,19 @@ def mark_used(entry: Path) -> None:
     key = entry.absolute()
     if key in _HOLDS:
         return
+    hold = contextlib.ExitStack()
     try:
-        handle = _open_hold(entry)
+        hold.enter_context(hold_lock(_in_use_path(entry), shared=True))
     except OSError:
         return
-    try:
-        fcntl.flock(handle, fcntl.LOCK_SH)
-    except OSError:
-        handle.close()
-        return
-    _HOLDS[key] = handle
+    _HOLDS[key] = hold
 
 
-def _free(path: Path, mode: int) -> bool:
-    """Whether no other process holds the lock file ``path`` against ``mode`` now (no file:
-    nobody does; nothing is created)."""
-    try:
-        handle = path.open("rb")
-    except OSError:
-        return True
-    with handle:
-        try:
-            fcntl.flock(handle, mode | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False
-        return True
+def _free(path: Path, *, shared: bool) -> bool:
+    """Whether no other process holds the lock file ``path`` against a shared (else an
+    exclusive) lock now, asked without waiting (no file: nobody does; nothing is created)."""
+    with hold_lock(path, shared=shared, wait=False, create=False) as free:
+        return free
 
 
 def _walk(path: Path) -> tuple[int, float]:
@@ -212,10 +193,10 @@ def _entry(kind: str, path: Path) -> Entry | None:
     except OSError:  # removed meanwhile
         return None
     if kind == LEFTOVER:  # in use while its maker fills it
-        in_use = not _free(lock_path(_owner(path)), fcntl.LOCK_SH)
+        in_use = not _free(lock_path(_owner(path)), shared=True)
     else:
-        in_use = not _free(lock_path(path), fcntl.LOCK_SH) or not _free(
-            _in_use_path(path), fcntl.LOCK_EX
+        in_use = not _free(lock_path(path), shared=True) or not _free(
+            _in_use_path(path), shared=False
         )
     return Entry(kind, path, size, newest, in_use)
 
@@ -240,6 +221,8 @@ def entries(root: Path) -> list[Entry]:
     """Every entry under the cache ``root``, by kind then path."""
     found: list[Entry | None] = []
     for top in _visible(root):
+        if top.name in NOT_ENTRIES:
+            continue
         if top.name not in ENTRIES:
             found.append(_entry(OTHER, top))
             continue
@@ -261,13 +244,8 @@ def _taken(entry: Path) -> Iterator[bool]:
         if not held:
             yield False
             return
-        with _open_hold(entry) as handle:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                yield False
-                return
-            yield True
+        with hold_lock(_in_use_path(entry), wait=False) as free:
+            yield free
 
 
 def remove_entry(entry: Path) -> bool:

@@ -136,3 +136,17 @@ def sccache_wraps_nvcc(sccache: str, nvcc: str, work: Path, arch: str = "90") ->
             last = (proc.stderr.strip() or proc.stdout.strip()).splitlines()[-1:] or ["no output"]
             return f"a -gencode code={code} compile failed ({last[0]})"
     return None
+
+
+def cache_variables(tool: str) -> dict[str, str]:
+    """What a build needs to go through the compile cache ``tool`` (sccache or ccache):
+    CMake's launchers, and for sccache no ``-MD`` on torch's nvcc lines (it defeats sccache)
+    and nvcc routed through it on torch's ninja path."""
+    out = {
+        "CMAKE_CUDA_COMPILER_LAUNCHER": tool,
+        "CMAKE_CXX_COMPILER_LAUNCHER": tool,
+        "CMAKE_C_COMPILER_LAUNCHER": tool,
+    }
+    if tool == "sccache":
+        out["TORCH_EXTENSION_SKIP_NVCC_GEN_DEPENDENCIES"] = "1"
+    return out

@@ -25,10 +25,9 @@ import urllib.request
 import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from email.message import Message
-from email.parser import HeaderParser
 from pathlib import Path
 
+from archguard.core.wheelfile import CoreMetadata, parse_metadata
 from archguard.detect.tools import ToolFailed, run
 from archguard.errors import IndexUnreachable
 
@@ -362,12 +361,13 @@ class _Ranged(io.RawIOBase):
         return done
 
 
-def wheel_metadata(file: IndexFile) -> Message:
+def wheel_metadata(file: IndexFile) -> CoreMetadata:
     """The wheel's core metadata: the index's ``.metadata`` file where it serves one, else
-    ``*.dist-info/METADATA`` out of the remote zip (a local file: read directly)."""
+    ``*.dist-info/METADATA`` out of the remote zip (a local file: read directly); read
+    leniently (:func:`archguard.core.wheelfile.parse_metadata`)."""
     if file.metadata:
         body, _, _ = _open(file.url + ".metadata")
-        return HeaderParser().parsestr(body.decode("utf-8", errors="replace"))
+        return parse_metadata(body.decode("utf-8", errors="replace"))
     parsed = urllib.parse.urlparse(file.url)
     source: io.RawIOBase | str
     if parsed.scheme == "file":
@@ -384,4 +384,4 @@ def wheel_metadata(file: IndexFile) -> Message:
             text = zf.read(names[0]).decode("utf-8", errors="replace")
     except (zipfile.BadZipFile, OSError, EOFError) as exc:
         raise IndexUnreachable(f"{file.url}: its metadata could not be read ({exc}).") from None
-    return HeaderParser().parsestr(text)
+    return parse_metadata(text)

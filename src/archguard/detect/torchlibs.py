@@ -21,12 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import cast
 
-from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-
 from archguard.core.arch import Arch, Targets
 from archguard.core.cuda import CudaVersion
 from archguard.core.platform import DEFAULT_PLATFORM, Platform, platform_of_elf, platform_of_tag
 from archguard.core.snapshot import Probed
+from archguard.core.wheelfile import InvalidWheelFilename, parse_wheel_name
 from archguard.detect.cuobjdump import read_entries
 from archguard.detect.elf import elf_machine
 from archguard.detect.sources import file_sha256
@@ -145,9 +144,9 @@ def _libraries(files: Iterator[tuple[str, Path]], cuobjdump: str) -> tuple[Libra
 
 def wheel_platform(wheel: Path) -> Platform:
     """A torch wheel's platform, from its file name's platform tag (one reader of wheel
-    names: ``packaging.utils.parse_wheel_filename``)."""
+    names: :func:`archguard.core.wheelfile.parse_wheel_name`)."""
     try:
-        tags = parse_wheel_filename(wheel.name)[3]
+        tags = parse_wheel_name(wheel.name).tags
     except InvalidWheelFilename as exc:
         raise BinaryReadError(f"{wheel.name} is not a wheel's file name ({exc}).") from None
     found = {platform_of_tag(t.platform) for t in tags} - {None}

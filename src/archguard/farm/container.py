@@ -23,8 +23,8 @@ from pathlib import Path
 
 from archguard.detect.fetch import cache_root
 from archguard.detect.machine import floor_note, glibc_version
-from archguard.detect.tools import QUERY_TIMEOUT_S, run
-from archguard.errors import ConfigError, ContainerRuntimeMissing
+from archguard.detect.tools import QUERY_TIMEOUT_S, ToolFailed, run
+from archguard.errors import ContainerRuntimeMissing
 from archguard.farm.manifest import Cell
 
 RUNTIMES = ("docker", "podman")  # the first on PATH runs a cell's container
@@ -208,7 +208,7 @@ def image_id(box: CellContainer) -> str | None:
     what the jobs were built in, an input of each); None where it cannot say."""
     argv = [box.runtime, "image", "inspect", "--format", "{{.Id}}", box.image]
     try:
-        proc = run(argv, ConfigError, QUERY_TIMEOUT_S)
-    except ConfigError:
+        proc = run(argv, None, QUERY_TIMEOUT_S)
+    except ToolFailed:  # the runtime could not run: a tool's failure, never the manifest's
         return None
     return (proc.stdout.strip() or None) if proc.returncode == 0 else None

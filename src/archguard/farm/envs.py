@@ -4,7 +4,7 @@ builds of torch whatever pip's local settings say) from the cell's Python, its t
 archguard (with the farm extra, and the extras the manifest's switches need: ``variants``
 for ``[farm] variants = true``, checked in the made cell before anything compiles) and the
 build tools, once, and reused while the cell and archguard's code are the same; and what it
-really holds (:func:`archguard.farm.identity.held`), which joins each of its jobs' records.
+really holds (:func:`archguard.farm.identity.held`), which joins each of its jobs' ledgers.
 
 The environment is named by its content (the cell, archguard's requirement and code), not by
 the site: every site that holds the same cell builds with the same paths (torch's headers,
@@ -28,11 +28,11 @@ from archguard._fs import file_lock, write_atomic
 from archguard.detect.cachestore import mark_used
 from archguard.detect.fetch import cache_root
 from archguard.detect.tools import last_line, run
-from archguard.errors import CellEnvironmentFailed, ConfigError
+from archguard.errors import CellEnvironmentFailed, ConfigError, ToolError
 from archguard.farm.container import CellContainer
 from archguard.farm.identity import code_digest, held
+from archguard.farm.ledger import STATE, say
 from archguard.farm.manifest import Cell
-from archguard.farm.records import STATE, say
 
 Wrap = Callable[[list[str]], list[str]]  # a command as it runs: here, or in a cell's container
 
@@ -51,9 +51,10 @@ def uv_path() -> str | None:
 def _uv() -> str:
     found = uv_path()
     if not found:
-        raise ConfigError(
+        raise ToolError(
             "archguard farm run makes each cell's environment with uv, which is not "
-            "installed: pip install uv."
+            "installed: pip install uv.",
+            tool="uv",
         )
     return found
 
@@ -323,7 +324,7 @@ def uv_error(stderr: str, limit: int = 500) -> str:
 HELD = "archguard-held.json"
 
 
-def record_held(python: Path, container: CellContainer | None = None) -> dict[str, str | None]:
+def held_now(python: Path, container: CellContainer | None = None) -> dict[str, str | None]:
     """What the cell's environment of ``python`` holds now (read every run: an environment
     changed by hand is a new input), kept beside it for ``farm plan --site``."""
     found = held(python, wrap_for(container))

@@ -21,15 +21,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import Version
 
 from archguard.core.cuda import CudaVersion
 from archguard.core.platform import DEFAULT_PLATFORM, Platform, platform_of_tag
+from archguard.core.wheelfile import InvalidWheelFilename, parse_wheel_name
 from archguard.detect.index import IndexFile, index_urls, project_files, wheel_metadata
 from archguard.errors import ArchguardError, ConfigError, IndexUnreachable
+from archguard.farm.ledger import say
 from archguard.farm.manifest import Cell, CellFamily, Manifest, load_manifest, platform_suffix
-from archguard.farm.records import say
 
 # the distributions whose pin in torch's metadata names its CUDA build
 _CUDA_DISTS = ("cuda-toolkit", "nvidia-cuda-runtime", "nvidia-cuda-runtime-cu12")
@@ -75,9 +75,12 @@ def _wheels_of(filename: str, family: CellFamily) -> tuple[Version, set[tuple[Pl
     """A torch file's version and the (platform, Python) pairs of the family's platforms
     it is a wheel for; nothing for an sdist, another OS or a release outside the range."""
     try:
-        _, version, _, tags = parse_wheel_filename(filename)
+        wheel = parse_wheel_name(filename)
     except InvalidWheelFilename:
         return Version("0"), set()
+    if wheel.variant is not None:  # a PEP 825 variant copy: its plain wheel says it
+        return Version("0"), set()
+    version, tags = wheel.version, wheel.tags
     public = Version(version.public)
     if public.is_prerelease or public.is_devrelease:
         return version, set()
@@ -258,7 +261,7 @@ def listed(family: CellFamily) -> tuple[list[Release], dict[Version, CudaVersion
             key=lambda f: not f.filename.endswith("_x86_64.whl"),
         )
         metadata = wheel_metadata(linux[0] if linux else release.files[0])
-        cuda = cuda_from_metadata(metadata.get_all("Requires-Dist") or [])
+        cuda = cuda_from_metadata(metadata.requires_dist)
         if cuda is not None:
             cudas[release.version] = cuda
     return found, cudas

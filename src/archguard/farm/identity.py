@@ -15,9 +15,9 @@ from pathlib import Path
 
 from archguard.detect.nvcc import find_nvcc
 from archguard.detect.sources import SKIP_DIRS, file_sha256
-from archguard.detect.tools import QUERY_TIMEOUT_S, last_line, run
-from archguard.errors import ArchguardError, ConfigError
-from archguard.farm.records import write_atomic
+from archguard.detect.tools import QUERY_TIMEOUT_S, ToolFailed, last_line, run
+from archguard.errors import ArchguardError, ConfigError, NvccUnusable, ToolError
+from archguard.farm.ledger import write_atomic
 
 # Not shipped: version control, build outputs, tool caches (hidden directories are skipped too)
 JUNK_DIRS = SKIP_DIRS | {"__pypackages__", "wheelhouse"}
@@ -53,10 +53,10 @@ def git_describe(root: Path) -> str | None:
     try:
         proc = run(
             ["git", "-C", str(root), "describe", "--tags", "--long", "--dirty", "--always"],
-            ConfigError,
+            ToolError,
             QUERY_TIMEOUT_S,
         )
-    except ConfigError:
+    except ToolError:  # git could not run: no description, as without git
         return None
     return proc.stdout.strip() or None if proc.returncode == 0 else None
 
@@ -141,7 +141,7 @@ def toolkit_identity(environ: Mapping[str, str], cache: Path | None = None) -> d
         location = find_nvcc(environ)
     except ArchguardError as exc:
         return {"nvcc": "none", "why": exc.message}
-    proc = run([location.nvcc, "--version"], ConfigError, QUERY_TIMEOUT_S)
+    proc = run([location.nvcc, "--version"], NvccUnusable, QUERY_TIMEOUT_S)
     printed = [line for line in proc.stdout.splitlines() if line.startswith(("Cuda", "Build"))]
     hashes = _HashCache(cache, "toolkits")
     home = Path(location.cuda_home)
@@ -181,13 +181,18 @@ def held(python: Path, wrap: Callable[[list[str]], list[str]] = list) -> dict[st
     distribution's version and ``torch.__version__`` (with its local label, ``+cu130``), and
     torch's CUDA; read from the installed files, without importing torch. ``wrap``: how the
     command runs (in the cell's container, where its environment was made)."""
-    proc = run(wrap([str(python), "-c", HELD_PROBE]), ConfigError, QUERY_TIMEOUT_S)
+    argv = wrap([str(python), "-c", HELD_PROBE])
+    try:
+        proc = run(argv, None, QUERY_TIMEOUT_S)
+    except ToolFailed as exc:
+        raise ToolError(str(exc), tool="python") from None
     try:
         data = json.loads(proc.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
-        raise ConfigError(
+        raise ToolError(
             f"{python} could not say what its environment holds (exit {proc.returncode}): "
-            f"{last_line(proc.stderr) or 'it printed nothing'}\n{proc.stderr.strip()[-300:]}"
+            f"{last_line(proc.stderr) or 'it printed nothing'}\n{proc.stderr.strip()[-300:]}",
+            tool="python",
         ) from None
     return {k: (str(v) if v is not None else None) for k, v in data.items()}
 

@@ -2,8 +2,8 @@
 checked against its pin and unpacked at its stable path, a release fetched by the cell's
 pip; each a directory of the job's own while it builds), its ``[tool.archguard]`` table as a
 file, then ``archguard wheel`` in its cell's environment; its
-verified wheels moved into the pool. Nothing is published here: the caller records the
-outcome, and the site is published from the records."""
+verified wheels moved into the store. Nothing is published here: the caller writes the
+outcome as the job's ledger, and the site is published from the ledgers."""
 
 from __future__ import annotations
 
@@ -26,10 +26,10 @@ from archguard.detect.fetch import cache_root, checked_out, is_release
 from archguard.errors import ArchguardError, ConfigError
 from archguard.farm.container import CellContainer
 from archguard.farm.identity import JUNK_DIRS
+from archguard.farm.ledger import STATE, Outcome, Status, write_atomic
 from archguard.farm.manifest import Package
 from archguard.farm.plan import Job
-from archguard.farm.publish import pool_wheel
-from archguard.farm.records import STATE, Outcome, Status, write_atomic
+from archguard.farm.publish import store_wheel
 
 
 @dataclass
@@ -39,15 +39,15 @@ class JobRun:
     site: Path
     policy: str | None
     repair: bool
-    variants: bool = False  # each verified wheel also as a wheel variant (its copy pooled)
+    variants: bool = False  # each verified wheel also as a wheel variant (its copy stored)
 
 
 def config_file(package: Package, cache: Path) -> Path | None:
     """The package's ``[tool.archguard]`` table as a file (ARCHGUARD_CONFIG), written by
     tomli-w under ``cache``, named by its content (``farm-config/<sha256>.toml``: the same
-    table is the same path from any site, and the record that names it the same bytes); a
-    relative ``policy`` made absolute against the manifest (the table was checked there),
-    never re-read against this file's folder."""
+    table is the same path from any site, and the wheel's record that names it the same
+    bytes); a relative ``policy`` made absolute against the manifest (the table was checked
+    there), never re-read against this file's folder."""
     if not package.raw_config:
         return None
     try:
@@ -108,20 +108,23 @@ def _source(job: Job, python: Path | None, env: Mapping[str, str]) -> Iterator[t
             yield tree, ""
         return
     pip = str(python) if python is not None else None
-    with checked_out(package.source, package.sha256, python=pip, env=env) as out:
+    pinned_by = f"sha256 = of [[package]] {package.name!r} in the farm manifest"
+    with checked_out(
+        package.source, package.sha256, python=pip, env=env, pinned_by=pinned_by
+    ) as out:
         yield out.tree, (out.sha256[:16] if is_release(package.source) else "")
 
 
-def _pool_verified(outcome: Outcome, site: Path, variants: bool) -> None:
+def _store_verified(outcome: Outcome, site: Path, variants: bool) -> None:
     """Each verified wheel of the job (and, with ``variants``, its wheel-variant copy)
-    moved into the pool, named in the outcome with its sha256."""
-    pooled = []
+    moved into the store, named in the outcome with its sha256."""
+    stored = []
     for facts in outcome.details:
         renamed = facts
         for key in ("wheel", "variant") if variants else ("wheel",):
             built = Path(str(getattr(facts, key) or ""))
             if facts.ok and built.is_file():
-                name, sha = pool_wheel(site, built)
+                name, sha = store_wheel(site, built)
                 outcome.wheels.append(name)
                 outcome.sha256[name] = sha
                 renamed = (
@@ -129,8 +132,8 @@ def _pool_verified(outcome: Outcome, site: Path, variants: bool) -> None:
                     if key == "wheel"
                     else replace(renamed, variant=name)
                 )
-        pooled.append(renamed)
-    outcome.details = pooled
+        stored.append(renamed)
+    outcome.details = stored
 
 
 def run_job(
@@ -141,7 +144,7 @@ def run_job(
     container: CellContainer | None = None,
 ) -> Outcome:
     """One job: its source (its own directory while it builds), then archguard wheel in its
-    cell (in the cell's ``container`` where it names one); its verified wheels pooled."""
+    cell (in the cell's ``container`` where it names one); its verified wheels stored."""
     site = options.site
     log = _log(site, job)
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -176,7 +179,7 @@ def run_job(
             problems = builds[0].get("problems") or [report.get("error", {}).get("message", "")]
             outcome.why = "; ".join(str(p) for p in problems if p) or "see the log"
             return outcome
-        _pool_verified(outcome, site, options.variants)
+        _store_verified(outcome, site, options.variants)
     outcome.status = Status.BUILT if outcome.wheels else Status.FAILED
     if not outcome.wheels:
         outcome.why = "archguard wheel reported success but left no verified wheel"
@@ -200,7 +203,7 @@ def _build(  # noqa: PLR0913 - the job, its tree, its cell's Python and containe
     the cell's ``container``, with the job's environment and the files it names mounted."""
     site = options.site
     # the job's own folder: jobs side by side never see each other's wheels (archguard wheel
-    # tells its wheels by what appeared in its folder); verified wheels move to the pool
+    # tells its wheels by what appeared in its folder); verified wheels move to the store
     own = site / STATE / "jobs" / job.id / "wheels"
     shutil.rmtree(own, ignore_errors=True)
     argv = [str(python), "-m", "archguard", "wheel", str(tree), "-w", str(own)]

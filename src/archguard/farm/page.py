@@ -1,6 +1,6 @@
 """``SITE/index.html``: every package x cell of the manifest, built or why not, with each
 wheel's facts (verified, its coverage tiers, what it binds to, its platform and the glibc
-floor that asks of a machine, its sha256 and the job record it came from), the install
+floor that asks of a machine, its sha256 and the job's ledger it came from), the install
 command of each cell's index, and, while a run goes, how many jobs are done."""
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from archguard.core.site import Site
 from archguard.core.toolkit import known_arches
 from archguard.detect.machine import platform_floor
 from archguard.farm.finder import finder_html
+from archguard.farm.ledger import STORE, USAGE, Outcome, write_atomic
 from archguard.farm.manifest import Cell, Manifest
-from archguard.farm.records import POOL, USAGE, Outcome, write_atomic
 from archguard.farm.wheelmeta import platform_of
 
 
@@ -26,7 +26,7 @@ def tiers(targets: Sequence[str], cuda: CudaVersion) -> dict[Tier, list[str]]:
     """The known devices (capabilities) of the cell's CUDA by how a wheel holding
     ``targets`` runs on them: native, PTX JIT only, or not at all."""
     held = (
-        parse_targets(list(targets), "the job's record", known=known_arches())
+        parse_targets(list(targets), "the job's ledger", known=known_arches())
         if targets
         else Targets(frozenset(), frozenset())
     )
@@ -37,12 +37,12 @@ def tiers(targets: Sequence[str], cuda: CudaVersion) -> dict[Tier, list[str]]:
 
 
 def _wheel_html(cell: Cell, name: str, outcome: Outcome) -> str:
-    """One published wheel on the page: its link, its sha256 and the record it came from,
+    """One published wheel on the page: its link, its sha256 and the job's ledger it came from,
     whether it verified, its coverage tiers, what it binds to (its torch pin and why) and its
     platform."""
     sha = outcome.sha256.get(name, "")
     link = (
-        f'<br><a href="{POOL}/{sha}/{html.escape(name)}">{html.escape(name)}</a>'
+        f'<br><a href="{STORE}/{sha}/{html.escape(name)}">{html.escape(name)}</a>'
         f'<br><span class="sha">sha256 {sha}, from <a href=".farm/jobs/{outcome.job}.json">'
         f"job {html.escape(outcome.job)}</a></span>"
     )
@@ -80,7 +80,7 @@ def write_page(
     data: Site | None = None,
 ) -> None:
     """SITE/index.html: every package x cell, built or why not, with each wheel's facts
-    (verified, coverage tiers, ABI, sha256, record) and its log; while a run goes
+    (verified, coverage tiers, ABI, sha256, ledger) and its log; while a run goes
     (``running``: how many of its jobs are done, of how many), "waiting" for the others."""
     by = {(o.package, o.cell): o for o in outcomes}
     absent = "not run" if running is None else "waiting"

@@ -6,12 +6,12 @@ content; its switches; the farm's policy; archguard's own code; the flags that c
 output), and the cells skipped with their reasons (the manifest's, or nothing left after the
 clamp). No path enters an id: the same manifest checked out at two paths plans the same ids.
 What only the builder can know (the toolkit it finds, the torch and Python a cell's
-environment really holds, what a release fetched) joins the id in the job's record
-(:mod:`archguard.farm.records`): a kept job is kept only while all of it is unchanged.
+environment really holds, what a release fetched) joins the id in the job's ledger
+(:mod:`archguard.farm.ledger`): a kept job is kept only while all of it is unchanged.
 A cell's platform picks the torch facts its list is resolved from; a cell this machine
 cannot build (:func:`not_here`: another platform, a free-threaded Python it lacks) is said,
 never skipped: ``farm run`` leaves it to what builds it (``farm workflow``), and its
-records, made there, are published with the others."""
+ledgers, made there, are published with the others."""
 
 from __future__ import annotations
 
@@ -130,7 +130,7 @@ def not_here(
 
 def here_only(jobs: Sequence[Job], only: str | None = None) -> tuple[list[Job], list[str]]:
     """``farm run``'s jobs on this machine: those of the cells it can build, and a line for
-    each cell it leaves out (its records, made where it was built, stay published); a
+    each cell it leaves out (its ledgers, made where it was built, stay published); a
     :class:`ConfigError` naming each where it can build none of those selected."""
     away = {j.cell.name: j.elsewhere for j in jobs if j.elsewhere}
     if not away:
@@ -150,7 +150,7 @@ def source_identity(
     package: Package, manifest: Path, cache: Path | None = None
 ) -> dict[str, object]:
     """What a package's source is, by content: a tree's digest, an sdist file's or URL's
-    sha256, a release as written with its pin (what it fetched joins the record)."""
+    sha256, a release as written with its pin (what it fetched joins the ledger)."""
     source = package.source
     if is_release(source):
         return {"release": source, "sha256": package.sha256}
@@ -180,7 +180,7 @@ def config_identity(package: Package) -> dict[str, object]:
 def job_inputs(
     package: Package, cell: Cell, source: dict[str, object], farm: dict[str, Any]
 ) -> dict[str, Any]:
-    """Every input of a job's build a plan can know, as JSON (the record keeps it): the
+    """Every input of a job's build a plan can know, as JSON (the ledger keeps it): the
     package's (its source, config and switches), the cell's, and the farm's (``farm``: its
     policy, archguard's code, the flags)."""
     described = cell.as_json()
@@ -361,7 +361,7 @@ def plan_manifest(
     path: Path, policy: str | None, fmt: PlanFormat, repair: bool = True, site: Path | None = None
 ) -> str:
     """The plan of a manifest file, rendered; with ``site``, what each cell's environment
-    there held when a run last looked (the torch its jobs' records name)."""
+    there held when a run last looked (the torch its jobs' ledgers name)."""
     manifest = load_farm(path)
     require_runtime(path, manifest.cells)  # a cell's container needs docker or podman here
     jobs = plan(manifest, policy, Flags(repair), cache_root())

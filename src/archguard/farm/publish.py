@@ -11,14 +11,13 @@
   swapping the symlink ``SITE/<cell>/simple`` (``os.replace``): a reader sees the old index or
   the new, never none, never half. The previous index and every wheel it names stay one more
   generation, for readers that were still reading it.
-- The indexes are a function of every job's record, never of one run's selection: each
+- The indexes are a function of every job's ledger, never of one run's selection: each
   cell's, and each CUDA line's (:mod:`archguard.farm.wheelmeta`), every link with its
   wheel's metadata beside it (PEP 658)."""
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import html
 import json
@@ -30,22 +29,21 @@ import sys
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import IO
 
-from packaging.utils import canonicalize_name, parse_wheel_filename
+from packaging.utils import canonicalize_name
 
-from archguard._fs import atomic_file
+from archguard._fs import atomic_file, hold_lock
+from archguard.core.wheelfile import parse_wheel_name, variants_json_project
 from archguard.detect.sources import file_sha256
-from archguard.errors import ConfigError
+from archguard.errors import Busy
+from archguard.farm.ledger import PUBLISHED, STATE, STORE, Outcome, say, store_path, write_atomic
 from archguard.farm.manifest import Cell
-from archguard.farm.records import POOL, PUBLISHED, STATE, Outcome, pool_path, say, write_atomic
 from archguard.farm.wheelmeta import (
     METADATA,
     VARIANTS,
     WheelMeta,
     line_wheels,
     metadata_of,
-    split_variant,
     variants_json,
 )
 
@@ -64,37 +62,33 @@ def _holder_text(data: Mapping[str, object]) -> str:
     return f"pid {data.get('pid')} on {data.get('host')}, started {when}: {data.get('command')}"
 
 
-def _read_holder(handle: IO[str]) -> dict[str, object]:
-    handle.seek(0)
+def _read_holder(path: Path) -> dict[str, object]:
     try:
-        data = json.loads(handle.read() or "{}")
-    except ValueError:
+        data = json.loads(path.read_text(encoding="utf-8") or "{}")
+    except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
 
 
 @contextlib.contextmanager
 def site_lock(site: Path, wait: bool = False, command: str = "") -> Iterator[None]:
-    """Hold SITE for one run. Refuses (a :class:`ConfigError` naming the holder) when another
-    run holds it, unless ``wait``; takes over, and says so, a lock whose holder ended without
-    letting it go (killed)."""
+    """Hold SITE for one run. Refuses (:class:`~archguard.errors.Busy`, naming the holder)
+    when another run holds it, unless ``wait``; takes over, and says so, a lock whose holder
+    ended without letting it go (killed). The lock file names its holder: written in place
+    (never renamed over: the lock is the file's)."""
     path = site / STATE / LOCK
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle = path.open("a+", encoding="utf-8")
-    try:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = _holder_text(_read_holder(handle))
+    with contextlib.ExitStack() as held:
+        if not held.enter_context(hold_lock(path, wait=False)):
+            holder = _holder_text(_read_holder(path))
             if not wait:
-                raise ConfigError(
+                raise Busy(
                     f"archguard farm: {site} is being published by another run ({holder}). "
                     "One run holds a site at a time: wait for it, or pass --wait to queue "
                     "behind it."
-                ) from None
+                )
             say(f"waiting for the run that holds {site} ({holder})")
-            fcntl.flock(handle, fcntl.LOCK_EX)
-        left = _read_holder(handle)
+            held.enter_context(hold_lock(path))
+        left = _read_holder(path)
         if left:
             say(
                 f"took over the lock of {site} from a run that ended without letting it go "
@@ -106,26 +100,19 @@ def site_lock(site: Path, wait: bool = False, command: str = "") -> Iterator[Non
             "started": time.time(),
             "command": command or " ".join(sys.argv),
         }
-        handle.seek(0)
-        handle.truncate()
-        handle.write(json.dumps(mine))
-        handle.flush()
+        path.write_text(json.dumps(mine), encoding="utf-8")
         try:
             yield
         finally:  # let go cleanly (an error, Ctrl-C): the next run takes nothing over
-            handle.seek(0)
-            handle.truncate()
-            handle.flush()
-    finally:
-        handle.close()  # the flock goes with the descriptor
+            path.write_text("", encoding="utf-8")
 
 
-def pool_wheel(site: Path, built: Path) -> tuple[str, str]:
-    """Move a built wheel into the pool (``SITE/wheels/<sha256>/<name>``), whole (a rename
+def store_wheel(site: Path, built: Path) -> tuple[str, str]:
+    """Move a built wheel into the store (``SITE/wheels/<sha256>/<name>``), whole (a rename
     on the same file system, else a copy under a temporary name, then a rename); its name
-    and sha256. A wheel whose bytes are already pooled is not written again."""
+    and sha256. A wheel whose bytes are already stored is not written again."""
     sha = file_sha256(built)
-    target = pool_path(site, built.name, sha)
+    target = store_path(site, built.name, sha)
     if target.is_file() and file_sha256(target) == sha:
         built.unlink(missing_ok=True)
         return built.name, sha
@@ -137,27 +124,27 @@ def pool_wheel(site: Path, built: Path) -> tuple[str, str]:
     return built.name, sha
 
 
-def pool_bytes(site: Path, name: str, data: bytes) -> tuple[str, str]:
-    """A file made for an index (a ``variants.json``) pooled like a wheel, by its content:
+def store_bytes(site: Path, name: str, data: bytes) -> tuple[str, str]:
+    """A file made for an index (a ``variants.json``) stored like a wheel, by its content:
     ``SITE/wheels/<sha256>/<name>``, written once."""
     sha = hashlib.sha256(data).hexdigest()
-    target = pool_path(site, name, sha)
+    target = store_path(site, name, sha)
     if not target.is_file():
         write_atomic(target, data)
     return name, sha
 
 
-def published(records: Iterable[Outcome], cell: str) -> list[tuple[str, str]]:
-    """(name, sha256) of each wheel the records publish in ``cell``."""
+def published(ledgers: Iterable[Outcome], cell: str) -> list[tuple[str, str]]:
+    """(name, sha256) of each wheel the ledgers publish in ``cell``."""
     out = set()
-    for record in records:
-        if record.cell == cell and record.status in PUBLISHED:
-            out |= {(w, record.sha256.get(w, "")) for w in record.wheels}
+    for ledger in ledgers:
+        if ledger.cell == cell and ledger.status in PUBLISHED:
+            out |= {(w, ledger.sha256.get(w, "")) for w in ledger.wheels}
     return sorted(out)
 
 
 def _link(name: str, sha: str, meta: WheelMeta | None) -> str:
-    """A wheel's link on its project page: the pooled file with its sha256; where its
+    """A wheel's link on its project page: the stored file with its sha256; where its
     metadata is beside it, PEP 658/714's attributes and its Requires-Python."""
     attrs = ""
     if meta is not None:
@@ -168,7 +155,7 @@ def _link(name: str, sha: str, meta: WheelMeta | None) -> str:
         if meta.requires_python:
             attrs += f' data-requires-python="{html.escape(meta.requires_python)}"'
     return (
-        f'<a href="../../../{POOL}/{sha}/{html.escape(name)}#sha256={sha}"{attrs}>'
+        f'<a href="../../../{STORE}/{sha}/{html.escape(name)}#sha256={sha}"{attrs}>'
         f"{html.escape(name)}</a><br>\n"
     )
 
@@ -179,11 +166,12 @@ def _pages(
     """A PEP 503 index's pages (``index.html``, ``<project>/index.html``) for ``wheels``."""
     projects: dict[str, list[tuple[str, str]]] = {}
     for name, sha in wheels:
-        if name.endswith(VARIANTS):
-            project = name.removesuffix(VARIANTS).rsplit("-", 1)[0]
-        else:
-            project = parse_wheel_filename(split_variant(name)[0])[0]
-        projects.setdefault(canonicalize_name(project), []).append((name, sha))
+        written = (
+            variants_json_project(name)
+            if name.endswith(VARIANTS)
+            else parse_wheel_name(name).distribution
+        )
+        projects.setdefault(canonicalize_name(written), []).append((name, sha))
     links = "".join(f'<a href="{p}/">{p}</a><br>\n' for p in sorted(projects))
     pages = {"index.html": f"<!DOCTYPE html>\n<html><body>\n{links}</body></html>\n"}
     for project, files in projects.items():
@@ -220,13 +208,13 @@ def _metas(site: Path, wheels: Iterable[tuple[str, str]], known: Metas) -> Metas
 def write_index(
     site: Path, cell: str, wheels: Sequence[tuple[str, str]], metas: Metas | None = None
 ) -> bool:
-    """SITE/<cell>/simple/: a PEP 503 index of ``wheels`` ((name, sha256) in the pool),
+    """SITE/<cell>/simple/: a PEP 503 index of ``wheels`` ((name, sha256) in the store),
     written whole in a directory of its own, then published by one symlink swap; an index
     that would say what the published one says is not published again. Whether it was.
     ``metas``: the wheels' metadata already read in this pass (extended here)."""
     root = site / cell
     root.mkdir(parents=True, exist_ok=True)
-    wheels = [*wheels, *(pool_bytes(site, n, data) for n, data in variants_json(site, wheels))]
+    wheels = [*wheels, *(store_bytes(site, n, data) for n, data in variants_json(site, wheels))]
     pages = _pages(wheels, _metas(site, wheels, {} if metas is None else metas))
     if _published_pages(root / INDEX) == pages:
         return False
@@ -271,7 +259,7 @@ def indexed(site: Path) -> dict[str, set[tuple[str, str]]]:
     in their grace period) name, by cell: (name, sha256), read from the index files."""
     out: dict[str, set[tuple[str, str]]] = {}
     for folder in site.iterdir() if site.is_dir() else []:
-        if folder.name.startswith(".") or folder.name == POOL or not folder.is_dir():
+        if folder.name.startswith(".") or folder.name == STORE or not folder.is_dir():
             continue
         for index in folder.glob(f".{INDEX}-*"):
             if index.is_dir() and not index.is_symlink():
@@ -291,13 +279,13 @@ def read_links(index: Path) -> set[tuple[str, str]]:
 
 
 def collect_garbage(site: Path, keep: Iterable[tuple[str, str]] = ()) -> list[Path]:
-    """Remove pooled wheels that no index (current or previous) and no record in ``keep``
+    """Remove stored wheels that no index (current or previous) and no ledger in ``keep``
     names, and partial files no run is writing (the caller holds the lock); the removed."""
     wanted = {pair for pairs in indexed(site).values() for pair in pairs} | set(keep)
     shas = {sha for _, sha in wanted}
     removed = []
-    pool = site / POOL
-    for folder in pool.iterdir() if pool.is_dir() else []:
+    store = site / STORE
+    for folder in store.iterdir() if store.is_dir() else []:
         for path in folder.iterdir():
             wheel = path.name.removesuffix(METADATA)  # its metadata goes with the wheel
             if (wheel, folder.name) not in wanted or path.name.endswith(".partial"):
@@ -310,13 +298,13 @@ def collect_garbage(site: Path, keep: Iterable[tuple[str, str]] = ()) -> list[Pa
 
 
 def publish_indexes(
-    site: Path, cells: Sequence[Cell], records: Mapping[str, Outcome], jobs: Iterable[str]
+    site: Path, cells: Sequence[Cell], ledgers: Mapping[str, Outcome], jobs: Iterable[str]
 ) -> None:
     """Each cell's index, and each CUDA line's (``SITE/cu130/simple/``: every cell of that
-    CUDA), from the records of ``jobs`` (every job of the manifest: a job that left the
+    CUDA), from the ledgers of ``jobs`` (every job of the manifest: a job that left the
     manifest leaves the index)."""
-    current = [records[j] for j in jobs if j in records]
-    current = [r for r in current if all(p.is_file() for p in r.pooled(site))]  # whole only
+    current = [ledgers[j] for j in jobs if j in ledgers]
+    current = [r for r in current if all(p.is_file() for p in r.stored(site))]  # whole only
     lines: dict[str, list[list[tuple[str, str]]]] = {}
     metas: Metas = {}
     for cell in cells:
@@ -330,7 +318,7 @@ def publish_indexes(
                 say(f"index {tag}: {note}")
 
 
-def kept_wheels(records: Mapping[str, Outcome], jobs: Iterable[str]) -> set[tuple[str, str]]:
-    """(name, sha256) of every wheel the records of ``jobs`` publish: never garbage."""
-    current = [records[j] for j in jobs if j in records]
+def kept_wheels(ledgers: Mapping[str, Outcome], jobs: Iterable[str]) -> set[tuple[str, str]]:
+    """(name, sha256) of every wheel the ledgers of ``jobs`` publish: never garbage."""
+    current = [ledgers[j] for j in jobs if j in ledgers]
     return {(w, r.sha256.get(w, "")) for r in current if r.status in PUBLISHED for w in r.wheels}

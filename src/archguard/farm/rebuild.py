@@ -2,7 +2,7 @@
 publishes. The manifest's jobs that SITE has published (a job's id digests its inputs by
 content, never by path: the same manifest from another checkout plans the same ids) are
 built again, with ``farm run``, into a scratch site of their own; each rebuilt wheel's
-sha256 is compared with the one the published record holds, and where they differ the
+sha256 is compared with the one the published ledger holds, and where they differ the
 member of the zip, and for a ``.so`` the ELF section, is named
 (:func:`archguard.binaries.compare.wheel_differences`). SITE is only read."""
 
@@ -18,8 +18,8 @@ from archguard.binaries.compare import wheel_differences
 from archguard.detect.fetch import cache_root
 from archguard.errors import ConfigError
 from archguard.farm.families import load_farm
+from archguard.farm.ledger import PUBLISHED, Outcome, Status, all_ledgers, say, store_path
 from archguard.farm.plan import Flags, Job, plan
-from archguard.farm.records import PUBLISHED, Outcome, Status, all_records, pool_path, say
 from archguard.farm.run import RunOptions, run_farm
 
 REBUILD_SCHEMA = "archguard.farm-rebuild/1"
@@ -32,7 +32,7 @@ class Proof:
     job: str
     cell: str
     wheel: str
-    sha256: str  # what the published record holds
+    sha256: str  # what the published ledger holds
     rebuilt: str | None = None  # the rebuild's sha256; None: not rebuilt
     differences: list[str] = field(default_factory=list)
 
@@ -51,22 +51,22 @@ class Proof:
         )
 
 
-def chosen(  # noqa: PLR0913 - the site, its records, the manifest and the three options
+def chosen(  # noqa: PLR0913 - the site, its ledgers, the manifest and the three options
     site: Path,
-    records: Mapping[str, Outcome],
+    ledgers: Mapping[str, Outcome],
     manifest: Path,
     *,
     only: Sequence[str],
     sample: int | None,
     repair: bool,
 ) -> list[Job]:
-    """The manifest's jobs SITE published (``records``: built, not served by another's),
+    """The manifest's jobs SITE published (``ledgers``: built, not served by another's),
     those ``only`` names (ids, packages, cells), the first ``sample`` of them."""
     jobs = plan(load_farm(manifest), None, Flags(repair=repair), cache=cache_root())
     published = [
         j
         for j in jobs
-        if (r := records.get(j.id)) is not None
+        if (r := ledgers.get(j.id)) is not None
         and r.status in PUBLISHED
         and r.wheels
         and r.status is not Status.SERVED
@@ -94,8 +94,8 @@ def rebuild_site(  # noqa: PLR0913 - the site, the manifest, and each option of 
 ) -> list[Proof]:
     """Each chosen job built again in a scratch site, each of its wheels compared
     (``in_container``: this runner is the cells' image, as a workflow's rebuild job is)."""
-    records = all_records(site)
-    jobs = chosen(site, records, manifest, only=only, sample=sample, repair=repair)
+    ledgers = all_ledgers(site)
+    jobs = chosen(site, ledgers, manifest, only=only, sample=sample, repair=repair)
     proofs: list[Proof] = []
     with tempfile.TemporaryDirectory(prefix="archguard-rebuild-") as tmp:
         scratch = Path(tmp) / "site"
@@ -103,8 +103,8 @@ def rebuild_site(  # noqa: PLR0913 - the site, the manifest, and each option of 
             say(f"rebuild [{number}/{len(jobs)}] {job.package.name} in {job.cell.name}")
             options = RunOptions(scratch, only=job.id, repair=repair, in_container=in_container)
             run_farm(manifest, options)
-            mine = all_records(scratch).get(job.id)
-            theirs = records[job.id]
+            mine = all_ledgers(scratch).get(job.id)
+            theirs = ledgers[job.id]
             for name in theirs.wheels:
                 proof = Proof(job.id, job.cell.name, name, theirs.sha256.get(name, ""))
                 proofs.append(proof)
@@ -115,7 +115,8 @@ def rebuild_site(  # noqa: PLR0913 - the site, the manifest, and each option of 
                 proof.rebuilt = mine.sha256.get(name, "")
                 if not proof.identical:
                     proof.differences = wheel_differences(
-                        pool_path(site, name, proof.sha256), pool_path(scratch, name, proof.rebuilt)
+                        store_path(site, name, proof.sha256),
+                        store_path(scratch, name, proof.rebuilt),
                     )
     return proofs
 

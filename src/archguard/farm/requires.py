@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import tarfile
 import zipfile
-from email.parser import HeaderParser
 from functools import lru_cache
 from pathlib import Path
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
+from archguard.core.wheelfile import parse_metadata
 from archguard.errors import ArchguardError
 from archguard.settings.config import read_toml
 
@@ -58,7 +58,7 @@ def requires_python(source: str) -> tuple[SpecifierSet, str] | None:
     path = Path(source)
     if path.is_file() and path.name.endswith(_SDIST):
         text = _pkg_info_text(path)
-        found = _specifier(HeaderParser().parsestr(text).get("Requires-Python")) if text else None
+        found = _specifier(parse_metadata(text).requires_python) if text else None
         return (found[0], f"{path.name}'s PKG-INFO") if found else None
     if path.is_dir():
         pyproject = path / "pyproject.toml"
@@ -75,7 +75,7 @@ def requires_python(source: str) -> tuple[SpecifierSet, str] | None:
         pkg_info = path / "PKG-INFO"
         if pkg_info.is_file() and pkg_info.stat().st_size <= _LIMIT:
             text = pkg_info.read_text(encoding="utf-8", errors="replace")
-            found = _specifier(HeaderParser().parsestr(text).get("Requires-Python"))
+            found = _specifier(parse_metadata(text).requires_python)
             return (found[0], "its PKG-INFO") if found else None
     return None
 

@@ -2,11 +2,11 @@
 
 One run holds SITE at a time (:func:`archguard.farm.publish.site_lock`). Each job runs in its
 cell's environment (:mod:`archguard.farm.envs`) through ``archguard wheel --repair``
-(:mod:`archguard.farm.jobs`); its record (:mod:`archguard.farm.records`) holds every input of
-its build and its wheels' sha256. A job whose record is still its own (the same inputs, the
-wheels' bytes those recorded) is kept, anything else is built again, so a run killed at any
+(:mod:`archguard.farm.jobs`); its ledger (:mod:`archguard.farm.ledger`) holds every input of
+its build and its wheels' sha256. A job whose ledger is still its own (the same inputs, the
+wheels' bytes those it names) is kept, anything else is built again, so a run killed at any
 moment resumes where it stopped and never republishes what it cannot vouch for. After every
-job, each cell's index and the page are published from the records of every job of the
+job, each cell's index and the page are published from the ledgers of every job of the
 manifest, whatever this run selected (``--only``)."""
 
 from __future__ import annotations
@@ -30,30 +30,30 @@ from archguard.detect.fetch import cache_root
 from archguard.detect.machine import floor_note, glibc_version
 from archguard.errors import ArchguardError, CellEnvironmentFailed, ConfigError
 from archguard.farm.container import CellContainer, cell_container, image_id, require_runtime
-from archguard.farm.envs import cell_extras, cell_venv, record_held, uv_path
+from archguard.farm.envs import cell_extras, cell_venv, held_now, uv_path
 from archguard.farm.families import load_farm
 from archguard.farm.identity import archguard_environment, toolkit_identity
 from archguard.farm.jobs import JobRun, run_job
-from archguard.farm.manifest import Cell, Manifest
-from archguard.farm.page import write_page
-from archguard.farm.plan import Flags, Job, here_only, plan, torch_version
-from archguard.farm.publish import collect_garbage, kept_wheels, publish_indexes, site_lock
-from archguard.farm.records import (
+from archguard.farm.jobserver import run_jobserver
+from archguard.farm.ledger import (
     PUBLISHED,
     USAGE,
     Outcome,
     Status,
-    all_records,
+    all_ledgers,
     kept_problem,
-    pool_path,
-    read_job_record,
-    record_path,
+    ledger_path,
+    read_ledger,
     say,
+    store_path,
     write_atomic,
-    write_job_record,
+    write_ledger,
 )
+from archguard.farm.manifest import Cell, Manifest
+from archguard.farm.page import write_page
+from archguard.farm.plan import Flags, Job, here_only, plan, torch_version
+from archguard.farm.publish import collect_garbage, kept_wheels, publish_indexes, site_lock
 from archguard.farm.sitejson import site_data, write_site_json
-from archguard.farm.tokens import run_tokens
 from archguard.farm.usage import Meter, longest_first, uncounted
 
 __all__ = ["Outcome", "RunOptions", "publish_site", "run_farm", "write_page"]
@@ -108,7 +108,7 @@ def served_by(job: Job, offers: Sequence[Serving], site: Path) -> Serving | None
             and offer.arch_list == job.arch_list
             and torch >= Version(offer.torch_floor)
             and python >= offer.python_floor
-            and pool_path(site, offer.name, offer.sha256).is_file()
+            and store_path(site, offer.name, offer.sha256).is_file()
         ):
             return offer
     return None
@@ -120,7 +120,7 @@ class RunOptions:
     only: str | None = None
     policy: str | None = None
     repair: bool = True
-    assemble: bool = False  # build nothing: the indexes and the page from the jobs' records
+    assemble: bool = False  # build nothing: the indexes and the page from the jobs' ledgers
     jobs: int = 1  # packages built at once
     wait: bool = False  # another run holds SITE: wait for it (default: refuse)
     in_container: bool = False  # this runner is the cells' image (farm workflow's build jobs)
@@ -182,7 +182,7 @@ class _Run:
                     box = self.container(cell)
                     extras = cell_extras(self.manifest.variants)
                     python = cell_venv(cell, self.site, extras, box)
-                    self.pythons[cell.name] = (python, dict(record_held(python, box)))
+                    self.pythons[cell.name] = (python, dict(held_now(python, box)))
                 except ArchguardError as exc:
                     log = self.site / cell.name / "logs" / "environment.log"
                     write_atomic(log, exc.message + "\n")
@@ -248,19 +248,20 @@ class _Run:
                 why = f"archguard farm failed on this job: {type(exc).__name__}: {exc}"
                 say(f"{head}: FAILED: {why}")
                 outcome = Outcome(job.id, job.package.name, job.cell.name, Status.FAILED, why=why)
-                self.record(outcome, attempted=False)
+                self.to_ledger(outcome, attempted=False)
             out.append((number, outcome))
             self.progress(outcome)
         return out
 
-    def record(self, outcome: Outcome, attempted: bool = True) -> None:
-        """The outcome's record (a skipped job has none: the plan says why). A failure
-        before the build was attempted (the cell's environment, the machine) never replaces
-        a record that publishes wheels: they stay published; the failure is said."""
+    def to_ledger(self, outcome: Outcome, attempted: bool = True) -> None:
+        """The outcome, written as its job's ledger (a skipped job has none: the plan says
+        why). A failure before the build was attempted (the cell's environment, the machine)
+        never replaces a ledger that publishes wheels: they stay published; the failure is
+        said."""
         if outcome.status is Status.SKIPPED:
             return
         if not attempted:
-            earlier = read_job_record(self.site, outcome.job)
+            earlier = read_ledger(self.site, outcome.job)
             if earlier is not None and earlier.status in PUBLISHED:
                 say(
                     f"{outcome.package} in {outcome.cell}: its earlier wheels stay published "
@@ -268,13 +269,13 @@ class _Run:
                 )
                 return
         try:
-            write_job_record(self.site, outcome)
+            write_ledger(self.site, outcome)
         except OSError as error:
-            say(f"{outcome.package} in {outcome.cell}: its record could not be written ({error})")
+            say(f"{outcome.package} in {outcome.cell}: its ledger could not be written ({error})")
 
     def progress(self, outcome: Outcome) -> None:
         """The site follows the run, job by job: the indexes and the page from every job's
-        record; a site that cannot be written is said, never a reason to stop building."""
+        ledger; a site that cannot be written is said, never a reason to stop building."""
         with self.guard:
             self.done[outcome.job] = outcome
             if self.options.assemble:
@@ -299,7 +300,7 @@ class _Run:
             failed = Outcome(
                 job.id, job.package.name, job.cell.name, Status.FAILED, why=exc.message, log=log
             )
-            self.record(failed, attempted=False)  # --assemble (another runner) names the cause
+            self.to_ledger(failed, attempted=False)  # --assemble (another runner) names the cause
             return failed
         inputs = self.inputs(job, held)
         kept = self.kept(job, head, inputs)
@@ -311,7 +312,7 @@ class _Run:
             why = f"served by {offer.name} from cell {offer.cell} (stable ABI, abi3)"
             served = Outcome(job.id, job.package.name, job.cell.name, Status.SERVED, [offer.name])
             served.why, served.sha256, served.inputs = why, {offer.name: offer.sha256}, inputs
-            self.record(served)
+            self.to_ledger(served)
             say(f"{head}: not built: {why}")
             return served
         say(f"{head}: building ({job.arch_list})")
@@ -319,7 +320,7 @@ class _Run:
         outcome = run_job(job, python, self.job_run, self.env(job), box)
         outcome.inputs = inputs
         offers.extend(servings(outcome, job))
-        self.record(outcome)
+        self.to_ledger(outcome)
         say(
             f"{head}: {outcome.status} in {outcome.seconds:.0f} s"
             + (f": {outcome.why}" if outcome.why else "")
@@ -327,38 +328,38 @@ class _Run:
         return outcome
 
     def kept(self, job: Job, head: str, inputs: dict[str, Any]) -> Outcome | None:
-        """The job's earlier record, where it can be kept: its inputs are the job's now and
-        its wheels' bytes are those recorded; otherwise why not, said, and None."""
-        record = read_job_record(self.site, job.id)
-        if record is None or record.status not in PUBLISHED:
+        """The job's earlier ledger, where it can be kept: its inputs are the job's now and
+        its wheels' bytes are those it names; otherwise why not, said, and None."""
+        ledger = read_ledger(self.site, job.id)
+        if ledger is None or ledger.status not in PUBLISHED:
             return None
-        problem = kept_problem(self.site, record, inputs)
+        problem = kept_problem(self.site, ledger, inputs)
         if problem is not None:
             say(f"{head}: built again: {problem}")
             if not problem.startswith("its inputs changed"):  # its wheels: never published
-                record_path(self.site, job.id).unlink(missing_ok=True)
+                ledger_path(self.site, job.id).unlink(missing_ok=True)
             return None
-        say(f"{head}: already built ({', '.join(record.wheels)}, sha256 checked): not built again")
-        record.status = Status.KEPT
-        return record
+        say(f"{head}: already built ({', '.join(ledger.wheels)}, sha256 checked): not built again")
+        ledger.status = Status.KEPT
+        return ledger
 
 
 def _assembled(site: Path, job: Job) -> Outcome:
-    """For ``--assemble``: the job's record as the runner that ran it wrote it (its wheels,
+    """For ``--assemble``: the job's ledger as the runner that ran it wrote it (its wheels,
     or its cause and log), or that no job built it."""
-    record = read_job_record(site, job.id)
-    if record is None:
+    ledger = read_ledger(site, job.id)
+    if ledger is None:
         return Outcome(
             job.id, job.package.name, job.cell.name, Status.FAILED, why="not built by any job"
         )
-    if record.status in PUBLISHED:
-        record.status = Status.KEPT
-    return record
+    if ledger.status in PUBLISHED:
+        ledger.status = Status.KEPT
+    return ledger
 
 
 def run_farm(manifest_path: Path, options: RunOptions) -> tuple[int, str]:
     """Run every selected job, ``options.jobs`` packages at once; (exit status, the summary).
-    The site is published from every job's record, at the end as after each job."""
+    The site is published from every job's ledger, at the end as after each job."""
     manifest = load_farm(manifest_path)
     budget = cache_budget(os.environ)  # a bad ARCHGUARD_CACHE_MAX: refused before anything
     flags = Flags(repair=options.repair)
@@ -376,37 +377,37 @@ def run_farm(manifest_path: Path, options: RunOptions) -> tuple[int, str]:
     if floor and (options.in_container or any(not j.cell.container for j in jobs)):
         say(floor)  # a cell built in its container has the image's floor
     meter = Meter()
-    with site_lock(site, options.wait, command), run_tokens(site, options.assemble) as tokens:
-        farm = _Run(options, manifest, every, tokens.env)
+    with site_lock(site, options.wait, command), run_jobserver(site, options.assemble) as joined:
+        farm = _Run(options, manifest, every, joined.env)
         farm.total = len(jobs)
         by_source: dict[str, list[tuple[int, Job]]] = {}
         for number, job in enumerate(jobs, 1):
             by_source.setdefault(job.package.source, []).append((number, job))
-        # the longest first (its last recorded duration, else its CUDA code's size): a run
+        # the longest first (the duration its ledger holds, else its CUDA code's size): a run
         # does not end on one long job alone
-        groups = longest_first(list(by_source.values()), all_records(site))
+        groups = longest_first(list(by_source.values()), all_ledgers(site))
         if options.jobs == 1:
             done = [pair for group in groups for pair in farm.group(group)]
         else:
-            pool = ThreadPoolExecutor(max_workers=options.jobs)
+            workers = ThreadPoolExecutor(max_workers=options.jobs)
             try:
-                done = [pair for part in pool.map(farm.group, groups) for pair in part]
+                done = [pair for part in workers.map(farm.group, groups) for pair in part]
             finally:  # no worker outlives the lock, whatever stopped the run
                 farm.stop.set()
-                pool.shutdown(wait=True, cancel_futures=True)
+                workers.shutdown(wait=True, cancel_futures=True)
         outcomes = [outcome for _, outcome in sorted(done, key=lambda pair: pair[0])]
         built = [o for o in outcomes if o.status is Status.BUILT]
         usage = meter.usage(built) if built else None  # the machine's use, where it built
         used = usage.line(uncounted(os.environ)) if usage is not None else ""
         if usage is not None:  # the page shows the last run that built anything
             write_atomic(site / USAGE, json.dumps({**usage.as_json(), "line": used}))
-        records = publish_site(site, manifest, every, {o.job: o for o in outcomes})
-        collect_garbage(site, kept_wheels(records, built_ids(every)))
+        ledgers = publish_site(site, manifest, every, {o.job: o for o in outcomes})
+        collect_garbage(site, kept_wheels(ledgers, built_ids(every)))
     status, text = summary(outcomes)
     if used:
         text += f"  {used}\n"
     text += f"  {budget_line(cache_root(), budget)}\n"  # within ARCHGUARD_CACHE_MAX, LRU first
-    return status, text + "".join(f"  {line}\n" for line in [*away, *tokens.said])
+    return status, text + "".join(f"  {line}\n" for line in [*away, *joined.said])
 
 
 def publish_site(
@@ -416,11 +417,11 @@ def publish_site(
     outcomes: Mapping[str, Outcome] | None = None,
     running: tuple[int, int] | None = None,
 ) -> dict[str, Outcome]:
-    """Each cell's index and the page, from the records of every job of the manifest
-    (``outcomes``: this run's, by job id, for the page's words); the records read."""
-    records = all_records(site)
-    publish_indexes(site, manifest.cells, records, built_ids(jobs))
-    data = site_data(site, manifest, records, built_ids(jobs))
+    """Each cell's index and the page, from the ledgers of every job of the manifest
+    (``outcomes``: this run's, by job id, for the page's words); the ledgers read."""
+    ledgers = all_ledgers(site)
+    publish_indexes(site, manifest.cells, ledgers, built_ids(jobs))
+    data = site_data(site, manifest, ledgers, built_ids(jobs))
     write_site_json(site, data)
     shown = dict(outcomes or {})
     for job in jobs:
@@ -429,13 +430,13 @@ def publish_site(
                 shown[job.id] = Outcome(
                     job.id, job.package.name, job.cell.name, Status.SKIPPED, why=job.skipped
                 )
-            elif job.id in records:
-                earlier = records[job.id]
+            elif job.id in ledgers:
+                earlier = ledgers[job.id]
                 if earlier.status in PUBLISHED:
                     earlier.status = Status.KEPT
                 shown[job.id] = earlier
     write_page(site, manifest, list(shown.values()), running, data)
-    return records
+    return ledgers
 
 
 def built_ids(jobs: Sequence[Job]) -> list[str]:

@@ -15,19 +15,19 @@ from pathlib import Path
 from archguard.detect.machine import detect_machine
 from archguard.detect.sources import CUDA_FILES, tree_files
 from archguard.errors import ConfigError
+from archguard.farm.ledger import Outcome
 from archguard.farm.plan import Job
-from archguard.farm.records import Outcome
 from archguard.settings.config import ENV_COMPILER_CACHE, env_choice
 
 
-def estimate(jobs: Sequence[Job], records: Mapping[str, Outcome]) -> tuple[bool, float]:
+def estimate(jobs: Sequence[Job], ledgers: Mapping[str, Outcome]) -> tuple[bool, float]:
     """A source's jobs' expected length, as a sort key: (measured, amount). Measured: the
-    seconds each job last took (its own record, else its package's latest in its cell).
+    seconds each job last took (its own ledger, else its package's latest in its cell).
     Where none ran yet: its tree's CUDA code in bytes (a build's time grows with it), which
     every measured source outranks."""
-    by_pair = {(r.package, r.cell): r.seconds for r in records.values() if r.seconds}
+    by_pair = {(r.package, r.cell): r.seconds for r in ledgers.values() if r.seconds}
     seconds = [
-        (records[j.id].seconds if j.id in records else 0.0)
+        (ledgers[j.id].seconds if j.id in ledgers else 0.0)
         or by_pair.get((j.package.name, j.cell.name), 0.0)
         for j in jobs
     ]
@@ -50,11 +50,11 @@ def _cuda_bytes(tree: Path) -> int:
 
 
 def longest_first(
-    groups: Sequence[list[tuple[int, Job]]], records: Mapping[str, Outcome]
+    groups: Sequence[list[tuple[int, Job]]], ledgers: Mapping[str, Outcome]
 ) -> list[list[tuple[int, Job]]]:
     """The groups (one source's jobs each), the longest expected first; ties keep the plan's
     order."""
-    return sorted(groups, key=lambda g: estimate([job for _, job in g], records), reverse=True)
+    return sorted(groups, key=lambda g: estimate([job for _, job in g], ledgers), reverse=True)
 
 
 @dataclass(frozen=True)

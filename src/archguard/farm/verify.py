@@ -1,8 +1,8 @@
 """``archguard farm verify SITE``: every wheel each published index links (each cell's, each
 CUDA line's), re-read
-against the index and the job records: the file is in the pool, its bytes have the sha256 the
-index advertises (and the pool's folder names), and a record of that cell publishes it with
-that sha256. Nothing is built or changed."""
+against the index and the jobs' ledgers: the file is in the store, its bytes have the sha256
+the index advertises (and the store's folder names), and a ledger of that cell publishes it
+with that sha256. Nothing is built or changed."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from pathlib import Path
 
 from archguard.detect.sources import file_sha256
 from archguard.errors import ConfigError
+from archguard.farm.ledger import PUBLISHED, STATE, all_ledgers, store_path
 from archguard.farm.manifest import LINE
 from archguard.farm.publish import INDEX, read_links
-from archguard.farm.records import PUBLISHED, STATE, all_records, pool_path
 from archguard.farm.wheelmeta import VARIANTS
 
 VERIFY_SCHEMA = "archguard.farm-verify/1"
@@ -31,16 +31,16 @@ class SiteCheck:
 
 
 def _published_by_cell(site: Path) -> tuple[dict[str, dict[str, set[str]]], dict[str, set[str]]]:
-    """cell -> wheel -> every sha256 a record publishes it with (an earlier build of a job
-    whose inputs changed has a record too: the index names one of them); and the same for
+    """cell -> wheel -> every sha256 a ledger publishes it with (an earlier build of a job
+    whose inputs changed has a ledger too: the index names one of them); and the same for
     every cell at once, which a CUDA line's index (SITE/cu130/simple) lists from."""
     by_cell: dict[str, dict[str, set[str]]] = {}
     everywhere: dict[str, set[str]] = {}
-    for record in all_records(site).values():
-        if record.status in PUBLISHED:
-            for w in record.wheels:
-                sha = record.sha256.get(w, "")
-                by_cell.setdefault(record.cell, {}).setdefault(w, set()).add(sha)
+    for ledger in all_ledgers(site).values():
+        if ledger.status in PUBLISHED:
+            for w in ledger.wheels:
+                sha = ledger.sha256.get(w, "")
+                by_cell.setdefault(ledger.cell, {}).setdefault(w, set()).add(sha)
                 everywhere.setdefault(w, set()).add(sha)
     return by_cell, everywhere
 
@@ -62,7 +62,7 @@ def verify_site(site: Path) -> SiteCheck:
         for name, sha in sorted(read_links(index)):
             out.wheels += 1
             where = f"{cell}: {name}"
-            path = pool_path(site, name, sha)
+            path = store_path(site, name, sha)
             if not path.is_file():
                 out.problems.append(f"{where}: the index links {path}, which is missing")
                 continue
@@ -70,17 +70,17 @@ def verify_site(site: Path) -> SiteCheck:
             if found != sha:
                 out.problems.append(
                     f"{where}: its bytes have sha256 {found}, not the {sha} the index and the "
-                    "pool's folder name"
+                    "store's folder name"
                 )
             if name.endswith(VARIANTS):  # made for the index from its variant wheels
                 continue
-            recorded = (everywhere if line else by_cell.get(cell, {})).get(name)
-            if recorded is None:
+            ledgered = (everywhere if line else by_cell.get(cell, {})).get(name)
+            if ledgered is None:
                 whose = f"of a cell of CUDA line {cell}" if line else f"of cell {cell}"
-                out.problems.append(f"{where}: no job record {whose} publishes it")
-            elif sha not in recorded:
+                out.problems.append(f"{where}: no job's ledger {whose} publishes it")
+            elif sha not in ledgered:
                 out.problems.append(
-                    f"{where}: its records say sha256 {', '.join(sorted(recorded))}, the index "
+                    f"{where}: its ledgers say sha256 {', '.join(sorted(ledgered))}, the index "
                     f"{sha}"
                 )
     return out

@@ -1,7 +1,7 @@
 """What an index says about each wheel besides its link (PEP 658 / PEP 714), and which
 wheels a CUDA line's index lists.
 
-- Each pooled wheel's core metadata is kept beside it, byte for byte as the wheel holds it
+- Each stored wheel's core metadata is kept beside it, byte for byte as the wheel holds it
   (``SITE/wheels/<sha256>/<name>.metadata``), and its link says so
   (``data-dist-info-metadata`` and ``data-core-metadata``: ``sha256=<hex>`` of that file) and
   carries ``data-requires-python`` where the wheel says it: a resolver chooses among
@@ -17,14 +17,12 @@ wheels a CUDA line's index lists.
   is listed, the other named.
 - A wheel's PEP 825 variant copy (``[farm] variants``) is listed beside it, with the
   ``NAME-VERSION-variants.json`` of its version (from each variant's own ``variant.json``),
-  pooled by its content like a wheel; the plain wheel is the fallback where no variant
+  stored by its content like a wheel; the plain wheel is the fallback where no variant
   serves the machine. pip skips the variant files (their names are not a wheel's to it).
 """
 
 from __future__ import annotations
 
-import email.parser
-import email.policy
 import hashlib
 import json
 import re
@@ -36,46 +34,38 @@ from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.tags import Tag
-from packaging.utils import canonicalize_name, parse_wheel_filename
-from packaging.version import InvalidVersion
+from packaging.utils import canonicalize_name
 
-from archguard.farm.records import pool_path, write_atomic
+from archguard.core.wheelfile import (
+    VARIANTS_JSON,
+    InvalidWheelFilename,
+    parse_metadata,
+    parse_wheel_name,
+)
+from archguard.farm.ledger import store_path, write_atomic
 
 METADATA = ".metadata"  # PEP 658: the metadata file's name is the wheel's plus this
-VARIANTS = "-variants.json"  # PEP 825: NAME-VERSION-variants.json beside the variant wheels
+VARIANTS = VARIANTS_JSON  # PEP 825: NAME-VERSION-variants.json beside the variant wheels
 _TORCH_LABEL = re.compile(r"^(?P<cuda>cu\d+)torch(?P<torch>\d+\.\d+)$")
 
 
 @dataclass(frozen=True)
 class WheelMeta:
-    """A pooled wheel's core metadata as an index uses it."""
+    """A stored wheel's core metadata as an index uses it."""
 
     sha256: str  # of the .metadata file
     requires_python: str | None
     requires: tuple[str, ...] = field(default_factory=tuple)
 
 
-def split_variant(name: str) -> tuple[str, str | None]:
-    """A wheel's name without its PEP 825 variant label, and the label (None: a plain
-    wheel): ``x-1.0-cp311-cp311-linux_x86_64-a1b2c3d4.whl`` -> (``x-1.0-cp311-cp311-
-    linux_x86_64.whl``, ``a1b2c3d4``)."""
-    try:
-        parse_wheel_filename(name)
-        return name, None
-    except (ValueError, InvalidVersion):
-        pass
-    stem, _, label = name.removesuffix(".whl").rpartition("-")
-    try:
-        parse_wheel_filename(f"{stem}.whl")
-    except (ValueError, InvalidVersion):
-        return name, None
-    return f"{stem}.whl", label
-
-
 def platform_of(name: str) -> str:
-    """A wheel's platform tag, from its file name (a variant's label left out):
-    ``x-1.0-cp311-cp311-manylinux_2_28_x86_64.whl`` -> ``manylinux_2_28_x86_64``."""
-    return split_variant(name)[0].removesuffix(".whl").rpartition("-")[2]
+    """A wheel's platform tag as written in its file name (a variant's label left out):
+    ``x-1.0-cp311-cp311-manylinux_2_28_x86_64.whl`` -> ``manylinux_2_28_x86_64``; "" for a
+    name that is no wheel's."""
+    try:
+        return parse_wheel_name(name).platform
+    except InvalidWheelFilename:
+        return ""
 
 
 def variants_json(site: Path, wheels: Sequence[tuple[str, str]]) -> list[tuple[str, bytes]]:
@@ -84,18 +74,20 @@ def variants_json(site: Path, wheels: Sequence[tuple[str, str]]) -> list[tuple[s
     ``.dist-info/variant.json`` (the providers and priorities the wheels declare)."""
     groups: dict[str, dict[str, Any]] = {}
     for name, sha in wheels:
-        plain, label = split_variant(name)
-        if label is None:
-            continue
-        dist, version = plain.split("-")[:2]
         try:
-            with zipfile.ZipFile(pool_path(site, name, sha)) as zf:
+            wheel = parse_wheel_name(name)
+        except InvalidWheelFilename:
+            continue
+        if wheel.variant is None:
+            continue
+        try:
+            with zipfile.ZipFile(store_path(site, name, sha)) as zf:
                 member = next(n for n in zf.namelist() if n.endswith(".dist-info/variant.json"))
                 data = json.loads(zf.read(member))
         except (OSError, zipfile.BadZipFile, StopIteration, ValueError):
             continue
         merged = groups.setdefault(
-            f"{dist}-{version}{VARIANTS}",
+            wheel.variants_json,
             {
                 "$schema": data.get("$schema"),
                 "default-priorities": data.get("default-priorities", {}),
@@ -112,15 +104,15 @@ def variants_json(site: Path, wheels: Sequence[tuple[str, str]]) -> list[tuple[s
 
 
 def metadata_file(site: Path, name: str, sha: str) -> Path:
-    return pool_path(site, name, sha).with_name(name + METADATA)
+    return store_path(site, name, sha).with_name(name + METADATA)
 
 
 def metadata_of(site: Path, name: str, sha: str) -> WheelMeta | None:
-    """The wheel's METADATA, written beside it in the pool once (byte for byte), and what an
+    """The wheel's METADATA, written beside it in the store once (byte for byte), and what an
     index says of it; None when the wheel is not readable."""
     path = metadata_file(site, name, sha)
     if not path.is_file():
-        wheel = pool_path(site, name, sha)
+        wheel = store_path(site, name, sha)
         try:
             with zipfile.ZipFile(wheel) as zf:
                 member = next(
@@ -133,12 +125,10 @@ def metadata_of(site: Path, name: str, sha: str) -> WheelMeta | None:
             return None
         write_atomic(path, data)
     data = path.read_bytes()
-    message = email.parser.BytesParser(policy=email.policy.compat32).parsebytes(data)
-    python = message.get("Requires-Python")
+    read = parse_metadata(data)
+    python = read.requires_python
     return WheelMeta(
-        hashlib.sha256(data).hexdigest(),
-        str(python).strip() if python else None,
-        tuple(str(r) for r in message.get_all("Requires-Dist") or ()),
+        hashlib.sha256(data).hexdigest(), python.strip() if python else None, read.requires_dist
     )
 
 
@@ -202,14 +192,15 @@ def line_wheels(
     torch_of: dict[str, tuple[str, str, str, frozenset[Tag]]] = {}
     for name, sha in chosen.items():
         try:
-            project, version, _, tags = parse_wheel_filename(split_variant(name)[0])
-        except (ValueError, InvalidVersion):
+            wheel = parse_wheel_name(name)
+        except InvalidWheelFilename:
             continue
+        project, version, tags = wheel.project, wheel.version, wheel.tags
         local = version.local or ""
         label = _TORCH_LABEL.match(local)
         if label:
             torch_of[name] = (project, version.public, label["torch"], tags)
-        elif local.startswith("cu") and split_variant(name)[1] is None:
+        elif local.startswith("cu") and wheel.variant is None:
             requirement = _torch_specifier(metas.get((name, sha)))
             stable.setdefault((project, version.public), []).append((requirement, tags))
     out = []

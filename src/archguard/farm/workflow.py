@@ -7,7 +7,7 @@ its place; an aarch64 cell's jobs on GitHub's arm runners in PyTorch's aarch64 b
 ``pytorch/manylinuxaarch64-builder:cudaX.Y``), with a timeout under the 6-hour cap so that
 the cache is saved before GitHub cancels the job, sccache through GitHub's cache backend, and
 the job's SITE as an artifact;
-a last job assembles the indexes and the page from every job's record and attests every
+a last job assembles the indexes and the page from every job's ledger and attests every
 published wheel (GitHub's build-provenance attestation: ``gh attestation verify WHEEL --repo
 OWNER/REPO``, which ``archguard which`` prints, checks it; its subject is the wheel's sha256,
 the digest a rebuild must match). With ``--rebuild N`` a job per cell then rebuilds a sample
@@ -201,7 +201,7 @@ def _assemble_job(manifest: str, shards: int, policy: str) -> list[str]:
 def _rebuild_job(
     manifest: str, policy: str, cells: Sequence[Cell], sample: int, arm: bool = False
 ) -> list[str]:
-    """A second builder: each cell's sample of published jobs rebuilt from their records'
+    """A second builder: each cell's sample of published jobs rebuilt from their ledgers'
     inputs on another runner (its platform's), in the cell's image; red on any wheel whose
     sha256 (its attestation's subject) the rebuild does not give."""
     include = [
@@ -227,7 +227,7 @@ def _rebuild_job(
         '      CUDA_VISIBLE_DEVICES: ""',
         "      CUDA_HOME: /usr/local/cuda",
         "      PY: ${{ matrix.python }}",
-        *_image_steps(),  # as the builds': the same record
+        *_image_steps(),  # as the builds': the same inputs in the ledger
         "      - uses: actions/download-artifact@v4",
         "        with:",
         "          name: farm-site",

@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -34,7 +35,7 @@ from packaging.utils import canonicalize_name
 from archguard._fs import atomic_directory
 from archguard.detect.cachestore import mark_used
 from archguard.detect.fetch import cache_root
-from archguard.detect.tools import BUILD_TIMEOUT_S, run
+from archguard.detect.tools import BUILD_TIMEOUT_S, ToolFailed, run
 from archguard.errors import ConfigError, ToolError
 from archguard.settings.config import read_toml
 
@@ -167,12 +168,13 @@ def _resolve(requirements: list[Requirement], where: str, tmp: Path) -> list[str
     argv = [sys.executable, "-m", "pip", "install", "--dry-run", "--quiet", "--report"]
     argv += [str(report), "--disable-pip-version-check", "-c", str(_constraints(tmp))]
     argv += [str(r) for r in requirements]
-    proc = run(argv, ToolError, BUILD_TIMEOUT_S)
+    proc = _run(argv)
     if proc.returncode != 0:
         tail = "\n".join(proc.stderr.strip().splitlines()[-6:])
         raise ToolError(
             f"{where}: the build requirements {', '.join(map(str, requirements))} could not "
-            f"be resolved beside the cell's environment (pip exit {proc.returncode}):\n{tail}"
+            f"be resolved beside the cell's environment (pip exit {proc.returncode}):\n{tail}",
+            tool="pip",
         )
     items = json.loads(report.read_text()).get("install", [])
     pins = sorted(
@@ -202,12 +204,25 @@ def _install(pins: list[str], where: str) -> Path:
         if partial is not None:
             argv = [sys.executable, "-m", "pip", "install", "--no-deps", "--quiet", "--target"]
             argv += [str(partial), "--disable-pip-version-check", *pins]
-            proc = run(argv, ToolError, BUILD_TIMEOUT_S)
+            proc = _run(argv)
             if proc.returncode != 0:
                 tail = "\n".join(proc.stderr.strip().splitlines()[-6:])
-                raise ToolError(f"{where}: pip installing {', '.join(pins)} failed:\n{tail}")
+                raise ToolError(
+                    f"{where}: pip installing {', '.join(pins)} failed:\n{tail}", tool="pip"
+                )
             (partial / ".archguard-complete").write_text("\n".join(pins) + "\n")
     return overlay
+
+
+def _run(
+    argv: list[str], env: Mapping[str, str] | None = None, tool: str = "pip"
+) -> subprocess.CompletedProcess[str]:
+    """``argv`` run for the build environment; one that cannot start or runs past the
+    timeout is a :class:`ToolError` naming ``tool`` (its exit status is the caller's)."""
+    try:
+        return run(argv, None, BUILD_TIMEOUT_S, env)
+    except ToolFailed as exc:
+        raise ToolError(str(exc), tool=tool) from None
 
 
 def _ask_backend(
@@ -215,12 +230,8 @@ def _ask_backend(
 ) -> tuple[list[str], str | None]:
     """The backend's ``get_requires_for_build_wheel`` (setuptools': its ``setup_requires``),
     run as pip would run it, with the build's environment; (requirements, why not asked)."""
-    proc = run(
-        [sys.executable, "-c", _ASK, str(source), backend, json.dumps(path)],
-        ConfigError,
-        BUILD_TIMEOUT_S,
-        dict(environ),
-    )
+    argv = [sys.executable, "-c", _ASK, str(source), backend, json.dumps(path)]
+    proc = _run(argv, dict(environ), tool="python")
     for line in reversed(proc.stdout.splitlines()):
         if line.startswith("ARCHGUARD-REQUIRES "):
             return list(json.loads(line.split(" ", 1)[1])), None

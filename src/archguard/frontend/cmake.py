@@ -1,21 +1,24 @@
-"""What a package's CMake files say about CUDA arches and CUDA itself, read from its tree
-and its build log, for the failure's last line.
+"""What a package's CMake files say about CUDA arches, read as CMake runs them (the one reader
+of CMake files: :mod:`archguard.frontend.cmake_commands`), before the build and in the
+failure's words after it; and CMake's own words in a build log.
 
 A ``set(CMAKE_CUDA_ARCHITECTURES ...)`` in a CMakeLists wins over ``-D`` and ``CUDAARCHS``,
 a ``CUDA_ARCHITECTURES`` target property over both, and ``-gencode`` in ``CMAKE_CUDA_FLAGS``
 or a target's options adds its own: the read-back then finds other arches than the list, or
 nvcc refuses an arch the toolkit cannot emit. The failure names each such line
-(``CMakeLists.txt:78: set(CMAKE_CUDA_ARCHITECTURES all-major)``), as it names a
-``setup.py``'s hard-coded flags. A ``set()`` guarded by ``if(NOT DEFINED
-CMAKE_CUDA_ARCHITECTURES)`` (or ``if(NOT CMAKE_CUDA_ARCHITECTURES)``) is a default that
-``CUDAARCHS`` overrides, and is not named.
+(``CMakeLists.txt:78: set(CMAKE_CUDA_ARCHITECTURES all-major)``; the call's line where a
+function of the package's is passed the list), as it names a ``setup.py``'s hard-coded
+flags. A ``set()`` guarded by ``if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)`` (or ``if(NOT
+CMAKE_CUDA_ARCHITECTURES)``) is a default that ``CUDAARCHS`` overrides, and is not named, nor
+is a value that follows ``${CMAKE_CUDA_ARCHITECTURES}``.
 
-Before the build the files are read as CMake, command by command, in linear time (for
-:func:`archguard.frontend.toolkit.cmake_arches`): the arch variables they read with
-``$ENV{X}`` that have a literal default, and the lines that give a compile a literal list no
-variable the build sets can change (``set(CMAKE_CUDA_ARCHITECTURES "70;80" CACHE STRING ""
-FORCE)``); a value through what cannot be followed (a variable another command writes or
-the files never set) is left to the read-back, which names the line after the build.
+Before the build (for :func:`archguard.frontend.cmake_arches.cmake_arches`) the same
+commands give the arch variables the files read with ``$ENV{X}`` that have a literal
+default, the cache entries that reach the arches, and the lines that give a compile a
+literal list no variable the build sets can change (``set(CMAKE_CUDA_ARCHITECTURES "70;80"
+CACHE STRING "" FORCE)``, ``pkg_set_arches(mylib "80;90")``); a value through what cannot be
+followed (a variable another command writes or the files never set) is left to the
+read-back, which names the line after the build.
 """
 
 from __future__ import annotations
@@ -27,34 +30,22 @@ from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
 
-from archguard.frontend.cmake_commands import (
-    DEFAULT_GUARD,
-    MAX_BYTES,
-    READ_ONLY,
-    REF,
-    Arg,
-    Command,
-    cmake_files,
-    read_commands,
-    read_file,
-    set_value,
-)
+from archguard.frontend.cmake_calls import READ_ONLY
+from archguard.frontend.cmake_commands import Command, read_commands, set_value
+from archguard.frontend.cmake_syntax import REF, Arg
 from archguard.frontend.setup_py import SetupPy
 
-_SET_LIST = re.compile(r"^\s*set\s*\(\s*CMAKE_CUDA_ARCHITECTURES\b", re.I)
-_PROPERTY = re.compile(r"(?<![A-Za-z_])CUDA_ARCHITECTURES\b")  # the target property
 _FLAGS = re.compile(
     r"(-gencode\b|--generate-code\b|arch=compute_\d|-arch[= ](?:sm|compute)_\d"
     r"|--gpu-architecture\b|--cuda-gpu-arch)"
 )
-_IF = re.compile(r"^\s*if\s*\((?P<cond>.*)", re.I)
-_ENDIF = re.compile(r"^\s*endif\s*\(", re.I)
-_ELSE = re.compile(r"^\s*(?:else|elseif)\s*\(", re.I)
-_MESSAGE = re.compile(r"^\s*message\s*\(", re.I)  # says the arches, does not choose them
-# a property set to the list the build was given: follows it, forces nothing
-# (``(?:\s*\))?``: \s*\)?\s* split a run of blanks every way before failing at its end)
-_FOLLOWS = re.compile(r"CUDA_ARCHITECTURES\s+\"?\$\{CMAKE_CUDA_ARCHITECTURES\}\"?(?:\s*\))?\s*$")
+# commands that test or say the arches, choosing none; string() and list() choose only where
+# they add to a value
+_SAYS = frozenset({"message", "if", "elseif", "while", "get_property", "get_target_property"})
+_ADDS = frozenset({"APPEND", "PREPEND", "CONCAT", "JOIN", "INSERT"})
 _BUDGET = 256  # the values followed to read one line's arches
+# a command that chooses arches, the argument whose line to name (None: its own), the value
+Choice = tuple[Command, Arg | None, tuple[Arg, ...]]
 _MAX_OWN = 16  # the package's own arch variables looked at
 
 
@@ -69,39 +60,39 @@ _CMAKE_ERROR = re.compile(r"CMake Error at (?P<at>[^\s:]+:\d+) \((?P<what>[^()\n
 
 
 def forced_arches(tree: Path) -> list[str]:
-    """Each line of the tree's CMake files that chooses CUDA arches itself, as
-    ``FILE:LINE: text`` (defaults guarded by ``if(NOT DEFINED ...)`` left out)."""
-    found: list[str] = []
-    for path in cmake_files(tree):
-        text = read_file(path, MAX_BYTES)
-        if text is None:
+    """Each line of the tree's CMake files that chooses CUDA arches itself, as ``FILE:LINE:
+    text``: defaults guarded by ``if(NOT DEFINED ...)`` and values that follow
+    ``${CMAKE_CUDA_ARCHITECTURES}`` left out."""
+    model = CMakeFiles.read(tree)
+    follows = model.reach(["CMAKE_CUDA_ARCHITECTURES"])
+    found: dict[str, None] = {}
+    for c, arg, value in _choices(model.commands):
+        refs = {r for a in value for r in a.refs}
+        if not refs or not refs <= follows:
+            found.setdefault(c.where(arg))
+    return list(found)
+
+
+def _choices(commands: Iterable[Command]) -> Iterator[Choice]:
+    """Each command that chooses arches (a default's aside): every set of the list or the
+    property, and each argument that holds an nvcc arch flag."""
+    for c in commands:
+        if c.defaulted or c.name in _SAYS:
             continue
-        lines = text.splitlines()
-        guards: list[bool] = []  # for each open if(): is it a default's guard?
-        for number, raw in enumerate(lines, 1):
-            line = raw.split("#", 1)[0]
-            opened = _IF.match(line)
-            if opened:
-                guards.append(bool(DEFAULT_GUARD.search(opened["cond"])))
-                continue
-            if _ENDIF.match(line):
-                if guards:
-                    guards.pop()
-                continue
-            if _ELSE.match(line) and guards:  # the other branch of a default's guard forces
-                guards[-1] = False
-                continue
-            if any(guards) or _MESSAGE.match(line) or _FOLLOWS.search(line):
-                continue
-            if _SET_LIST.match(line) or _PROPERTY.search(line) or _FLAGS.search(line):
-                where = path.relative_to(tree).as_posix()
-                found.append(f"{where}:{number}: {raw.strip()}")
-    return found
+        yield from _arch_settings([c], cached=True)
+        if c.name in ("string", "list") and (not c.args or c.args[0].text not in _ADDS):
+            continue
+        for a in c.args:
+            if _FLAGS.search(a.text):
+                yield c, a, (a,)
 
 
 def forced_note(tree: Path) -> str:
     """The failure's words for a tree whose CMake files choose arches ('' when none do)."""
-    lines = forced_arches(tree)
+    try:
+        lines = forced_arches(tree)
+    except Exception as exc:  # archguard's own reading failed: the failure's words stand
+        return f" (archguard could not read its CMake files: {type(exc).__name__})"
     if not lines:
         return ""
     shown = "; ".join(lines[:5]) + (f"; and {len(lines) - 5} more" if len(lines) > 5 else "")
@@ -191,24 +182,30 @@ class CMakeFiles:
         return seen
 
 
-def _arch_settings(
-    commands: Iterable[Command],
-) -> Iterator[tuple[Command, int, tuple[Arg, ...]]]:
+def _arch_settings(commands: Iterable[Command], *, cached: bool = False) -> Iterator[Choice]:
     """Each command that sets the arches a CUDA compile gets (``CMAKE_CUDA_ARCHITECTURES``,
-    but not a cache entry without FORCE, which a -D or CUDAARCHS wins over; a target's
-    ``CUDA_ARCHITECTURES``): (it, the offset to name, the value)."""
+    but not a cache entry without FORCE, which a -D or CUDAARCHS wins over, unless
+    ``cached``; a target's ``CUDA_ARCHITECTURES``): (it, the argument whose line to name,
+    None for its own, the value). A value a call passed to a function is named by the
+    call's line."""
     for c in commands:
         args = c.args
         if c.name == "set" and args and args[0].text == "CMAKE_CUDA_ARCHITECTURES":
             value, cache, force = set_value(args[1:])
-            if force or not cache:
-                yield c, c.at, value
+            if force or not cache or cached:
+                yield c, _passed(value), value
         elif c.name in ("set_target_properties", "set_property"):
             for i, a in enumerate(args):
                 if a.kind == "bare" and a.text == "CUDA_ARCHITECTURES":
                     end = i + 2 if c.name == "set_target_properties" else len(args)
-                    yield c, a.at, args[i + 1 : end]
+                    value = args[i + 1 : end]
+                    yield c, _passed(value) or a, value
                     break
+
+
+def _passed(value: Iterable[Arg]) -> Arg | None:
+    """The first argument of ``value`` that a call passed to a function (None: none)."""
+    return next((a for a in value if a.passed), None)
 
 
 @dataclass(frozen=True)
@@ -249,7 +246,7 @@ def own_variables(model: CMakeFiles) -> list[OwnVariable]:
             key = f"ENV:{key[4:-1]}" if key.startswith("ENV{") else key
             if any(not f.isdisjoint(linked) for f in c.frames) or c.seq < read.get(key, -1):
                 cmake = "CMAKE_CUDA_ARCHITECTURES" in linked or not to_arches.isdisjoint(linked)
-                where = f"{c.file.rel}:{c.file.line(c.at)[0]}"
+                where = c.place(_passed(value))
                 out.append(OwnVariable(name, ";".join(a.text for a in value), where, cmake))
                 break
     return out + cache_variables(model, flowing, {o.name for o in out}, to_arches)
@@ -275,7 +272,7 @@ def cache_variables(
         if not cache or force or any(a.refs for a in value):
             continue
         cmake = "CMAKE_CUDA_ARCHITECTURES" in model.reach([name]) or name in to_arches
-        where = f"{c.file.rel}:{c.file.line(c.at)[0]}"
+        where = c.place(_passed(value))
         out.append(OwnVariable(name, ";".join(a.text for a in value), where, cmake, cache=True))
         if len(out) >= _MAX_OWN:
             break
@@ -288,14 +285,14 @@ class ForcedLine:
     cannot be read: a variable set more ways than one)."""
 
     command: Command
-    at: int  # the offset to name
+    arg: Arg | None  # the argument whose line to name (None: the command's)
     value: tuple[Arg, ...]
     arches: list[str] | None
     files: CMakeFiles
 
     def where(self) -> str:
         """``FILE:LINE: text``."""
-        return self.command.where(self.at)
+        return self.command.where(self.arg)
 
     def reads(self) -> list[str]:
         """The environment variables its value reads, through the variables it expands."""
@@ -359,9 +356,9 @@ def forced_lines(
     unset = (k for k in model.feeds if k not in model.writes and not k.startswith("ENV:"))
     opaque = model.reach([*followed, *model.unknown, "?", *unset])
     memo: Memo = {}
-    for c, at, value in _arch_settings(model.commands):
+    for c, arg, value in _arch_settings(model.commands):
         if c.defaulted or any(not f.isdisjoint(followed) for f in c.frames):
             continue
         refs = [r for a in value for r in a.refs]
         if not any(r in opaque or (r not in model.writes and r[:4] != "ENV:") for r in refs):
-            yield ForcedLine(c, at, value, _arches(model, value, memo, [_BUDGET]), model)
+            yield ForcedLine(c, arg, value, _arches(model, value, memo, [_BUDGET]), model)

@@ -24,6 +24,7 @@ from archguard.core.abi import cell_label, minor, serves
 from archguard.core.arch import Targets
 from archguard.core.cuda import CudaVersion
 from archguard.core.resolve import Resolution
+from archguard.core.wheelfile import parse_wheel_name
 from archguard.detect.cuobjdump import find_cuobjdump
 from archguard.errors import ArchguardError
 from archguard.frontend.cmake import forced_note, no_cuda_said
@@ -189,7 +190,7 @@ def labeller(template: str) -> Step:
             labelled = relabel(w.wheel, label, chosen.pin)
         except ArchguardError as exc:
             return w, [f"{w.wheel.name}: not labelled: {exc}"]
-        tags = "-".join(labelled.name[: -len(".whl")].split("-")[-3:-1])
+        tags = parse_wheel_name(labelled.name).python_abi  # relabel wrote a wheel's name
         return replace(
             w,
             wheel=labelled,

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from email.parser import HeaderParser
 from pathlib import Path
 
-from packaging.utils import canonicalize_name, parse_wheel_filename
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from archguard.core.wheelfile import parse_metadata, parse_wheel_name
 from archguard.settings.config import read_toml
 
 # version plugins a setup.py or pyproject.toml may name: the likely cause of a wrong version
@@ -35,9 +35,9 @@ def declared_release(tree: Path) -> Release | None:
     whose version is dynamic: only its build knows)."""
     info = tree / "PKG-INFO"
     if info.is_file():
-        headers = HeaderParser().parsestr(info.read_text(encoding="utf-8", errors="replace"))
-        if headers.get("Name") and headers.get("Version"):
-            return Release(str(headers["Name"]), str(headers["Version"]), "PKG-INFO")
+        read = parse_metadata(info.read_text(encoding="utf-8", errors="replace"))
+        if read.name and read.version:
+            return Release(read.name, read.version, "PKG-INFO")
     pyproject = tree / "pyproject.toml"
     if pyproject.is_file():
         try:
@@ -72,7 +72,8 @@ def plugins_named(tree: Path) -> list[str]:
 def not_the_release(wheel: Path, release: Release, tree: Path) -> str | None:
     """Why ``wheel`` is not ``release`` (None: it is): the names and versions, without the
     cell's local label, compared as PEP 503 and PEP 440 read them."""
-    name, version, _, _ = parse_wheel_filename(wheel.name)
+    built = parse_wheel_name(wheel.name)
+    name, version = built.project, built.version
     try:
         declared = Version(release.version)
     except InvalidVersion:

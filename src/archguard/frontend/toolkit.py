@@ -23,37 +23,20 @@ points every variable at it before the backend runs:
 
 With a complete toolkit nothing is assembled and the same variables name the toolkit.
 
-The arches reach a CMake build through ``CUDAARCHS`` (:mod:`archguard.reports.text`), and
-through the package's own variable where its CMake files read one (``$ENV{MYPKG_CUDA_ARCHS}``,
-with a literal default): :func:`cmake_arches` sets it to the list in that default's spelling,
-as for a ``setup.py``'s own variable, and refuses before anything compiles a build whose
-CMake files force a literal list that no variable it sets can change.
+The arches reach a CMake build through ``CUDAARCHS`` (:mod:`archguard.reports.text`) and the
+package's own variables: :mod:`archguard.frontend.cmake_arches`.
 """
 
 from __future__ import annotations
 
 import os
-import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from itertools import islice
 from pathlib import Path
 
-from archguard.core.arch import ArchEntry
 from archguard.core.resolve import Resolution
 from archguard.detect.cudalibs import assemble_root
 from archguard.detect.fetch import cache_root
-from archguard.frontend.cmake import (
-    CMakeFiles,
-    ForcedLine,
-    OwnVariable,
-    forced_lines,
-    own_variables,
-)
-from archguard.nvcc.flags import cmake_architectures, dropped_ptx, spelled_like
-
-_CMAKE_ARCH = re.compile(r"([0-9]{2,3}[af]?)(-real|-virtual)?")
-_FALSE = frozenset({"", "OFF", "FALSE", "NO", "N", "0", "IGNORE", "NOTFOUND"})
 
 
 @dataclass(frozen=True)
@@ -125,159 +108,3 @@ def _some(names: tuple[str, ...], shown: int = 4) -> str:
     """A few names of a long list, and how many more."""
     more = len(names) - shown
     return ", ".join(names[:shown]) + (f" and {more} more" if more > 0 else "")
-
-
-@dataclass(frozen=True)
-class CMakeArches:
-    """What a package's CMake files do with the arches, for one list: the package's own arch
-    variables set to it in their spelling, what was said, and the refusal's words where the
-    files force arches no variable archguard sets can change ('' where none do)."""
-
-    values: dict[str, str] = field(default_factory=dict)
-    notes: tuple[str, ...] = ()
-    refusal: str = ""
-
-
-def cmake_arches(
-    tree: Path,
-    entries: Sequence[ArchEntry],
-    environ: Mapping[str, str],
-    given: Mapping[str, str],
-    *,
-    cmake_args: bool = True,
-) -> CMakeArches:
-    """For a build of ``tree`` with the list ``entries``: each arch variable its CMake files
-    read from the environment with a literal default, set to the list in that default's
-    spelling (the caller's ``environ`` wins; what archguard already ``given`` is kept), and
-    the lines that force a literal list of other arches, as the refusal's words. Its own
-    reading failing never stops the build: it is said, and the read-back still checks."""
-    try:
-        return _cmake_arches(CMakeFiles.read(tree), entries, environ, given, cmake_args)
-    except Exception as exc:  # archguard's own reading failed: not a decision
-        return CMakeArches(
-            notes=(
-                f"warning: archguard could not read its CMake files ({type(exc).__name__}: "
-                f"{str(exc)[:200]}): none of their arch variables set, nothing checked before "
-                "the build (the read-back checks the wheel)",
-            )
-        )
-
-
-def _cmake_arches(
-    model: CMakeFiles,
-    entries: Sequence[ArchEntry],
-    environ: Mapping[str, str],
-    given: Mapping[str, str],
-    cmake_args: bool = True,
-) -> CMakeArches:
-    """:func:`cmake_arches` on the files read; ``cmake_args``: the build passes CMAKE_ARGS to
-    CMake (a cache entry's -D is given only then)."""
-    values: dict[str, str] = {}
-    notes: list[str] = []
-    defined: list[str] = []  # cache entries given a -D
-    for own in own_variables(model):
-        name = own.name
-        if own.cache:
-            said = _cache_define(own, entries, environ, given, values) if cmake_args else ""
-            if said:
-                notes.append(said)
-                defined.append(name)
-            continue
-        if name in given:
-            continue
-        if environ.get(name):
-            notes.append(f"its CMake files read {name}, an arch variable: your {name} wins")
-            continue
-        spelled = spelled_like(own.default, entries, own.cmake)
-        if spelled is None:
-            continue
-        values[name] = spelled
-        # a bare 80 there is a cubin and PTX, as in CMAKE_CUDA_ARCHITECTURES
-        said_ptx = own.cmake and _one_list(spelled) == cmake_architectures(entries)
-        notes.append(
-            f"its CMake files read {name}, an arch variable (default {own.default!r}, "
-            f"{own.where}): set to the effective list in that spelling, {name}={spelled!r}"
-            + (
-                " (its spelling cannot say PTX: the PTX of the list is left out there; the "
-                "read-back says what the build made of it)"
-                if dropped_ptx(own.default, spelled, entries, own.cmake) and not said_ptx
-                else ""
-            )
-        )
-    wanted = _targets(cmake_architectures(entries).split(";"))
-    kept = (  # neither OFF (no arch flags: a target without CUDA) nor the list itself
-        f
-        for f in forced_lines(model, {**environ, **given, **values}, defined)
-        if f.arches is None
-        or not (all(t.strip().upper() in _FALSE for t in f.arches) or _targets(f.arches) == wanted)
-    )
-    forced = list(islice(kept, 20))
-    return CMakeArches(values, tuple(notes), _refusal(forced, entries) if forced else "")
-
-
-def _cache_define(
-    own: OwnVariable,
-    entries: Sequence[ArchEntry],
-    environ: Mapping[str, str],
-    given: Mapping[str, str],
-    values: dict[str, str],
-) -> str:
-    """A cache entry that reaches the arches (no environment reads it): ``-DNAME=list`` put
-    first in ``CMAKE_ARGS`` (``values``; scikit-build-core and the setup.py files that run
-    CMake pass it on), in its default's spelling; what the log says ('' where nothing is set:
-    the caller's own -D wins, or the spelling cannot be told)."""
-    name = own.name
-    mine = environ.get("CMAKE_ARGS", "")
-    if re.search(rf"(?:^|\s)-D\s*{re.escape(name)}(?::\w+)?=", mine):
-        return f"its CMake files take {name}, a cache entry that reaches the arches: your -D wins"
-    spelled = spelled_like(own.default, entries, own.cmake)
-    if spelled is None or any(c.isspace() for c in spelled):
-        return ""
-    before = values.get("CMAKE_ARGS", given.get("CMAKE_ARGS", mine))
-    values["CMAKE_ARGS"] = f"-D{name}={spelled} {before}".strip()
-    return (
-        f"its CMake files take {name}, a cache entry that reaches the arches (default "
-        f"{own.default!r}, {own.where}): -D{name}={spelled} goes first in CMAKE_ARGS"
-    )
-
-
-def _targets(tokens: Iterable[str]) -> frozenset[str] | None:
-    """``80;90-real`` as targets (sm_80 compute_80 sm_90); None for ``all``, ``native``..."""
-    out = set()
-    for token in tokens:
-        m = _CMAKE_ARCH.fullmatch(token.strip())
-        if m is None:
-            return None
-        if m[2] != "-virtual":
-            out.add(f"sm_{m[1]}")
-        if m[2] != "-real":
-            out.add(f"compute_{m[1]}")
-    return frozenset(out)
-
-
-def _one_list(text: str) -> str:
-    return ";".join(text.replace(",", ";").replace(" ", ";").split(";"))
-
-
-def _refusal(forced: list[ForcedLine], entries: Sequence[ArchEntry]) -> str:
-    """The refusal's words: each line, what it gives, and the fix."""
-    wanted = cmake_architectures(entries)
-    shown = "; ".join(
-        f"{f.where()} (gives {';'.join(f.arches) if f.arches else 'arches of its own'})"
-        for f in forced[:5]
-    ) + (f"; and {len(forced) - 5} more" if len(forced) > 5 else "")
-    reads = sorted({name for f in forced for name in f.reads()})
-    fix = (
-        f"set {' or '.join(reads)} (which that value reads from the environment, unset "
-        f"here) to this cell's list, {wanted} in CMake's spelling; or "
-        if reads
-        else ""
-    )
-    return (
-        "refused before building (no nvcc ran): its CMake files force CUDA arches that no "
-        f"variable archguard sets can change, where this cell's list is {wanted}: {shown}. "
-        f"Fix: {fix}patch those lines to follow ${{CMAKE_CUDA_ARCHITECTURES}} (archguard "
-        "gives the list as CUDAARCHS) or guard them with if(NOT DEFINED "
-        "CMAKE_CUDA_ARCHITECTURES); or build this cell with that list (ARCHGUARD_ARCH_LIST, "
-        "or arch_list in [tool.archguard]); or skip the package for this cell"
-    )

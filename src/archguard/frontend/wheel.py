@@ -26,12 +26,14 @@ from pathlib import Path
 from archguard._fs import SOURCE_DATE_EPOCH
 from archguard.binaries.relabel import check_label
 from archguard.core.resolve import Resolution
-from archguard.detect.fetch import source_tree
+from archguard.detect.fetch import machine_directory, source_tree
 from archguard.detect.machine import detect_machine
-from archguard.detect.tools import BUILD_TIMEOUT_S, run
-from archguard.errors import ArchguardError, ConfigError
+from archguard.detect.machine_jobserver import machine_jobserver
+from archguard.detect.tools import BUILD_TIMEOUT_S, ToolFailed, run
+from archguard.errors import ArchguardError, ConfigError, ReleaseNotFetched, ToolError
 from archguard.frontend import buildenv
 from archguard.frontend.cmake import forced_note
+from archguard.frontend.cmake_arches import cmake_arches
 from archguard.frontend.failures import cause
 from archguard.frontend.finish import (
     each,
@@ -43,18 +45,22 @@ from archguard.frontend.finish import (
     varianter,
     verified,
 )
-from archguard.frontend.pool import backend_tokens
+from archguard.frontend.jobserver import backend_jobserver
 from archguard.frontend.recorded import frontend_part
 from archguard.frontend.release import declared_release, not_the_release
 from archguard.frontend.result import WHEEL_SCHEMA, Built
 from archguard.frontend.setup_py import SetupPy, read_setup_py
-from archguard.frontend.toolkit import BuildToolkit, build_toolkit, cmake_arches
+from archguard.frontend.toolkit import BuildToolkit, build_toolkit
 from archguard.frontend.torchcmake import TorchCMake, torch_cmake
-from archguard.jobserver import own_pool
-from archguard.nvcc.flags import dropped_ptx, spelled_like
-from archguard.nvcc.parallel import pool_tokens
-from archguard.reports.text import build_variables, render_error
-from archguard.settings.config import ENV_CONFIG, ENV_JOBSERVER, env_wheel_variant, jobserver_pool
+from archguard.nvcc.flags import arch_variables, dropped_ptx, spelled_like
+from archguard.nvcc.parallel import jobserver_width
+from archguard.reports.text import render_error
+from archguard.settings.config import (
+    ENV_CONFIG,
+    ENV_JOBSERVER,
+    env_wheel_variant,
+    jobserver_setting,
+)
 from archguard.settings.inputs import Query, gather
 from archguard.settings.optin import ENV_ENABLE
 
@@ -129,7 +135,7 @@ def source_build(
     wanted = env_wheel_variant(environ)
     if wanted is None:
         wanted = bool(package and package.wheel_variant)
-    values, _, _ = build_variables(res)
+    values = arch_variables(res.effective).values
     out = {ENV_ENABLE: "1", **values}
     toolkit = build_toolkit(res, environ)
     if toolkit is not None:
@@ -218,15 +224,18 @@ def build_one(source: Path, out: Path, options: WheelOptions) -> Built:
         search = environment.get("PATH") or os.defpath
         environment["PATH"] = os.pathsep.join([str(declared.overlay / "bin"), search])
     tail: deque[str] = deque(maxlen=4000)  # the log's last lines, to say why it failed
-    with backend_tokens(
+    with backend_jobserver(
         declared.backend,
         environment,
         lambda t: _say(source, t),
         source=source,
         pip_args=options.pip_args,
     ) as joined:
-        environment.update(joined)  # a backend the hook never runs in: the pool's tokens
-        proc = run(argv, ConfigError, BUILD_TIMEOUT_S, environment, log=sys.stderr, tail=tail)
+        environment.update(joined)  # a backend the hook never runs in: the jobserver's tokens
+        try:
+            proc = run(argv, None, BUILD_TIMEOUT_S, environment, log=sys.stderr, tail=tail)
+        except ToolFailed as exc:  # pip could not start: not the package's build failing
+            raise ToolError(f"{source}: {exc}", tool="pip") from None
     made = sorted(p for p, t in _wheels_in(out).items() if before.get(p) != t)
     built = Built(str(source), proc.returncode, env_vars, setup_py.reads)
     built.build_env = declared.as_json()
@@ -312,16 +321,24 @@ def _zip_dates() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _one_pool(count: int) -> Iterator[None]:
-    """Several sources: one jobserver for all their builds (a token per core, one held by
-    the build that runs; each build's hook joins it through ``ARCHGUARD_JOBSERVER=fifo:``).
-    One source, a pool the caller gives (a farm job's), or none asked: each build as it is."""
-    on, outer, _ = jobserver_pool(os.environ)
-    if count < 2 or not on or outer is not None:
+def _one_jobserver() -> Iterator[None]:
+    """Every build of this run in the machine's jobserver (issue 57: one per machine, shared
+    with farm runs and other builds under the same cache; each build takes its first token
+    there, its hook or :func:`backend_jobserver` for it). The caller's jobserver (a farm
+    job's, make 4.4's), or none asked: each build as it is."""
+    setting = jobserver_setting(os.environ)
+    if not setting.on or setting.fifo is not None:
         yield
         return
-    with own_pool(pool_tokens(detect_machine())) as pool:
-        os.environ[ENV_JOBSERVER] = f"fifo:{pool.path}"
+    with contextlib.ExitStack() as stack:
+        try:
+            joined = stack.enter_context(
+                machine_jobserver(machine_directory(), jobserver_width(detect_machine()))
+            )
+        except OSError:  # no FIFO there: each build's hook makes its own
+            yield
+            return
+        os.environ[ENV_JOBSERVER] = f"fifo:{joined.path}"
         try:
             yield
         finally:
@@ -341,6 +358,21 @@ def _built(source: Path, out: Path, options: WheelOptions) -> Built:
     return refused(built, [p for p, t in _wheels_in(out).items() if before.get(p) != t], out)
 
 
+_RELEASE_HINT = (
+    "(archguard wheel gives pip's options after `--`: archguard wheel NAME==VERSION -- "
+    "--index-url URL; --sha256 HEX pins one source.)"
+)
+
+
+def _source_tree(source: str, options: WheelOptions) -> Path:
+    """The tree to build for ``source``: its release's error says how this command names
+    an index and a pin, which the fetch cannot know."""
+    try:
+        return source_tree(source, options.sha256, pip_args=options.pip_args, pinned_by="--sha256")
+    except ReleaseNotFetched as exc:
+        raise ReleaseNotFetched(f"{exc.message} {_RELEASE_HINT}", detail=exc.detail) from None
+
+
 def run_wheel(
     sources: Sequence[str], out: Path, fmt: str, options: WheelOptions
 ) -> tuple[int, str]:
@@ -356,9 +388,9 @@ def run_wheel(
         raise ConfigError(f"archguard wheel --config {options.config}: no such file.")
     if options.local_version is not None:
         _check_template(options.local_version, "--local-version")
-    trees = [source_tree(s, options.sha256, pip_args=options.pip_args) for s in sources]
+    trees = [_source_tree(s, options) for s in sources]
     out.mkdir(parents=True, exist_ok=True)
-    with _zip_dates(), _one_pool(len(trees)):
+    with _zip_dates(), _one_jobserver():
         results = [_built(source, out, options) for source in trees]
     ok = all(r.ok for r in results)
     if fmt == "json":

@@ -96,6 +96,45 @@ def cmake_architectures(entries: Iterable[ArchEntry]) -> str:
     return ";".join(out)
 
 
+@dataclass(frozen=True)
+class ArchVariables:
+    """The variables that carry a list to what archguard's nvcc lines do not reach (torch's
+    own ``TORCH_CUDA_ARCH_LIST`` reader, a CMake step): ``values`` set, ``unset`` with why
+    (torch cannot spell an entry), ``notes`` (a CMake too old for a family target)."""
+
+    values: dict[str, str]
+    unset: dict[str, str]
+    notes: tuple[str, ...]
+    unspellable: tuple[str, ...] = ()  # the entries torch cannot spell, each with why
+    families: tuple[str, ...] = ()  # the family (``f``) targets ``CUDAARCHS`` holds
+
+
+def arch_variables(entries: Sequence[ArchEntry]) -> ArchVariables:
+    """``TORCH_CUDA_ARCH_LIST`` where torch can spell ``entries`` (else unset, naming each
+    entry it cannot spell) and ``CUDAARCHS``, CMake's default for
+    ``CMAKE_CUDA_ARCHITECTURES``: the one place a list becomes those variables (the build's
+    hook, ``archguard wheel``'s environment and ``archguard env`` all take them from here)."""
+    values: dict[str, str] = {}
+    unset: dict[str, str] = {}
+    problems: tuple[str, ...] = ()
+    try:
+        values["TORCH_CUDA_ARCH_LIST"] = torch_arch_list(entries)
+    except NotRepresentable as exc:
+        problems = exc.problems
+        unset["TORCH_CUDA_ARCH_LIST"] = "torch cannot spell " + "; ".join(problems)
+    values["CUDAARCHS"] = cmake_architectures(entries)
+    families = tuple(str(e) for e in entries if e.arch.suffix == "f")
+    notes = (
+        (
+            f"CUDAARCHS holds family targets ({', '.join(families)}): CMake 4.4 reads the 'f' "
+            "suffix, CMake 3.25 stops with 'is not one of the following'",
+        )
+        if families
+        else ()
+    )
+    return ArchVariables(values, unset, notes, problems, families)
+
+
 _SPELLINGS = {
     "dotted": re.compile(r"^[0-9]{1,2}\.[0-9][af]?(?:\+PTX)?$", re.I),  # 8.0 9.0a 9.0+PTX
     "cmake": re.compile(r"^[0-9]{2,3}[af]?(?:-real|-virtual)?$"),  # 80 90a 90-real

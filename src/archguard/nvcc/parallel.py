@@ -237,6 +237,7 @@ def device_compiles(gencode: list[str]) -> int:
     return jobserver.device_compiles(gencode) if gencode else 0
 
 
-def pool_tokens(machine: Machine, memory_per_thread: int = MEMORY_PER_THREAD) -> int:
-    """A jobserver's tokens: one per core, no more than the memory holds compiler threads."""
+def jobserver_width(machine: Machine, memory_per_thread: int = MEMORY_PER_THREAD) -> int:
+    """The jobs at once a jobserver stands for (its tokens, the implicit one included): one
+    per core, no more than the memory holds compiler threads."""
     return max(1, min(machine.cores, machine.memory // memory_per_thread))

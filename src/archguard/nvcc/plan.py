@@ -255,9 +255,9 @@ def _apply_proofs(
         if split is None:
             continue
         kind, arch = split
-        pool = cubins if kind == "sm" else ptx
-        if arch in pool:
-            pool.discard(arch)
+        remaining = cubins if kind == "sm" else ptx
+        if arch in remaining:
+            remaining.discard(arch)
             kept.pop(arch, None)
             out[target] = f"the lint proves {reason} is reached for it"
     return out

@@ -25,7 +25,7 @@ from archguard.nvcc.parallel import (
     decided_parallelism,
     device_compiles,
 )
-from archguard.settings.config import env_jobserver
+from archguard.settings.config import jobserver_setting
 from archguard.settings.inputs import Settings
 
 
@@ -103,12 +103,12 @@ def parallel_preview(settings: Settings, res: Resolution, environ: Mapping[str, 
         RunsAs(mode, mode_from),
     )
     ignored = "".join(f" Warning: {w}." for w in chosen.warnings)
-    pooled = ""
-    if mode is BuildMode.NINJA and choice.jobs_chosen and env_jobserver(environ)[0]:
-        pooled = (
+    joined = ""
+    if mode is BuildMode.NINJA and choice.jobs_chosen and jobserver_setting(environ).on:
+        joined = (
             " With the jobserver (the default; ARCHGUARD_JOBSERVER=0 for none), a build whose "
-            "ninja is 1.13 or later takes a token per compile from one pool of a token per "
-            "core instead, and each nvcc compile "
+            "ninja is 1.13 or later takes a token per compile from one jobserver of a token "
+            "per core instead, and each nvcc compile "
             + (
                 "--threads 1 + the free tokens, at most its device compiles."
                 if choice.threads_from == CHOSEN
@@ -118,5 +118,5 @@ def parallel_preview(settings: Settings, res: Resolution, environ: Mapping[str, 
     return (
         f"Build parallelism here: {choice.summary}, from {choice.why} (sources counted under "
         f"{settings.project.root}; the build decides per extension, and a --threads on an "
-        f"extension's own nvcc line wins).{ignored}{pooled}"
+        f"extension's own nvcc line wins).{ignored}{joined}"
     )

@@ -19,8 +19,14 @@ from archguard.core.coverage import DeviceCoverage, Tier, coverage
 from archguard.core.decisions import Decision, Outcome, Step
 from archguard.core.formats import EnvFormat, ListFormat
 from archguard.core.resolve import Resolution
+from archguard.detect.compcache import cache_variables
 from archguard.errors import ArchguardError, EmptyArchList, NotRepresentable
-from archguard.nvcc.flags import cmake_architectures, gencode_flags, torch_arch_list
+from archguard.nvcc.flags import (
+    arch_variables,
+    cmake_architectures,
+    gencode_flags,
+    torch_arch_list,
+)
 from archguard.nvcc.plan import ExtensionPlan, Rule
 
 LIST_SCHEMA = "archguard.list/1"
@@ -272,48 +278,12 @@ def extension_lines(plan: ExtensionPlan, res: Resolution) -> list[str]:
 ENV_SCHEMA = "archguard.env/1"
 
 
-def build_variables(res: Resolution) -> tuple[dict[str, str], dict[str, str], list[str]]:
-    """The variables a build archguard's hook never sees needs: (set, unset with why, notes).
-
-    ``TORCH_CUDA_ARCH_LIST`` where torch can spell the list (else unset, naming each entry
-    it cannot spell) and ``CUDAARCHS``, CMake's default for ``CMAKE_CUDA_ARCHITECTURES``.
-    """
-    values: dict[str, str] = {}
-    unset: dict[str, str] = {}
-    notes: list[str] = []
-    try:
-        values["TORCH_CUDA_ARCH_LIST"] = torch_arch_list(res.effective)
-    except NotRepresentable as exc:
-        unset["TORCH_CUDA_ARCH_LIST"] = "torch cannot spell " + "; ".join(exc.problems)
-    values["CUDAARCHS"] = cmake_architectures(res.effective)
-    families = [str(e) for e in res.effective if e.arch.suffix == "f"]
-    if families:
-        notes.append(
-            f"CUDAARCHS holds family targets ({', '.join(families)}): CMake 4.4 reads the 'f' "
-            "suffix, CMake 3.25 stops with 'is not one of the following'"
-        )
-    return values, unset, notes
-
-
-def cache_variables(tool: str) -> dict[str, str]:
-    """What a build needs to go through the compile cache ``tool`` (sccache or ccache):
-    CMake's launchers, and for sccache no ``-MD`` on torch's nvcc lines (it defeats sccache)
-    and nvcc routed through it on torch's ninja path."""
-    out = {
-        "CMAKE_CUDA_COMPILER_LAUNCHER": tool,
-        "CMAKE_CXX_COMPILER_LAUNCHER": tool,
-        "CMAKE_C_COMPILER_LAUNCHER": tool,
-    }
-    if tool == "sccache":
-        out["TORCH_EXTENSION_SKIP_NVCC_GEN_DEPENDENCIES"] = "1"
-    return out
-
-
 def env_text(res: Resolution, fmt: EnvFormat, cache: str | None = None) -> tuple[str, list[str]]:
     """``archguard env``: (stdout text, notes for stderr) in sh, github or json. ``cache``:
     the compile cache chosen (``compiler_cache``), whose variables are printed too."""
 
-    values, unset, notes = build_variables(res)
+    found = arch_variables(res.effective)
+    values, unset, notes = dict(found.values), found.unset, list(found.notes)
     if cache and cache != "off":
         values |= cache_variables(cache)
     if fmt == "json":

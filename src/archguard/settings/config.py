@@ -96,7 +96,7 @@ def parse_config(
             problems.add(
                 f"unknown key {key!r}.{_did_you_mean(key, allowed)} The keys: "
                 + ", ".join(CONFIG_KEYS)
-                + " (the README's [tool.archguard] table says what each does)"
+                + " (docs/configuration.md's [tool.archguard] table says what each does)"
             )
     arch_list = None
     try:
@@ -319,46 +319,52 @@ def env_stubs(environ: Mapping[str, str]) -> bool:
     )
 
 
-HELD = "held:"  # ARCHGUARD_JOBSERVER=held:PATH: the pool, a token taken for the build already
+HELD = "held:"  # ARCHGUARD_JOBSERVER=held:PATH: the jobserver, a token taken for the build
 
 
-def env_jobserver(environ: Mapping[str, str]) -> tuple[bool, str | None, bool]:
-    """``ARCHGUARD_JOBSERVER``: (on, the pool to join, whether a token for the build was
-    taken already). Unset or an on word: on, a pool of the build's own (or the caller's
-    ``MAKEFLAGS`` one); ``fifo:PATH``: on, that pool (what a farm run gives its jobs:
-    ``MAKEFLAGS`` itself would stop GNU make before 4.4, which cannot read a FIFO's name,
-    measured with make 4.3); ``held:PATH``: that pool, with the build's first token taken
-    (what ``archguard wheel`` gives a build it took one for); an off word: off, each build's
-    compiles take the static share archguard chose."""
+@dataclass(frozen=True)
+class JobserverSetting:
+    """The jobserver a build or a farm run joins, read once from its environment
+    (:func:`jobserver_setting`).
+
+    ``on``: False where ``ARCHGUARD_JOBSERVER`` is an off word (each build's compiles take
+    the static share archguard chose). ``fifo``: the jobserver to join, or None: one of the
+    build's (or the run's) own. ``token_held``: the build's first token was taken before it
+    started (by ``archguard wheel``: ``held:PATH``; by the make 4.4 whose ``MAKEFLAGS`` names
+    the FIFO), so the build must not wait for one of its own; False for ``fifo:PATH`` (a farm
+    run's: its jobs hold no token while they fetch, resolve and repair)."""
+
+    on: bool = True
+    fifo: str | None = None
+    token_held: bool = False
+
+
+def jobserver_setting(environ: Mapping[str, str]) -> JobserverSetting:
+    """``ARCHGUARD_JOBSERVER``, else the ``MAKEFLAGS`` of a make 4.4 caller. Unset or an on
+    word: on, a jobserver of the build's own, or the one the caller's ``MAKEFLAGS`` names;
+    ``fifo:PATH``: on, that jobserver (what a farm run gives its jobs: ``MAKEFLAGS`` itself
+    would stop GNU make before 4.4, which cannot read a FIFO's name, measured with make
+    4.3); ``held:PATH``: that jobserver, with the build's first token taken (what
+    ``archguard wheel`` gives a build it took one for); an off word: off."""
     value = (environ.get(ENV_JOBSERVER) or "").strip()
-    if not value:
-        return True, None, False
     for form in ("fifo:", HELD):
         if value.startswith(form):
             if len(value) == len(form):
                 raise ConfigError(
                     f"{ENV_JOBSERVER}={environ[ENV_JOBSERVER]!r} names no FIFO; give "
-                    "fifo:/path/to/the/pool, 1 for a pool of the build's own, or 0 for none."
+                    "fifo:/path/to/the/fifo, 1 for a jobserver of the build's own, or 0 for "
+                    "none."
                 )
-            return True, value[len(form) :], form == HELD
-    on = _env_switch(
+            return JobserverSetting(True, value[len(form) :], token_held=form == HELD)
+    if value and not _env_switch(
         environ,
         ENV_JOBSERVER,
-        "set it to 0 for the static shares (MAX_JOBS per build) instead of the token pool, "
-        "or fifo:PATH to join a pool",
-    )
-    return on, None, False
-
-
-def jobserver_pool(environ: Mapping[str, str]) -> tuple[bool, str | None, bool]:
-    """(on, the pool a build joins, whether it came without a token): the one
-    ``ARCHGUARD_JOBSERVER`` names (``fifo:PATH``, a farm run's: no token comes with it;
-    ``held:PATH``: the token came), else the one a make 4.4 caller's ``MAKEFLAGS`` names (its
-    token came with the build), else none."""
-    on, given, held = env_jobserver(environ)
-    if given is not None:
-        return on, given, not held
-    return on, fifo_of(environ.get("MAKEFLAGS", "")), False
+        "set it to 0 for the static shares (MAX_JOBS per build) instead of the jobserver, "
+        "or fifo:PATH to join one",
+    ):
+        return JobserverSetting(on=False)
+    made = fifo_of(environ.get("MAKEFLAGS", ""))  # a make 4.4's: its token came with the build
+    return JobserverSetting(True, made, token_held=made is not None)
 
 
 def env_choice(environ: Mapping[str, str], name: str, key: str) -> str | None:

@@ -1,7 +1,7 @@
 """The model of ``[tool.archguard]``: one dataclass whose fields carry each key's
 documentation, type and default. The parser (:func:`archguard.settings.config.parse_config`),
-its error text and the README's table (:func:`config_table`, compared word for word by a test)
-all read it here."""
+its error text and docs/configuration.md's table (:func:`config_table`, compared word for word
+by a test) all read it here."""
 
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ from archguard.core.modes import (
 @dataclass(frozen=True)
 class PackageConfig:
     """A validated ``[tool.archguard]`` table: one field per key, each with its documentation
-    (``metadata["doc"]``, the README's table row), its type (a ``Literal`` is a choice of
-    words, the default first; ``int`` a count from 1 to 1024) and its default."""
+    (``metadata["doc"]``, docs/configuration.md's table row), its type (a ``Literal`` is a
+    choice of words, the default first; ``int`` a count from 1 to 1024) and its default."""
 
     source: str  # "/path/pyproject.toml [tool.archguard]"; not a key
     arch_list: tuple[ArchEntry, ...] | None = field(
@@ -124,7 +124,7 @@ def _words_of(name: str) -> tuple[str, ...] | None:
     return (default, *(w for w in words if w != default))
 
 
-# The model's views, for the parser, the error text and the README's table
+# The model's views, for the parser, the error text and docs/configuration.md's table
 CONFIG_KEYS: dict[str, str] = {f.name: f.metadata["doc"] for f in _config_fields()}
 CHOICES: dict[str, tuple[str, ...]] = {
     name: words for name in CONFIG_KEYS if (words := _words_of(name)) is not None
@@ -135,7 +135,7 @@ COUNTS = tuple(  # positive integers
 
 
 def config_table() -> str:
-    """The README's ``[tool.archguard]`` table, from the model (a test compares them)."""
+    """docs/configuration.md's ``[tool.archguard]`` table, from the model (a test compares them)."""
     rows = ["| key | meaning |", "|---|---|"]
     for name, doc in CONFIG_KEYS.items():
         words = CHOICES.get(name)

@@ -1,13 +1,19 @@
-"""``python -m archguard watch``: torch releases on the package index that the torch table
-(bundled, or the farm's ``--torch-builds``) lacks, before a farm plans cells without them.
+"""``python -m archguard watch``, the policy maintainer's: the torch releases on the package
+index that the torch table (bundled, or the farm's ``--torch-builds``) lacks, and the CUDA
+toolkit minors (``nvidia-cuda-nvcc``) that the toolkit table lacks, before a farm plans cells
+without them.
 
-The index is asked through pip's own machinery (``pip index versions torch --json``), so the
-user's index configuration (``--index-url``, ``--find-links``, ``pip.conf``) holds; with
-``--probe`` each missing release is downloaded (``pip download --no-deps``) and read with
-cuobjdump (:mod:`archguard.detect.torchlibs`) into a proposed table the owner reviews. Every
-pip call goes through :func:`archguard.detect.tools.run` with a timeout
-(``INDEX_TIMEOUT_S``, a download ``DOWNLOAD_TIMEOUT_S``): offline is one clear error, never a
-hang.
+The index is read as the farm's ``[[cells]]`` rules and ``archguard wheel name==version``
+read it, through the one reader (:mod:`archguard.detect.index`): the indexes pip would read
+(the ``--index-url``, ``--extra-index-url`` and ``--no-index`` given after ``--``, else its
+``PIP_*`` variables and configuration, else its default), each project page (PEP 691 JSON,
+else PEP 503 HTML) fetched with a timeout: offline is one clear
+:class:`~archguard.errors.IndexUnreachable`, never a hang. A release counts where a page lists
+a wheel of it that this interpreter could install on the machine asked about, as pip chose
+when it was asked. With ``--probe`` each missing release is downloaded (``pip download
+--no-deps``, the same options after ``--``, through :func:`archguard.detect.tools.run` within
+``DOWNLOAD_TIMEOUT_S``) and read, a torch with cuobjdump (:mod:`archguard.detect.torchlibs`),
+a toolkit with its own ptxas, into proposed rows the owner reviews.
 """
 
 from __future__ import annotations
@@ -19,12 +25,13 @@ import tempfile
 import zipfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-from packaging.version import InvalidVersion, Version
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.tags import sys_tags
+from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 from archguard.core.arch import Arch, format_list
 from archguard.core.cuda import CudaVersion
@@ -33,86 +40,52 @@ from archguard.core.platform import (
     Platform,
     host_platform,
     platform_of_tag,
+    platform_or_host,
     wheel_tag,
 )
 from archguard.core.policy import load_policy
 from archguard.core.resolve import resolve
+from archguard.core.snapshot import row_text
 from archguard.core.toolkit import Toolkit
-from archguard.core.torchbuild import BundledBuild, bundled_builds, release_minor
-from archguard.detect.ptxas import probe_ptxas
-from archguard.detect.tools import DOWNLOAD_TIMEOUT_S, INDEX_TIMEOUT_S, ToolFailed, run
-from archguard.errors import (
-    ArchguardError,
-    ConfigError,
-    IndexUnreachable,
-    PipTooOld,
-    ToolError,
+from archguard.core.torchbuild import (
+    BundledBuild,
+    bundled_builds,
+    parse_torch_version,
+    release_minor,
 )
+from archguard.core.wheelfile import InvalidWheelFilename, parse_wheel_name
+from archguard.detect.cuobjdump import find_cuobjdump
+from archguard.detect.index import IndexFile, index_urls, project_files
+from archguard.detect.ptxas import probe_ptxas
+from archguard.detect.tools import DOWNLOAD_TIMEOUT_S, ToolFailed, run
+from archguard.detect.torchlibs import probe
+from archguard.errors import ArchguardError, ConfigError, IndexUnreachable, ToolError
+from archguard.settings.inputs import toolkit_table, torch_facts
 
 if TYPE_CHECKING:
     import subprocess
 
 WATCH_SCHEMA = "archguard.watch/1"
 NVCC_PROJECT = "nvidia-cuda-nvcc"  # NVIDIA's CUDA compiler wheels (13.x: a full nvcc)
-PIP_TIMEOUT = INDEX_TIMEOUT_S  # seconds for one pip call (a download: DOWNLOAD_TIMEOUT_S)
+_NAME_ONE = "name the index after `--` (archguard watch -- --index-url URL)"
 
 
-def _pip(args: Sequence[str], timeout: float) -> subprocess.CompletedProcess[str]:
-    try:
-        return run([sys.executable, "-m", "pip", *args], None, timeout)
-    except ToolFailed as failed:
-        if not failed.timed_out:
-            raise IndexUnreachable(
-                f"`pip {' '.join(args)}` could not start ({failed.cause}). Check that pip is "
-                f"installed for {sys.executable}."
-            ) from None
-        raise IndexUnreachable(
-            f"`pip {' '.join(args)}` did not answer within {timeout:g} s (offline, or the index "
-            "does not respond). Check the network or point pip at a reachable index "
-            "(archguard watch -- --index-url URL, or --find-links DIR)."
-        ) from None
+@dataclass(frozen=True)
+class WatchOptions:
+    """What ``archguard watch`` is asked: the tables (None: the bundled ones), the oldest
+    release that counts, the machine whose torch wheels, whether to probe (the wheels into
+    ``download_dir``, the proposed torch rows into ``output``), and pip's options (after
+    ``--``: they choose the index)."""
 
-
-def _pip_version() -> str:
-
-    try:
-        return f"pip {metadata.version('pip')}"
-    except metadata.PackageNotFoundError:
-        return "pip of unknown version"
-
-
-def available(
-    pip_args: Sequence[str] = (), timeout: float = PIP_TIMEOUT, project: str = "torch"
-) -> list[Version]:
-    """Every final release of ``project`` (torch, or NVIDIA's nvcc wheel) the index offers
-    for this interpreter, newest first."""
-    proc = _pip(
-        ["index", "versions", project, "--json", "--retries", "1", "--timeout", "15", *pip_args],
-        timeout,
-    )
-    if proc.returncode != 0 and "no such option: --json" in proc.stderr:
-        raise PipTooOld(
-            f"archguard watch lists {project}'s releases with `pip index versions --json`, and the "
-            f"pip of {sys.executable} ({_pip_version()}) has no --json there (pip 25.1 added "
-            f'it). Upgrade it: {sys.executable} -m pip install -U "pip>=25.1".'
-        )
-    if proc.returncode != 0 and project != "torch" and "No matching distribution" in proc.stderr:
-        return []  # an index (or a --find-links directory) with no CUDA compiler wheels
-    if proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        raise IndexUnreachable(
-            f"pip could not list the {project} releases on the package index ({last}). Check the "
-            "network or the index configuration (archguard watch -- --index-url URL, or "
-            "--find-links DIR)."
-        )
-    try:
-        data = json.loads(proc.stdout)
-        versions = [Version(v) for v in data["versions"]]
-    except (ValueError, KeyError, TypeError, InvalidVersion) as exc:
-        raise IndexUnreachable(
-            f"pip's answer about {project}'s releases is not what archguard reads ({exc})"
-        ) from None
-    return sorted((v for v in versions if not v.is_prerelease), reverse=True)
+    torch_builds: str | None = None
+    toolkits: str | None = None
+    since: str | None = None
+    platform: str | None = None
+    probe: bool = False
+    download_dir: Path = Path("torch-wheels")
+    output: Path | None = None
+    cuobjdump: str | None = None
+    pip_args: tuple[str, ...] = ()
 
 
 @dataclass
@@ -153,6 +126,188 @@ class Watched:
                 "proposed_rows": self.proposed_toolkits,
             },
         }
+
+
+def run_watch(options: WatchOptions) -> Watched:
+    """The torch releases and toolkit minors the tables lack; with ``probe``, each read into
+    a proposed row (the torch rows also written to ``output``). The tables are read before
+    the index, so a bad table fails before any fetch."""
+    builds = torch_facts(options.torch_builds)
+    toolkits = toolkit_table(options.toolkits)
+    indexes = watched_indexes(options.pip_args)
+    watched = watch_torch(options, builds, indexes)
+    if options.probe and watched.missing:
+        probe_torch(watched, options)
+        write_proposed(watched, options.output)
+    watched.toolkit_table = options.toolkits or watched.toolkit_table
+    listed = available(indexes, NVCC_PROJECT)  # this machine's compiler wheels
+    watched.toolkits = listed.versions
+    watched.problems += [f"{NVCC_PROJECT}'s releases: {said}" for said in listed.unread]
+    watched.missing_toolkits = missing_minors(watched.toolkits, toolkits)
+    if options.probe:
+        probe_toolkits(watched, options)
+    return watched
+
+
+def watched_indexes(pip_args: Sequence[str] = ()) -> list[str]:
+    """The indexes pip reads with ``pip_args`` (:func:`~archguard.detect.index.index_urls`),
+    at least one: :class:`IndexUnreachable` where pip is set to ``--no-index``. pip's
+    ``--find-links`` are no index: a directory of wheels has no project page to read."""
+    indexes = index_urls(sys.executable, None, pip_args)
+    if indexes:
+        return indexes
+    links = any(a.startswith(("-f", "--find-links")) for a in pip_args)
+    raise IndexUnreachable(
+        "pip is set to --no-index (after `--`, PIP_NO_INDEX or its configuration), so there "
+        "is no index to list torch's releases from"
+        + (
+            "; watch reads an index's project pages, not --find-links (a directory is an "
+            "index where DIR/torch/ holds an index.html of the wheels: --index-url file:///DIR)"
+            if links
+            else ""
+        )
+        + f". Drop --no-index, or {_NAME_ONE}."
+    )
+
+
+@dataclass(frozen=True)
+class Listed:
+    """One project's releases on the indexes, and the message of each index not read."""
+
+    versions: list[Version]
+    unread: list[str]
+
+
+def available(
+    indexes: Sequence[str], project: str = "torch", platform: Platform | None = None
+) -> Listed:
+    """Every final release of ``project`` (torch, or NVIDIA's nvcc wheel) that ``indexes``
+    offer a wheel of for this interpreter on ``platform``'s machine (default: this one),
+    newest first; an index not read is one line of ``unread`` (pip, too, reads the others)."""
+    files: list[IndexFile] = []
+    unread: list[str] = []
+    for index in indexes:
+        try:
+            files += project_files(index, project)
+        except IndexUnreachable as exc:
+            unread.append(exc.message)
+    machine = platform or host_platform() or DEFAULT_PLATFORM
+    return Listed(releases_of(files, project, machine), unread)
+
+
+def releases_of(files: Iterable[IndexFile], project: str, platform: Platform) -> list[Version]:
+    """The final releases of ``project`` among a project page's files with a wheel this
+    interpreter could install on ``platform``'s machine: one of its interpreter and ABI tags,
+    a Linux tag of that machine (any glibc), its Python within the file's Requires-Python;
+    newest first. An sdist is no build to read."""
+    pythons = {(t.interpreter, t.abi) for t in sys_tags()}
+    name = canonicalize_name(project)
+    found: set[Version] = set()
+    for f in files:
+        try:
+            wheel = parse_wheel_name(f.filename)
+        except InvalidWheelFilename:
+            continue
+        if wheel.variant is not None:  # a PEP 825 variant's file: not a wheel to pip
+            continue
+        version = wheel.version
+        if wheel.project != name or version.is_prerelease or not _python_fits(f.requires_python):
+            continue
+        if any(
+            (t.interpreter, t.abi) in pythons and platform_of_tag(t.platform) == platform
+            for t in wheel.tags
+        ):
+            found.add(version)
+    return sorted(found, reverse=True)
+
+
+def _python_fits(requires: str | None) -> bool:
+    """Whether this Python is within a file's Requires-Python (one pip cannot read: yes)."""
+    if not requires:
+        return True
+    here = ".".join(str(part) for part in sys.version_info[:3])
+    try:
+        return SpecifierSet(requires).contains(here, prereleases=True)
+    except InvalidSpecifier:
+        return True
+
+
+def watch_torch(
+    options: WatchOptions, builds: Sequence[BundledBuild], indexes: Sequence[str]
+) -> Watched:
+    """torch's releases on ``indexes`` for the machine asked about, and those ``builds`` has
+    no row for; :class:`IndexUnreachable` where no index was read or none lists one."""
+    platform = platform_or_host(options.platform)
+    since = parse_torch_version(options.since, "--since") if options.since else None
+    listed = available(indexes, "torch", platform)
+    if not listed.versions:
+        python = f"{sys.implementation.name} {sys.version_info[0]}.{sys.version_info[1]}"
+        said = list(listed.unread)
+        if len(said) < len(indexes):  # some were read, and list nothing for this machine
+            said.append(
+                f"No index pip reads ({', '.join(indexes)}) lists a torch wheel that this "
+                f"Python ({python}) installs on {platform}."
+            )
+        raise IndexUnreachable(
+            f"torch's releases could not be read: {' '.join(said)} Check the network, or "
+            f"{_NAME_ONE}."
+        )
+    missing, floor = missing_releases(listed.versions, builds, since, platform)
+    table = options.torch_builds or "the bundled torch_builds.yml"
+    versions = [v for v in listed.versions if v >= floor]
+    watched = Watched(table, versions, missing, floor, platform=platform)
+    watched.problems += [f"torch's releases: {said}" for said in listed.unread]  # others read
+    return watched
+
+
+def probe_torch(watched: Watched, options: WatchOptions) -> None:
+    """Each missing torch release downloaded and read with cuobjdump into a proposed row;
+    one that could not be is a problem, the others still read."""
+    cuobjdump = find_cuobjdump(options.cuobjdump, needed_by="archguard watch --probe")
+    pip_args = [*platform_pip_args(watched.platform), *options.pip_args]
+    for version in watched.missing:
+        try:
+            wheel = download(version, options.download_dir, pip_args, platform=watched.platform)
+            watched.proposed.append(row_text(probe(wheel, cuobjdump).probed()))
+        except ArchguardError as exc:
+            watched.problems.append(f"torch {version}: {exc}")
+
+
+def write_proposed(watched: Watched, output: Path | None) -> None:
+    """The proposed torch rows as a torch_builds.yml for review (nothing where none was
+    read: no file that looks like a table and holds no row)."""
+    if output is not None and watched.proposed:
+        output.write_text(
+            "# Proposed by `archguard watch --probe`: review, then add to the table.\n"
+            "schema: 1\nbuilds:\n" + "".join(watched.proposed),
+            encoding="utf-8",
+        )
+
+
+def probe_toolkits(watched: Watched, options: WatchOptions) -> None:
+    """Each missing toolkit minor's newest nvcc wheel downloaded and probed into a proposed
+    toolkits.yml row."""
+    for version in watched.missing_toolkits:
+        try:
+            wheel = download(version, options.download_dir, options.pip_args, project=NVCC_PROJECT)
+            watched.proposed_toolkits.append(probe_toolkit_wheel(wheel, version))
+        except ArchguardError as exc:
+            watched.problems.append(f"{NVCC_PROJECT} {version}: {exc}")
+
+
+def _pip(args: Sequence[str], timeout: float) -> subprocess.CompletedProcess[str]:
+    try:
+        return run([sys.executable, "-m", "pip", *args], None, timeout)
+    except ToolFailed as failed:
+        if not failed.timed_out:
+            raise IndexUnreachable(
+                f"`pip {' '.join(args)}` could not start ({failed.cause}). Check that pip is "
+                f"installed for {sys.executable}."
+            ) from None
+        raise IndexUnreachable(
+            f"`pip {' '.join(args)}` did not answer within {timeout:g} s (offline, or the index "
+            f"does not respond). Check the network, or {_NAME_ONE}."
+        ) from None
 
 
 def platform_pip_args(platform: Platform) -> list[str]:
@@ -219,7 +374,7 @@ def download(
 def _tags_name(name: str, platform: Platform) -> bool:
     """Whether a wheel's file name's platform tags name ``platform``'s machine."""
     try:
-        tags = parse_wheel_filename(name)[3]
+        tags = parse_wheel_name(name).tags
     except InvalidWheelFilename:
         return False
     return any(platform_of_tag(t.platform) == platform for t in tags)
@@ -330,6 +485,13 @@ def unpack_tools(wheel: Path, dest: Path) -> dict[str, Path]:
                 target.chmod(0o755)
                 tools[base] = target
     return tools
+
+
+def render(watched: Watched, fmt: str = "text") -> str:
+    """The report: ``fmt`` json (one ``archguard.watch/1`` object) or text."""
+    if fmt == "json":
+        return json.dumps(watched.as_json(), indent=2) + "\n"
+    return render_text(watched)
 
 
 def render_text(watched: Watched) -> str:

@@ -32,8 +32,8 @@ from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.tags import Tag, compatible_tags, cpython_tags, platform_tags, sys_tags
-from packaging.utils import canonicalize_name, parse_wheel_filename
-from packaging.version import InvalidVersion, Version
+from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 from archguard.core.arch import parse_targets
 from archguard.core.coverage import Device, Tier, device_coverage
@@ -41,6 +41,7 @@ from archguard.core.cuda import CudaVersion
 from archguard.core.platform import DEFAULT_PLATFORM, Platform, host_platform, platform_of_tag
 from archguard.core.site import SITE_JSON, Site, SiteWheel, parse_site
 from archguard.core.toolkit import known_arches
+from archguard.core.wheelfile import InvalidWheelFilename, parse_wheel_name
 from archguard.errors import SiteUnreadable
 from archguard.user.doctor import read_installed_torch
 
@@ -198,9 +199,9 @@ def judge(wheel: SiteWheel, here: Here) -> Judged:
     """Every reason ``wheel`` does not fit ``here`` (none: it imports and runs natively)."""
     out = Judged(wheel)
     try:
-        _, version, _, tags = parse_wheel_filename(wheel.name)
-        out.version = str(version)
-    except (ValueError, InvalidVersion):
+        name = parse_wheel_name(wheel.name)
+        out.version, tags = str(name.version), name.tags
+    except InvalidWheelFilename:
         out.reasons.append("its file name is not a wheel's")
         return out
     pin = _pin(wheel.pin)
@@ -329,8 +330,8 @@ class Answer:
         found = set()
         for j in self.judged:
             try:
-                found.add(tags_platform(parse_wheel_filename(j.wheel.name)[3]))
-            except ValueError:
+                found.add(tags_platform(parse_wheel_name(j.wheel.name).tags))
+            except InvalidWheelFilename:
                 continue
         return sorted(p for p in found if p is not None)
 

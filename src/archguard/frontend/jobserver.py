@@ -1,14 +1,14 @@
 """A build whose backend is not setuptools (scikit-build-core, meson-python, ...) in the
-jobserver's pool that ``archguard wheel`` was given (a farm run's, or its own for several
-sources: ``ARCHGUARD_JOBSERVER=fifo:PATH``).
+jobserver that ``archguard wheel`` was given (a farm run's, or its own for several sources:
+``ARCHGUARD_JOBSERVER=fifo:PATH``); the protocol is :mod:`archguard.jobserver`.
 
 archguard's setuptools hook takes a setuptools build's tokens from inside the build
-(:mod:`archguard._integration.parallel`). Another backend never runs the hook, so the
-front-end joins the pool for it, from outside: it waits for the build's first token before
-the backend runs, holds it to the build's end, and tells the build so
+(:mod:`archguard._integration.jobserver`). Another backend never runs the hook, so the
+front-end joins the jobserver for it, from outside: it waits for the build's first token
+before the backend runs, holds it to the build's end, and tells the build so
 (``ARCHGUARD_JOBSERVER=held:PATH``: a setuptools build behind another backend's name, whose
 hook does run, then takes no first token of its own). The build's ninja (1.13 or later) gets
-the pool through a shim put first on ``PATH`` (meson, and tools that run ``ninja`` by name);
+the jobserver through a shim put first on ``PATH`` (meson, and tools that run ``ninja`` by name);
 scikit-build-core runs the ``ninja`` module's binary before ``PATH``'s, so the shim is also
 named to CMake as ``-DCMAKE_MAKE_PROGRAM`` at the front of ``CMAKE_ARGS``, but only where
 nothing the front-end can see chooses a generator or a make program (``CMAKE_GENERATOR``
@@ -19,7 +19,7 @@ other than Ninja, ``-G`` or ``CMAKE_MAKE_PROGRAM`` in ``CMAKE_ARGS``, ``SKBUILD_
 Where the shim cannot be used (no ninja 1.13, a generator chosen, a shim that does not run:
 a ``noexec`` temporary directory), the build runs as many compiles as the tokens free as it
 starts (``CMAKE_BUILD_PARALLEL_LEVEL``), held to its end. A ``CMAKE_BUILD_PARALLEL_LEVEL``
-the caller set is kept: CMake passes it as ``-j``, and ninja given ``-j`` reads no pool
+the caller set is kept: CMake passes it as ``-j``, and ninja given ``-j`` reads no jobserver
 (measured); the build log says so.
 """
 
@@ -34,10 +34,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from archguard import jobserver
-from archguard.detect.buildtools import ninja_version, pool_ninja
+from archguard.detect.buildtools import jobserver_ninja, ninja_version
 from archguard.detect.machine import detect_machine
-from archguard.nvcc.parallel import pool_tokens
-from archguard.settings.config import ENV_JOBSERVER, HELD, jobserver_pool, read_toml
+from archguard.nvcc.parallel import jobserver_width
+from archguard.settings.config import ENV_JOBSERVER, HELD, jobserver_setting, read_toml
 
 LEVEL = "CMAKE_BUILD_PARALLEL_LEVEL"
 SKBUILD = "scikit_build_core.build"
@@ -45,8 +45,8 @@ _CHOOSERS = ("-G", "CMAKE_GENERATOR", "CMAKE_MAKE_PROGRAM")  # what picks the bu
 
 
 def hook_joins(backend: str) -> bool:
-    """Whether archguard's setuptools hook runs in a build of ``backend`` and joins the pool
-    itself (its first token as its compiles start): setuptools' ``build_meta`` and its
+    """Whether archguard's setuptools hook runs in a build of ``backend`` and joins the
+    jobserver itself (its first token as its compiles start): setuptools' ``build_meta`` and its
     ``__legacy__``."""
     return backend.startswith("setuptools.")
 
@@ -56,7 +56,7 @@ def generator_chosen(
 ) -> str | None:
     """Where something other than scikit-build-core's own choice (Ninja, where it finds one)
     picks the build's generator or make program, in words; None: nowhere the front-end can
-    see. Any mention counts: a wrong "chosen" costs the pool's ninja, a wrong "not chosen"
+    see. Any mention counts: a wrong "chosen" costs the jobserver's ninja, a wrong "not chosen"
     the build."""
     generator = environ.get("CMAKE_GENERATOR", "")
     if generator and "Ninja" not in generator:
@@ -76,7 +76,7 @@ def generator_chosen(
 
 
 @contextmanager
-def backend_tokens(
+def backend_jobserver(
     backend: str,
     environ: Mapping[str, str],
     say: Callable[[str], None],
@@ -85,11 +85,12 @@ def backend_tokens(
     pip_args: Sequence[str] = (),
 ) -> Iterator[dict[str, str]]:
     """What the build of ``source`` with ``backend``, whose whole environment is ``environ``,
-    adds to it to run in the pool ``ARCHGUARD_JOBSERVER=fifo:PATH`` names, while the context
-    is open (its tokens held until then); nothing where the hook joins the pool itself or no
-    pool is named."""
-    on, fifo, own_token = jobserver_pool(environ)
-    if hook_joins(backend) or not on or fifo is None or not own_token:
+    adds to it to run in the jobserver ``ARCHGUARD_JOBSERVER=fifo:PATH`` names, while the
+    context is open (its tokens held until then); nothing where the hook joins the jobserver
+    itself or none is named."""
+    setting = jobserver_setting(environ)
+    fifo = setting.fifo
+    if hook_joins(backend) or not setting.on or fifo is None or setting.token_held:
         yield {}
         return
     try:
@@ -101,7 +102,7 @@ def backend_tokens(
     held = b""
     try:
         held, first = client.wait_first()
-        width = pool_tokens(detect_machine())
+        width = jobserver_width(detect_machine())
         joined = {ENV_JOBSERVER: f"{HELD}{fifo}"}
         with tempfile.TemporaryDirectory(prefix="archguard-ninja-") as shim:
             ninja = _shim(Path(shim), jobserver.makeflags(fifo, width), environ.get("PATH", ""))
@@ -109,7 +110,7 @@ def backend_tokens(
             if environ.get(LEVEL):
                 say(
                     f"parallel: jobserver fifo:{fifo} ({first}): {LEVEL}={environ[LEVEL]} is "
-                    "set, which CMake passes as -j: ninja runs that many, not the pool's"
+                    "set, which CMake passes as -j: ninja runs that many, not the jobserver's"
                 )
             elif isinstance(ninja, Path) and chosen is None:
                 say(
@@ -136,9 +137,9 @@ def backend_tokens(
 
 
 def _shim(directory: Path, makeflags: str, path: str) -> Path | str:
-    """The shim in ``directory`` that runs a ninja 1.13 with the pool ``makeflags`` names,
-    checked to run; else why there is none, in words."""
-    ninja, words = pool_ninja(path, Path(sys.executable).parent)
+    """The shim in ``directory`` that runs a ninja 1.13 with the jobserver ``makeflags``
+    names, checked to run; else why there is none, in words."""
+    ninja, words = jobserver_ninja(path, Path(sys.executable).parent)
     if ninja is None:
         return words
     script = jobserver.ninja_shim(directory, ninja, makeflags)

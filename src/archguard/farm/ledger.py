@@ -1,9 +1,13 @@
-"""A job's record, ``SITE/.farm/jobs/<id>.json``: what it built (each wheel's name and
+"""A job's ledger, ``SITE/.farm/jobs/<id>.json``: what it built (each wheel's name and
 sha256, the facts ``archguard wheel`` read back), every input of its build (the plan's and
 the builder's: the toolkit it found, the torch and Python its cell held, what a release
-fetched), its status and its cause. The site is published from these records, every run, so a
-record is written only once what it names is in place; a kept record is kept only while its
-inputs are the job's now and its wheels' bytes are the ones it names."""
+fetched), its status and its cause. The site is published from these ledgers, every run, so a
+ledger is written only once what it names is in place; a kept ledger is kept only while its
+inputs are the job's now and its wheels' bytes are the ones it names.
+
+A job's ledger is the farm's; a wheel's record is the ``archguard.json`` it carries
+(:mod:`archguard.binaries.record`). The store, ``SITE/wheels/<sha256>/<name>``, holds every
+wheel a ledger publishes, by its content."""
 
 from __future__ import annotations
 
@@ -18,9 +22,9 @@ from archguard._fs import write_atomic as write_atomic  # noqa: PLC0414 (re-expo
 from archguard.binaries.facts import WheelFacts
 from archguard.detect.sources import file_sha256
 
-STATE = ".farm"  # SITE/.farm: environments, job records, the lock
+STATE = ".farm"  # SITE/.farm: environments, job ledgers, the lock
 USAGE = f"{STATE}/usage.json"  # the machine's use in the last run that built, for the page
-POOL = "wheels"  # SITE/wheels/<sha256>/<wheel>: every published wheel, by its content
+STORE = "wheels"  # SITE/wheels/<sha256>/<wheel>: the store, every published wheel by its content
 
 
 class Status(str, Enum):
@@ -41,7 +45,7 @@ PUBLISHED = (Status.BUILT, Status.KEPT, Status.SERVED)
 
 @dataclass
 class Outcome:
-    """One job's result, as recorded in SITE/.farm/jobs/<id>.json."""
+    """One job's result, as its ledger SITE/.farm/jobs/<id>.json holds it."""
 
     job: str
     package: str
@@ -93,9 +97,9 @@ class Outcome:
             str(data.get("fetched") or ""),
         )
 
-    def pooled(self, site: Path) -> list[Path]:
-        """Where its wheels are published: ``SITE/wheels/<sha256>/<name>``."""
-        return [pool_path(site, w, self.sha256.get(w, "")) for w in self.wheels]
+    def stored(self, site: Path) -> list[Path]:
+        """Where its wheels are published, in the store: ``SITE/wheels/<sha256>/<name>``."""
+        return [store_path(site, w, self.sha256.get(w, "")) for w in self.wheels]
 
 
 def say(text: str) -> None:
@@ -103,55 +107,55 @@ def say(text: str) -> None:
     print(f"archguard farm: {text}", file=sys.stderr, flush=True)
 
 
-def pool_path(site: Path, name: str, sha256: str) -> Path:
-    return site / POOL / (sha256 or "unknown") / name
+def store_path(site: Path, name: str, sha256: str) -> Path:
+    return site / STORE / (sha256 or "unknown") / name
 
 
-def record_path(site: Path, job: str) -> Path:
+def ledger_path(site: Path, job: str) -> Path:
     return site / STATE / "jobs" / f"{job}.json"
 
 
-def write_job_record(site: Path, outcome: Outcome) -> None:
-    write_atomic(record_path(site, outcome.job), json.dumps(outcome.as_json(), indent=2))
+def write_ledger(site: Path, outcome: Outcome) -> None:
+    write_atomic(ledger_path(site, outcome.job), json.dumps(outcome.as_json(), indent=2))
 
 
-def read_job_record(site: Path, job: str) -> Outcome | None:
-    """The job's record, or None (none, or unreadable: a record is written whole, so a
+def read_ledger(site: Path, job: str) -> Outcome | None:
+    """The job's ledger, or None (none, or unreadable: a ledger is written whole, so a
     broken one was not written by archguard and is not trusted)."""
     try:
-        return Outcome.from_json(json.loads(record_path(site, job).read_text()))
+        return Outcome.from_json(json.loads(ledger_path(site, job).read_text()))
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
-def all_records(site: Path) -> dict[str, Outcome]:
-    """Every job record in SITE, by job id."""
+def all_ledgers(site: Path) -> dict[str, Outcome]:
+    """Every job's ledger in SITE, by job id."""
     folder = site / STATE / "jobs"
     out = {}
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-        record = read_job_record(site, path.stem)
-        if record is not None:
-            out[record.job] = record
+        ledger = read_ledger(site, path.stem)
+        if ledger is not None:
+            out[ledger.job] = ledger
     return out
 
 
-def kept_problem(site: Path, record: Outcome, inputs: dict[str, Any]) -> str | None:
-    """Why a published record cannot be kept for a job whose inputs are now ``inputs``
+def kept_problem(site: Path, ledger: Outcome, inputs: dict[str, Any]) -> str | None:
+    """Why a published ledger cannot be kept for a job whose inputs are now ``inputs``
     (None: it can): its inputs changed (which), or a wheel is missing or its bytes are not
-    those recorded."""
-    if record.inputs != inputs:
+    those its ledger names."""
+    if ledger.inputs != inputs:
         changed = sorted(
-            k for k in set(record.inputs) | set(inputs) if record.inputs.get(k) != inputs.get(k)
+            k for k in set(ledger.inputs) | set(inputs) if ledger.inputs.get(k) != inputs.get(k)
         )
         return f"its inputs changed ({', '.join(changed)})"
-    if not record.wheels:
-        return "its record names no wheel"
-    for name, path in zip(record.wheels, record.pooled(site), strict=True):
-        if name not in record.sha256:
-            return f"its record holds no sha256 for {name}"
+    if not ledger.wheels:
+        return "its ledger names no wheel"
+    for name, path in zip(ledger.wheels, ledger.stored(site), strict=True):
+        if name not in ledger.sha256:
+            return f"its ledger holds no sha256 for {name}"
         if not path.is_file():
             return f"its wheel {name} is missing from {path.parent}"
         found = file_sha256(path)
-        if found != record.sha256[name]:
-            return f"its wheel {name} has sha256 {found}, not the recorded {record.sha256[name]}"
+        if found != ledger.sha256[name]:
+            return f"its wheel {name} has sha256 {found}, not its ledger's {ledger.sha256[name]}"
     return None

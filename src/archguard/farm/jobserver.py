@@ -1,0 +1,85 @@
+"""A farm run's jobserver (the protocol: :mod:`archguard.jobserver`): one set of tokens for
+every build the run starts, so that the builds side by side never run more compiles than the
+machine has cores, and a build in its serial tail leaves its cores to the others.
+
+A job holds no token while it fetches, resolves or repairs: its build takes one as its
+compiles start (held to their end: the one its ninja runs on) and, through ninja (1.13 and
+later) and archguard's nvcc launcher, the others as they come free. So a job in a serial or
+idle phase leaves the cores to the others (measured: a token held by each job for its whole
+run left the cores idle while it resolved or repaired, 0.83 of them used). The tokens are the
+machine's (:mod:`archguard.detect.machine_jobserver`, under archguard's cache): two farm runs,
+an ``archguard wheel`` and a hook build beside them share them, and a run killed holding some
+has them given back by the next run that joins or leaves.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from archguard import jobserver
+from archguard.detect.fetch import machine_directory
+from archguard.detect.machine import detect_machine
+from archguard.detect.machine_jobserver import machine_jobserver
+from archguard.farm.ledger import say
+from archguard.nvcc.parallel import MEMORY_PER_THREAD, jobserver_width
+from archguard.settings.config import ENV_JOBSERVER, jobserver_setting
+
+
+@dataclass
+class RunJobserver:
+    """What the run's builds add to their environment to join its jobserver (empty: none;
+    ``ARCHGUARD_JOBSERVER=fifo:PATH``: ``MAKEFLAGS`` would stop a GNU make before 4.4 in a
+    package's build, which cannot read a FIFO's name), and its last words for the summary."""
+
+    env: dict[str, str] = field(default_factory=dict)
+    said: list[str] = field(default_factory=list)
+
+
+@contextmanager
+def run_jobserver(site: Path, assemble: bool = False) -> Iterator[RunJobserver]:
+    """The jobserver ``ARCHGUARD_JOBSERVER=fifo:PATH`` or the caller's ``MAKEFLAGS`` names
+    (make 4.4, another tool's); none with ``ARCHGUARD_JOBSERVER=0`` (each build gets a static
+    share) or ``--assemble``; else a token per core, memory-capped, under SITE/.farm."""
+    setting = jobserver_setting(os.environ)
+    if assemble or not setting.on:
+        if not assemble:
+            say(f"jobserver: off ({ENV_JOBSERVER}=0): each build gets a static share of the cores")
+        yield RunJobserver()
+        return
+    outer = setting.fifo
+    if outer is not None:
+        why = jobserver.unreachable(outer)
+        if why is not None:
+            say(f"jobserver: fifo:{outer} cannot be opened ({why}): each build gets a static share")
+            yield RunJobserver()
+            return
+        say(f"jobserver: the caller's (fifo:{outer}): each build takes its tokens there")
+        yield RunJobserver({ENV_JOBSERVER: f"fifo:{outer}"})
+        return
+    machine = detect_machine()
+    width = jobserver_width(machine)
+    with contextlib.ExitStack() as stack:
+        try:
+            joined = stack.enter_context(machine_jobserver(machine_directory(), width))
+        except OSError as exc:  # a cache on a file system without FIFOs
+            say(
+                f"jobserver: none under {machine_directory()} ({exc}): each build gets a "
+                "static share"
+            )
+            yield RunJobserver()
+            return
+        slots = machine.memory // MEMORY_PER_THREAD
+        how = "made by this run" if joined.made else "joined: another run or build is using it"
+        if joined.recovered:
+            how += f"; {joined.recovered} tokens of a killed user given back"
+        say(
+            f"jobserver: the machine's, {width} token{'s' if width != 1 else ''} ({how}; "
+            f"{machine.cores} cores, {machine.cores_from}; memory for {slots} compiler threads): "
+            "a build takes one as its compiles start, and the others as they come free"
+        )
+        yield RunJobserver({ENV_JOBSERVER: f"fifo:{joined.path}"})
