@@ -238,7 +238,7 @@ def test_live_clamp_drop_not_in_the_record_is_called_stale() -> None:
     res = resolve(POLICY, bundled_toolkit((12, 8)), torch)
     assert res.effective_text == NO_VOLTA
     (drop,) = [d for d in res.decisions if d.step == "torch" and d.outcome == "dropped"]
-    assert drop.arch == Arch(7, 0) and "the record is stale" in drop.reason
+    assert drop.arch == Arch(7, 0) and "arch_exceptions is stale" in drop.reason
 
 
 def test_exceptions_need_a_torch_version() -> None:

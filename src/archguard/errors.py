@@ -197,6 +197,21 @@ class FetchFailed(ArchguardError):
     code = "fetch-failed"
 
 
+class SourceUnusable(ArchguardError):
+    """A source that was found but cannot be built from: an sdist that does not unpack or
+    holds no ``setup.py``/``pyproject.toml``, a tree that cannot be read, a Python without
+    safe tar extraction to unpack it."""
+
+    code = "source-unusable"
+
+
+class ExtraMissing(ArchguardError):
+    """A feature needs a package of one of archguard's extras that is not installed
+    (``tomli-w`` for the farm's per-package configuration: the ``farm`` extra)."""
+
+    code = "extra-missing"
+
+
 class Busy(ArchguardError):
     """A lock another archguard process holds (a site being published, a cache entry being
     made) and the caller asked not to wait."""
@@ -287,6 +302,8 @@ ALL_ERRORS: tuple[type[ArchguardError], ...] = (
     ToolError,
     IntegrityMismatch,
     FetchFailed,
+    SourceUnusable,
+    ExtraMissing,
     Busy,
     SiteUnreadable,
     VariantsUnavailable,

@@ -146,12 +146,15 @@ class TorchClamp:
         )
         if judged is Judged.EXCEPTED:
             return Decision(
-                arch, Step.TORCH, Outcome.CONFIRMS, f"the clamp agrees with the record: {reason}"
+                arch,
+                Step.TORCH,
+                Outcome.CONFIRMS,
+                f"the clamp agrees with arch_exceptions: {reason}",
             )
         if judged is Judged.UNRECORDED:
             reason += (
                 f". arch_exceptions[{self.tag}] does not record this drop for {torch.label}: "
-                "the record is stale; add it through the ADR process"
+                "arch_exceptions is stale; add it through the ADR process"
             )
         return Decision(arch, Step.TORCH, Outcome.DROPPED, reason)
 

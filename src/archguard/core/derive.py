@@ -149,6 +149,38 @@ def implied_exceptions(
     return tuple(sorted(out, key=lambda e: (Version(e.releases[0]), e.drop)))
 
 
+def _ptx_nets(
+    row: frozenset[Arch], policy: Policy, toolkit: Toolkit, devices: Sequence[Device]
+) -> dict[Arch, str]:
+    """The ADR's PTX: on the row's highest arch (real codegen for future majors above it),
+    and a net for each major between the row's lowest and highest that has devices and no
+    cubin (the policy's decided carrier, else the highest arch below the gap); each with
+    why."""
+    ptx: dict[Arch, str] = {}
+    if not row:
+        return ptx
+    highest = max(row)
+    ptx[highest] = f"{highest}+PTX on the highest arch: real codegen for future majors above it"
+    majors = {a.major for a in row}
+    for major in range(min(majors) + 1, max(majors)):
+        gap_devices = [d for d in devices if d.cc[0] == major]
+        if major in majors or not gap_devices:
+            continue
+        below = sorted(a for a in row if a.major < major and toolkit.emits_ptx(a.plain))
+        decided = policy.derivation.gap_net(major)
+        if decided is not None and decided.arch in below:
+            carrier, why = decided.arch, f"decided in the policy: {decided.reason}"
+        elif below:
+            carrier, why = below[-1], "the highest arch below the gap (the ADR's rule)"
+        else:
+            continue
+        names = describe_devices(gap_devices)
+        ptx[carrier] = (
+            f"{carrier}+PTX: the net for the {major}.x gap ({names}, no cubin in the row), {why}"
+        )
+    return ptx
+
+
 def derive(  # noqa: PLR0913 - the rule's facts and decisions, and whose machine
     cuda: CudaVersion,
     policy: Policy,
@@ -192,28 +224,7 @@ def derive(  # noqa: PLR0913 - the rule's facts and decisions, and whose machine
             "the torch clamp of each release is recorded as arch_exceptions below",
         )
     )
-    ptx: dict[Arch, str] = {}
-    if row:
-        highest = max(row)
-        ptx[highest] = f"{highest}+PTX on the highest arch: real codegen for future majors above it"
-        majors = {a.major for a in row}
-        for major in range(min(majors) + 1, max(majors)):
-            gap_devices = [d for d in devices if d.cc[0] == major]
-            if major in majors or not gap_devices:
-                continue
-            below = sorted(a for a in row if a.major < major and toolkit.emits_ptx(a.plain))
-            decided = policy.derivation.gap_net(major)
-            if decided is not None and decided.arch in below:
-                carrier, why = decided.arch, f"decided in the policy: {decided.reason}"
-            elif below:
-                carrier, why = below[-1], "the highest arch below the gap (the ADR's rule)"
-            else:
-                continue
-            names = describe_devices(gap_devices)
-            ptx[carrier] = (
-                f"{carrier}+PTX: the net for the {major}.x gap ({names}, no cubin in the "
-                f"row), {why}"
-            )
+    ptx = _ptx_nets(frozenset(row), policy, toolkit, devices)
     steps += [("ptx", why) for _, why in sorted(ptx.items())]
     entries = tuple(sorted(ArchEntry(a, a in ptx) for a in row))
     nets = [f"{a}+PTX" for a in sorted(ptx)]

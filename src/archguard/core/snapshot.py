@@ -102,7 +102,7 @@ class ExceptionCheck:
     needed: tuple[ProposedException, ...]  # implied by this torch, for the policy's row
     recorded: tuple[ArchException, ...]  # what the policy records for this torch
     missing: tuple[ProposedException, ...]  # needed, not recorded: add them
-    stale: tuple[ArchException, ...]  # recorded, not needed: the record is stale
+    stale: tuple[ArchException, ...]  # recorded, not needed: arch_exceptions is stale
 
 
 def exceptions_for(
@@ -208,7 +208,7 @@ def render(  # noqa: PLR0913 - what was probed, what it is checked against, and 
                 out.append(
                     f"# arch_exceptions[{probed.cuda.tag}] torch {stale.torch} drops "
                     f"{' '.join(str(a) for a in stale.drop)}, which torch {probed.release} "
-                    "can run: that record is stale for this release"
+                    "can run: that exception is stale for this release"
                 )
             if not exc.missing and not exc.stale:
                 out.append(

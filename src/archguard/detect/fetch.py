@@ -53,6 +53,7 @@ from archguard.errors import (
     IndexUnreachable,
     IntegrityMismatch,
     ReleaseNotFetched,
+    SourceUnusable,
 )
 
 _ARCHIVES = (".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".tar", ".zip")
@@ -379,18 +380,18 @@ def _unpack(archive: Path, where: Path) -> Path:
                 zf.extractall(where)
         else:
             if not hasattr(tarfile, "data_filter"):  # Python 3.10.0-3.10.11 and 3.11.0-3.11.3
-                raise ConfigError(
+                raise SourceUnusable(
                     f"this Python has no safe tar extraction (tarfile's data filter); unpack "
                     f"{archive.name} yourself and give the tree, or use a newer Python."
                 )
             with tarfile.open(archive) as tf:
                 tf.extractall(where, filter="data")
     except (OSError, tarfile.TarError, zipfile.BadZipFile) as exc:
-        raise ConfigError(f"{archive} could not be unpacked ({exc}).") from None
+        raise SourceUnusable(f"{archive} could not be unpacked ({exc}).") from None
     entries = [p for p in where.iterdir() if not p.name.startswith(".")]
     tree = entries[0] if len(entries) == 1 and entries[0].is_dir() else where
     if not (tree / "setup.py").is_file() and not (tree / "pyproject.toml").is_file():
-        raise ConfigError(
+        raise SourceUnusable(
             f"{archive.name} holds no setup.py or pyproject.toml at its top level; it is not an "
             "sdist pip can build."
         )

@@ -16,7 +16,7 @@ from pathlib import Path
 from archguard.detect.nvcc import find_nvcc
 from archguard.detect.sources import SKIP_DIRS, file_sha256
 from archguard.detect.tools import QUERY_TIMEOUT_S, ToolFailed, last_line, run
-from archguard.errors import ArchguardError, ConfigError, NvccUnusable, ToolError
+from archguard.errors import ArchguardError, NvccUnusable, SourceUnusable, ToolError
 from archguard.farm.ledger import write_atomic
 
 # Not shipped: version control, build outputs, tool caches (hidden directories are skipped too)
@@ -109,7 +109,7 @@ def tree_digest(root: Path, cache: Path | None = None) -> str:
             relative = path.relative_to(root).as_posix()
             digest.update(f"{relative}\0{mode}\0{hashes.sha256(path)}\n".encode())
     except OSError as exc:
-        raise ConfigError(f"source tree {root}: could not be read ({exc}).") from None
+        raise SourceUnusable(f"source tree {root}: could not be read ({exc}).") from None
     hashes.save()
     return digest.hexdigest()
 

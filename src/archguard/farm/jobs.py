@@ -23,7 +23,7 @@ from archguard._fs import SOURCE_DATE_EPOCH, own_directory
 from archguard.binaries.facts import WheelFacts
 from archguard.detect.cachestore import mark_used
 from archguard.detect.fetch import cache_root, checked_out, is_release
-from archguard.errors import ArchguardError, ConfigError
+from archguard.errors import ArchguardError, ExtraMissing
 from archguard.farm.container import CellContainer
 from archguard.farm.identity import JUNK_DIRS
 from archguard.farm.ledger import STATE, Outcome, Status, write_atomic
@@ -53,7 +53,7 @@ def config_file(package: Package, cache: Path) -> Path | None:
     try:
         import tomli_w  # noqa: PLC0415 (the farm extra's: only a farm run needs it)
     except ImportError:
-        raise ConfigError(
+        raise ExtraMissing(
             "archguard farm run writes each package's [tool.archguard] table with tomli-w, "
             "which is not installed: pip install 'torch-archguard[farm]'."
         ) from None
