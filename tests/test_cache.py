@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -183,6 +184,47 @@ def test_cli_lists_and_prunes(cache: Path) -> None:
     assert len(done["removed"]) == 3 and done["after"] == 560
     nothing = run_main("cache", "prune", env=env)
     assert nothing.returncode == 2 and "--older-than DAYS, --max-size SIZE" in nothing.stderr
+
+
+def test_each_entry_names_the_sites_that_link_it_and_unlinked_prunes_the_rest(
+    cache: Path, tmp_path: Path
+) -> None:
+    """Issue 57: a farm site links its cells' environments (``SITE/.farm/envs/<cell>``) and
+    registers itself in the cache (as ``farm run`` does); ``archguard cache`` names each
+    entry's sites, and ``cache prune --unlinked`` removes what no site links. A site that is
+    gone is forgotten: what only it linked is then unlinked."""
+    from archguard.detect.cachestore import register_site
+
+    sites = [tmp_path / "site-a", tmp_path / "site-b"]
+    for site in sites:
+        (site / ".farm" / "envs").mkdir(parents=True)
+        (site / ".farm" / "envs" / "py312").symlink_to(cache / "envs" / "py312-aaaa")
+        register_site(cache, site)
+        register_site(cache, site)  # once is enough: the same register
+    (sites[1] / ".farm" / "envs" / "gone").symlink_to(tmp_path / "elsewhere")  # not the cache's
+    assert len(list((cache / "sites").iterdir())) == 2
+    linked = {e.path.name: e.sites for e in entries(cache)}
+    assert linked["py312-aaaa"] == tuple(str(s.resolve()) for s in sites)
+    assert all(not sites for name, sites in linked.items() if name != "py312-aaaa")
+    env = {"ARCHGUARD_CACHE_DIR": str(cache)}
+    shown = run_main("cache", env=env).stdout
+    assert f"envs/py312-aaaa  linked by {sites[0].resolve()}  linked by {sites[1]}" in shown
+    assert "sites" not in _names(entries(cache), cache)  # the register is no entry
+    done = json.loads(run_main("cache", "prune", "--unlinked", "--format", "json", env=env).stdout)
+    assert sorted(Path(e["path"]).name for e in done["removed"]) == [
+        "0123abcd",
+        "0123abcd.2",
+        "cccc",
+        "cuda-12-bbbb",
+        "pkg-1.0",
+    ]  # never uv's
+    assert (cache / "envs" / "py312-aaaa").is_dir()
+    for site in sites:
+        shutil.rmtree(site)
+    assert [e.sites for e in entries(cache) if e.path.name == "py312-aaaa"] == [()]
+    assert list((cache / "sites").iterdir()) == []
+    prune(cache, unlinked=True)
+    assert not (cache / "envs" / "py312-aaaa").exists()
 
 
 def test_budget_line_keeps_the_cache_within_the_budget(cache: Path) -> None:

@@ -452,3 +452,36 @@ def test_each_builder_input_rebuilds_exactly_its_jobs(
     compiled = {(w["package"], w.get("compiled_with")) for w in data["wheels"]}
     assert compiled == {("beta", "13.2"), ("alpha", None)}, compiled
     assert cli("farm", "verify", str(site), env=env_for_farm()).returncode == 0
+
+
+FARM_RUN = [sys.executable, "-m", "archguard", "farm", "run"]
+
+
+def test_a_prune_during_a_farm_run_removes_nothing_it_needs_and_the_run_publishes(
+    reference: tuple[Path, Path, dict[str, set[str]]], tmp_path: Path
+) -> None:
+    """Issue 57: ``archguard cache prune --max-size 0`` (everything it may remove), run again
+    and again on the farm's cache while a farm run builds a cell: the run publishes what the
+    uninterrupted one did, and the prunes kept what it held (its cell's environment)."""
+    manifest, _, expected = reference
+    site = tmp_path / "site"
+    env = env_for_farm()
+    run = subprocess.Popen(
+        [*FARM_RUN, str(manifest), "-o", str(site), "--only", "torch2.13"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    prunes: list[str] = []
+    while run.poll() is None:
+        prune = cli("cache", "prune", "--max-size", "0", env=env)
+        assert prune.returncode in (0, 1), prune.stderr  # 1: over budget, in-use entries kept
+        prunes.append(prune.stdout + prune.stderr)
+        time.sleep(0.5)
+    out, err = run.communicate()
+    assert run.returncode == 0, (out + err)[-6000:]
+    assert names(site)["torch2.13"] == expected["torch2.13"]
+    held = [p for p in prunes if re.search(r"kept env envs/\S+ \(.*\): in use by another", p)]
+    assert held, prunes[-3:]  # a prune ran while the run held its cell's environment
+    assert all("Traceback" not in p for p in prunes)

@@ -24,17 +24,23 @@ def cache_command(sub: Subparsers) -> None:
     p = sub.add_parser(
         "cache",
         help="what archguard's cache holds (each entry's kind, size, last use, whether in "
-        "use); `cache prune --older-than DAYS | --max-size SIZE [--dry-run]`",
+        "use, the farm sites that link it); `cache prune --older-than DAYS | --max-size SIZE "
+        "| --unlinked [--dry-run]`",
     )
     format_option(p)
     inner = p.add_subparsers(dest="cache_command", metavar="prune")
     q = inner.add_parser(
         "prune",
-        help="remove entries last used before DAYS ago, or the least recently used down to "
-        "SIZE; never one another process holds",
+        help="remove entries last used before DAYS ago, the least recently used down to "
+        "SIZE, or those no farm site links; never one another process holds",
     )
     q.add_argument("--older-than", type=_days, metavar="DAYS")
     q.add_argument("--max-size", metavar="SIZE", help="e.g. 50G (K, M, G, T: powers of 1024)")
+    q.add_argument(
+        "--unlinked",
+        action="store_true",
+        help="every entry no farm site links (a site links its cells' environments)",
+    )
     q.add_argument("--dry-run", action="store_true", help="say what it would remove")
     # after prune, or before it (cache --format json prune): the one given wins
     q.add_argument("--format", choices=("text", "json"), default=argparse.SUPPRESS)
@@ -57,6 +63,7 @@ def cmd_cache(args: argparse.Namespace) -> int:
     for e in listed:
         when = time.strftime("%Y-%m-%d %H:%M", time.gmtime(e.last_use))
         shown = e.path.relative_to(root).as_posix() + ("  (in use)" if e.in_use else "")
+        shown += "".join(f"  linked by {site}" for site in e.sites)
         lines.append(f"  {e.kind:<10}{human(e.size):>11}  {when:<17}  {shown}")
     lines.append(f"  {'total':<10}{human(total):>11}  {count(len(listed))} (times UTC)")
     write("\n".join(lines) + "\n")
@@ -68,14 +75,20 @@ def _prune(args: argparse.Namespace) -> int:
     from archguard.detect.fetch import cache_root
     from archguard.errors import ConfigError
 
-    if args.older_than is None and args.max_size is None:
+    if args.older_than is None and args.max_size is None and not args.unlinked:
         raise ConfigError(
             "archguard cache prune: say what to remove: --older-than DAYS, --max-size SIZE "
-            "(e.g. 50G), or both."
+            "(e.g. 50G), --unlinked, or several."
         )
     limit = parse_size(args.max_size, "--max-size") if args.max_size is not None else None
     root = cache_root()
-    done = prune(root, older_than_days=args.older_than, max_size=limit, dry_run=args.dry_run)
+    done = prune(
+        root,
+        older_than_days=args.older_than,
+        max_size=limit,
+        unlinked=args.unlinked,
+        dry_run=args.dry_run,
+    )
     if args.format == "json":
         data = {
             "root": str(root),

@@ -31,6 +31,7 @@ Imports nothing of archguard but :mod:`archguard._fs` and the errors: any layer 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
 import secrets
@@ -38,10 +39,10 @@ import shutil
 import stat
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from archguard._fs import ENV_CACHE_MAX, PARTIAL, file_lock, hold_lock, lock_path
+from archguard._fs import ENV_CACHE_MAX, PARTIAL, file_lock, hold_lock, lock_path, write_atomic
 from archguard.errors import ConfigError
 
 # directory under the root -> kind; "downloads/release" is a directory of entries itself
@@ -56,7 +57,8 @@ ENTRIES = {
     "digests": "digests",
 }
 OTHER = "other"  # not archguard's own (uv's, pip's): listed, never pruned
-NOT_ENTRIES = {"jobserver"}  # the machine's jobserver (a FIFO and its locks): no entry
+SITES = "sites"  # <root>/sites/<digest>: the path of a farm site that links entries here
+NOT_ENTRIES = {"jobserver", SITES}  # the machine's jobserver, the sites' register: no entries
 # what a killed maker (atomic_directory) or prune left: a hidden directory named for its entry
 LEFTOVER = "partial"
 _LEFT = re.compile(r"\.(.+)\.[0-9a-f]{12}" + re.escape(PARTIAL))
@@ -72,6 +74,7 @@ class Entry:
     size: int  # bytes
     last_use: float  # seconds since the epoch
     in_use: bool
+    sites: tuple[str, ...] = ()  # the farm sites that link it (a cell's environment)
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -80,6 +83,7 @@ class Entry:
             "size": self.size,
             "last_use": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.last_use)),
             "in_use": self.in_use,
+            "sites": list(self.sites),
         }
 
 
@@ -151,6 +155,54 @@ def mark_used(entry: Path) -> None:
     except OSError:
         return
     _HOLDS[key] = hold
+
+
+def register_site(root: Path, site: Path) -> None:
+    """Note in the cache ``root`` that the farm site ``site`` links entries here (its cells'
+    environments, ``SITE/.farm/envs/<cell>``), so ``archguard cache`` can name the sites of
+    each entry and ``cache prune --unlinked`` keep what a site links. Never fails: a
+    read-only cache is used unregistered."""
+    where = site.resolve()
+    name = hashlib.sha256(str(where).encode()).hexdigest()[:16]
+    with contextlib.suppress(OSError):
+        (root / SITES).mkdir(parents=True, exist_ok=True)
+        target = root / SITES / name
+        if not target.is_file() or target.read_text(encoding="utf-8").strip() != str(where):
+            write_atomic(target, f"{where}\n")
+
+
+# the links a site keeps into the cache, under the site (its cells' environments)
+SITE_LINKS = (".farm/envs",)
+
+
+def site_links(root: Path) -> dict[Path, tuple[str, ...]]:
+    """Each entry a registered site links (its path, resolved) -> those sites; a site that is
+    gone (or no longer a site) is forgotten. Reads only the register and each site's links:
+    linear in what is there."""
+    found: dict[Path, list[str]] = {}
+    register = root / SITES
+    try:
+        names = sorted(register.iterdir())
+    except OSError:
+        return {}
+    top = root.resolve()
+    for name in names:
+        try:
+            site = Path(name.read_text(encoding="utf-8").strip())
+        except OSError:
+            continue
+        folders = [site / links for links in SITE_LINKS if (site / links).is_dir()]
+        if not folders:
+            with contextlib.suppress(OSError):
+                name.unlink()  # the site is gone: nothing of it links here
+            continue
+        for folder in folders:
+            for link in sorted(folder.iterdir()):
+                with contextlib.suppress(OSError):
+                    target = link.resolve()
+                    if target.is_relative_to(top):
+                        found.setdefault(target, []).append(str(site))
+    return {path: tuple(sorted(sites)) for path, sites in found.items()}
 
 
 def _free(path: Path, *, shared: bool) -> bool:
@@ -234,7 +286,15 @@ def entries(root: Path) -> list[Entry]:
         if (top / "release").is_dir() and f"{top.name}/release" in ENTRIES:
             found += [_entry(ENTRIES[f"{top.name}/release"], p) for p in _visible(top / "release")]
             found += _leftovers(top / "release")
-    return [e for e in found if e is not None]
+    links = site_links(root)
+    if not links:
+        return [e for e in found if e is not None]
+    top_resolved = root.resolve()
+    return [
+        replace(e, sites=links.get(top_resolved / e.path.relative_to(root), ()))
+        for e in found
+        if e is not None
+    ]
 
 
 @contextlib.contextmanager
@@ -277,11 +337,13 @@ def prune(
     *,
     older_than_days: float | None = None,
     max_size: int | None = None,
+    unlinked: bool = False,
     dry_run: bool = False,
 ) -> Pruned:
     """Remove the entries last used more than ``older_than_days`` ago, then, least recently
-    used first, entries until archguard's own entries hold at most ``max_size`` bytes, and
-    every leftover ``.partial`` directory; never an entry another process holds, nor an
+    used first, entries until archguard's own entries hold at most ``max_size`` bytes, with
+    ``unlinked`` every entry no registered farm site links (:func:`site_links`), and every
+    leftover ``.partial`` directory; never an entry another process holds, nor an
     ``other`` one (uv's and pip's caches: not archguard's to prune, nor counted against the
     budget, which would otherwise empty the rest at every run). ``dry_run``: what it would
     remove."""
@@ -294,7 +356,8 @@ def prune(
     for entry in sorted((e for e in listed if e.kind != OTHER), key=lambda e: e.last_use):
         old = cutoff is not None and entry.last_use < cutoff
         big = max_size is not None and total > max_size
-        if not (old or big or entry.kind == LEFTOVER):  # a leftover: always
+        orphan = unlinked and not entry.sites
+        if not (old or big or orphan or entry.kind == LEFTOVER):  # a leftover: always
             continue
         if entry.in_use or not (dry_run or remove_entry(entry.path)):
             in_use.append(entry)

@@ -25,7 +25,7 @@ from importlib import metadata
 from pathlib import Path
 
 from archguard._fs import file_lock, write_atomic
-from archguard.detect.cachestore import mark_used
+from archguard.detect.cachestore import mark_used, register_site
 from archguard.detect.fetch import cache_root
 from archguard.detect.tools import last_line, run
 from archguard.errors import CellEnvironmentFailed, ConfigError, ToolError
@@ -116,6 +116,7 @@ def cell_venv(
         if link.is_dir() and not link.is_symlink():  # an environment of before: made here
             shutil.rmtree(link)
         temporary.replace(link)
+    register_site(cache_root(), site)  # archguard cache names the sites of each environment
     return python
 
 
