@@ -462,7 +462,9 @@ def test_a_prune_during_a_farm_run_removes_nothing_it_needs_and_the_run_publishe
 ) -> None:
     """Issue 57: ``archguard cache prune --max-size 0`` (everything it may remove), run again
     and again on the farm's cache while a farm run builds a cell: the run publishes what the
-    uninterrupted one did, and the prunes kept what it held (its cell's environment)."""
+    uninterrupted one did, and the prunes kept what it held (its cell's environment). Then a
+    run with ``ARCHGUARD_CACHE_MAX`` below what it uses ends within it, and the next run makes
+    its environment again and publishes the same sha256."""
     manifest, _, expected = reference
     site = tmp_path / "site"
     env = env_for_farm()
@@ -485,3 +487,16 @@ def test_a_prune_during_a_farm_run_removes_nothing_it_needs_and_the_run_publishe
     held = [p for p in prunes if re.search(r"kept env envs/\S+ \(.*\): in use by another", p)]
     assert held, prunes[-3:]  # a prune ran while the run held its cell's environment
     assert all("Traceback" not in p for p in prunes)
+    published = indexes(site)["torch2.13"]
+    # a budget below what the run uses (1 byte): the run, done, lets go of its own entries
+    # and ends within it; the next run makes what it needs again and publishes the same bytes
+    within = farm_run(
+        manifest, site, "--only", "torch2.13", env={**env, "ARCHGUARD_CACHE_MAX": "1"}
+    )
+    assert within.returncode == 0, (within.stdout + within.stderr)[-6000:]
+    assert "(ARCHGUARD_CACHE_MAX 1 B; " in within.stdout and "over budget" not in within.stdout
+    assert not list((_CACHE[0] / "envs").glob("torch2.13-*")), within.stdout
+    again = farm_run(manifest, site, "--only", "torch2.13", env=env)
+    assert again.returncode == 0, (again.stdout + again.stderr)[-6000:]
+    assert "cell torch2.13: making its environment" in again.stderr
+    assert indexes(site)["torch2.13"] == published

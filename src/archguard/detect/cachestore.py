@@ -157,6 +157,14 @@ def mark_used(entry: Path) -> None:
     _HOLDS[key] = hold
 
 
+def let_go() -> None:
+    """This process is done with every entry it marked used (a farm run that has published:
+    its own prune may then remove its cells' environments to keep the budget; the next run
+    makes them again)."""
+    while _HOLDS:
+        _HOLDS.popitem()[1].close()
+
+
 def register_site(root: Path, site: Path) -> None:
     """Note in the cache ``root`` that the farm site ``site`` links entries here (its cells'
     environments, ``SITE/.farm/envs/<cell>``), so ``archguard cache`` can name the sites of
@@ -371,11 +379,14 @@ def prune(
 
 def budget_line(root: Path, budget: int | None) -> str:
     """The cache's size for a farm run's summary, after keeping it within ``budget`` bytes
-    (``ARCHGUARD_CACHE_MAX``: :func:`cache_budget`) where one is set."""
+    (``ARCHGUARD_CACHE_MAX``: :func:`cache_budget`) where one is set: the run has published,
+    so what it used is let go first (:func:`let_go`), and only other processes' holds are
+    kept."""
     if budget is None:
         listed = entries(root)
         size = sum(e.size for e in listed)
         return f"cache: {human(size)} in {count(len(listed))} at {root}"
+    let_go()
     done = prune(root, max_size=budget)
     line = (
         f"cache: {human(done.after)} at {root} ({ENV_CACHE_MAX} {human(budget)}; "
