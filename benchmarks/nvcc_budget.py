@@ -12,12 +12,15 @@ the one before it ends).
 
   (a) archguard's static choice (``ARCHGUARD_JOBSERVER=0``: MAX_JOBS and --threads fixed);
   (b) the static choice, each nvcc call's --threads set by the budget wrapper;
-  (c) archguard's default since issue 51, in the build: its own jobserver (a token per core),
-      ninja 1.13 taking a token per compile, archguard's nvcc launcher giving each compile
-      --threads of its token plus the free ones (never more threads than tokens: the tail
-      gets the cores the others have left, not the ones they still hold).
+  (c) archguard's default: the jobserver (a token per core), ninja 1.13 taking a token per
+      compile, archguard's nvcc launcher running nvcc's steps itself (issue 57), each device
+      pass on a token as one comes free (the tail takes the cores the others leave, as they
+      leave them);
+  (d) the same, the launcher running nvcc whole (``ARCHGUARD_NVCC_STEPS=0``, the default of
+      issue 51): --threads of its token plus the tokens free as the compile starts.
 
-Usage: python benchmarks/nvcc_budget.py [--runs 2] [--files 3]   (2 cores: about 12 minutes)
+Usage: python benchmarks/nvcc_budget.py [--runs 2] [--files 3] [--configs a,b,c,d]
+(2 cores: about 4 minutes a configuration a run)
 """
 
 from __future__ import annotations
@@ -66,6 +69,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--files", type=int, default=3)
+    parser.add_argument("--configs", default="a,b,c,d", help="which, by letter")
     args = parser.parse_args()
     cores = os.cpu_count() or 1
     base = {k: v for k, v in os.environ.items() if not k.startswith("ARCHGUARD_")}
@@ -96,7 +100,10 @@ def main() -> int:
         "a static": static,
         "b budget": {**static, "PYTORCH_NVCC": str(wrapper)},
         "c jobserver": on,
+        "d whole": {**on, "ARCHGUARD_NVCC_STEPS": "0"},
     }
+    wanted = set(args.configs.split(","))
+    configs = {k: v for k, v in configs.items() if k[0] in wanted}
     times: dict[str, list[float]] = {k: [] for k in configs}
     print(f"{cores} cores, {args.files} .cu x 4 device compiles, {args.runs} paired runs")
     try:
@@ -119,10 +126,16 @@ def main() -> int:
     print("\nmeasured side by side in this run:")
     for key, values in times.items():
         print(f"  {key:9s} median {statistics.median(values):6.1f} s  {values}")
-    for key in ("b budget", "c jobserver"):
-        ratios = [b / a for a, b in zip(times["a static"], times[key], strict=True)]
+    for key, against in (
+        ("b budget", "a static"),
+        ("c jobserver", "a static"),
+        ("c jobserver", "d whole"),
+    ):
+        if key not in times or against not in times:
+            continue
+        ratios = [b / a for a, b in zip(times[against], times[key], strict=True)]
         pairs = [round(r, 3) for r in ratios]
-        print(f"  {key[2:]} / static: {statistics.median(ratios):.3f} (pairs {pairs})")
+        print(f"  {key[2:]} / {against[2:]}: {statistics.median(ratios):.3f} (pairs {pairs})")
     return 0
 
 

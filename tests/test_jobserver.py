@@ -151,6 +151,139 @@ def test_a_launcher_stopped_by_a_signal_gives_its_tokens_back(tmp_path: Path) ->
     assert server.close() == 3
 
 
+# a kernel whose device passes each take a while (cicc unrolls it), no torch headers
+SLOW_KERNEL = """
+template <int N> __device__ float step(float x) { return step<N - 1>(x * 1.0001f + 0.5f); }
+template <> __device__ float step<0>(float x) { return x; }
+__global__ void k(float* x) {
+  float v = x[threadIdx.x];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) v = step<200>(v) + i;
+  x[threadIdx.x] = v;
+}
+int host(float* x) { k<<<1, 32>>>(x); return 0; }
+"""
+THREE = [
+    "-gencode=arch=compute_75,code=sm_75",
+    "-gencode=arch=compute_80,code=sm_80",
+    "-gencode=arch=compute_90,code=[sm_90,compute_90]",
+]
+
+
+def _nvcc_line(tmp_path: Path) -> list[str]:
+    (tmp_path / "k.cu").write_text(SLOW_KERNEL)
+    source, obj = str(tmp_path / "k.cu"), str(tmp_path / "k.o")
+    return [
+        f"{CUDA_HOME}/bin/nvcc",
+        "-objtemp",
+        "-c",
+        source,
+        "-o",
+        obj,
+        *THREE,
+        "-Xcompiler",
+        "-fPIC",
+    ]
+
+
+@needs_nvcc
+def test_the_launcher_runs_nvccs_steps_itself_to_nvccs_own_bytes(tmp_path: Path) -> None:
+    """Issue 57: a plain nvcc with -objtemp and three device passes is run step by step (its
+    own ``-dryrun`` steps, each pass on a token of its own): the object is nvcc's own, byte
+    for byte (nvcc with --threads 3, the same object path), and every token comes back."""
+    argv = _nvcc_line(tmp_path)
+    plan = jobserver.dry_run(argv)
+    assert plan is not None and len(plan.passes) == 3, plan
+    assert all(p[0].startswith("gcc ") and "ptxas " in p[-1] for p in plan.passes), plan.passes
+    assert subprocess.run([*argv, "--threads", "3"], check=False).returncode == 0
+    own = (tmp_path / "k.o").read_bytes()
+    (tmp_path / "k.o").unlink()
+    server = Server(tmp_path / "server", 2)
+    ran = subprocess.run([*LAUNCHER, str(server.path), *argv], check=False)
+    assert ran.returncode == 0
+    assert (tmp_path / "k.o").read_bytes() == own
+    assert not list(tmp_path.glob("k.o.*"))  # nvcc's intermediates removed, as nvcc does
+    # with the dependency file torch's ninja asks for: the same object, the same files named
+    depfile = tmp_path / "k.o.d"
+    with_deps = [*argv, "--generate-dependencies-with-compile", "--dependency-output", str(depfile)]
+    assert subprocess.run([*with_deps, "--threads", "3"], check=False).returncode == 0
+    own_deps = _deps(depfile.read_text())
+    depfile.unlink()
+    assert jobserver.dry_run(with_deps) is not None
+    assert subprocess.run([*LAUNCHER, str(server.path), *with_deps], check=False).returncode == 0
+    assert (tmp_path / "k.o").read_bytes() == own
+    assert _deps(depfile.read_text()) == own_deps and len(own_deps[1]) > 50
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["k.cu", "k.o", "k.o.d", "server"]
+    # what it does not run step by step: one device pass, no -objtemp, not nvcc itself
+    assert jobserver.dry_run([*argv[:-5], "-Xcompiler", "-fPIC"]) is None
+    assert jobserver.dry_run([a for a in argv if a != "-objtemp"]) is None
+    assert jobserver.dry_run(["sccache", *argv]) is None
+    assert server.close() == 2
+
+
+def _deps(text: str) -> tuple[str, set[str]]:
+    target, _, body = text.partition(":")
+    return target.strip(), set(body.replace("\\\n", " ").split())
+
+
+def test_dependency_files_merge_into_one_rule_naming_each_file_once(tmp_path: Path) -> None:
+    depfile = tmp_path / "k.o.d"
+    (tmp_path / "k.o.d.host").write_text("k.o: k.cu a.h \\\n  my\\ dir/b.h\n")
+    (tmp_path / "k.o.d.0").write_text("k.o: k.cu a.h dev.cuh\n")
+    (tmp_path / "k.o.d.1").write_text("k.o: k.cu \\\n dev.cuh other.cuh\n")
+    jobserver.merge_deps(str(depfile), 2)
+    assert depfile.read_text() == (
+        "k.o : \\\n    k.cu \\\n    a.h \\\n    my\\ dir/b.h \\\n    dev.cuh \\\n    other.cuh\n"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["k.o.d"]
+
+
+def test_steps_of_a_kind_not_measured_are_left_to_nvcc() -> None:
+    """Relocatable device code (nvlink), a step among the passes that is no preprocessing,
+    cicc or ptxas, a pass whose cicc is not its preprocessing's arch: nvcc runs whole."""
+    pre = 'gcc -D__CUDA_ARCH_LIST__=800,900 -E -x c++ "k.cu" -o "k.o.cpp4.ii"'
+    fe = 'cudafe++ --gen_module_id_file "k.o.cpp4.ii"'
+    passes = [
+        f'gcc -D__CUDA_ARCH__={a}0 -D__CUDA_ARCH_LIST__=800,900 -E -x c++ "k.cu" -o "k.o.{a}.ii"'
+        for a in (80, 90)
+    ]
+    cicc = [f'"$CICC_PATH/cicc" -arch compute_{a} "k.o.{a}.ii" -o "k.o.{a}.ptx"' for a in (80, 90)]
+    ptxas = [f'ptxas -arch=sm_{a} "k.o.{a}.ptx" -o "k.o.{a}.cubin"' for a in (80, 90)]
+    tail = ['fatbinary --create="k.o.fatbin"', 'gcc -c -x c++ "k.o.cudafe1.cpp" -o "k.o"']
+    steps = [pre, fe, passes[0], cicc[0], ptxas[0], passes[1], cicc[1], ptxas[1], *tail]
+    plan = jobserver._staged({}, steps, "k.o")
+    assert plan is not None and [len(p) for p in plan.passes] == [3, 3]
+    assert plan.before == [pre, fe] and plan.after == tail
+    assert jobserver._staged({}, [*steps[:-1], "nvlink -o k.o"], "k.o") is None
+    assert jobserver._staged({}, [*steps[:4], "touch x", *steps[4:]], "k.o") is None
+    swapped = [pre, fe, passes[0], cicc[1], ptxas[1], passes[1], cicc[0], ptxas[0], *tail]
+    assert jobserver._staged({}, swapped, "k.o") is None
+
+
+@needs_nvcc
+def test_tokens_freed_after_a_compile_starts_are_used(tmp_path: Path) -> None:
+    """Issue 57's tail: a compile that starts while the others hold every token runs its
+    first pass on its own token, and its other passes on the tokens given back while it
+    runs (before: nvcc --threads 1 to its end, the freed cores idle)."""
+    argv = _nvcc_line(tmp_path)
+    server = Server(tmp_path / "server", 2)
+    held = server.client.take(2)  # the other jobs hold both as it starts
+    assert len(held) == 2
+    compile_ = subprocess.Popen([*LAUNCHER, str(server.path), *argv])
+    time.sleep(0.3)
+    assert compile_.poll() is None, "the compile ended too soon to show anything"
+    server.client.give(held)  # the others end
+    from archguard.detect.machine_jobserver import free_tokens
+
+    lowest = 2
+    while compile_.poll() is None:
+        lowest = min(lowest, free_tokens(server.client.fd))
+        time.sleep(0.005)
+    assert compile_.returncode == 0
+    assert lowest == 0  # both freed tokens taken by its passes while it ran
+    assert server.close() == 2
+
+
 @pytest.mark.skipif(
     not (shutil.which("make") and "GNU Make 4.3" in _version("make")),
     reason="needs this machine's GNU make 4.3",

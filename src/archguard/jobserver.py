@@ -15,11 +15,17 @@ when it is given no ``-j`` (measured: with ``-j`` it ignores the jobserver); mak
 cargo are too.
 
 Run as a script (``python -I -S .../archguard/jobserver.py FIFO COMMAND...``) this is
-archguard's nvcc launcher (``PYTORCH_NVCC``): it takes the tokens of the jobserver ``FIFO``
-that are free as the compile starts, at most one fewer than the compile's device compiles,
-runs ``COMMAND`` with ``--threads`` of one plus those, and gives them back when it ends,
-whatever ends it. A compile whose command already names ``--threads`` (the package's or the
-user's) runs as it is; so does one whose jobserver is gone.
+archguard's nvcc launcher (``PYTORCH_NVCC``). Where ``COMMAND`` is a plain nvcc with
+``-objtemp`` and several device passes, it runs nvcc's own steps (``nvcc -dryrun``) itself:
+the host preprocessing, then each device pass (preprocess, cicc, ptxas) on a token of its
+own, the first on the compile's, each other as a token comes free, however late (issue 57:
+a compile that started when the others held every token no longer runs its passes alone on
+one core after they end), then fatbinary and the host compile; the same commands, so the
+same bytes as nvcc's own (tested). Otherwise it takes the tokens free as the compile
+starts, at most one fewer than its device compiles, runs ``COMMAND`` with ``--threads`` of
+one plus those, and gives them back when it ends, whatever ends it. A compile whose command
+already names ``--threads`` (the package's or the user's) runs as it is; so does one whose
+jobserver is gone.
 
 Only the standard library is imported: the launcher runs once per nvcc call.
 """
@@ -36,13 +42,16 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 AUTH = "--jobserver-auth="
 TOKEN = b"+"
 PREFIX = "jobserver-"  # the FIFOs a server makes in its directory
+NVCC_STEPS = "ARCHGUARD_NVCC_STEPS"  # 0: run nvcc whole (settings.config.ENV_NVCC_STEPS)
 _ARCH = re.compile(r"compute_(\d+[a-z]?)")  # anchored on a fixed word: linear
 
 
@@ -220,8 +229,229 @@ def device_compiles(argv: list[str]) -> int:
     return max(1, len(arches))
 
 
+_PRELUDE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$")  # anchored, one quantifier each
+
+
+@dataclass
+class DryRun:
+    """An nvcc call as the steps ``nvcc -dryrun`` lists: its environment, the steps before
+    the device passes (host preprocessing, cudafe++), one list of steps per device pass
+    (preprocess, cicc, ptxas: independent of each other, as ``--threads`` runs them), and the
+    steps after (fatbinary, the host compile, the removal of the intermediates)."""
+
+    env: dict[str, str]
+    before: list[str]
+    passes: list[list[str]]
+    after: list[str]
+    depfile: str | None = None  # nvcc's -MF: written from the preprocessing steps' own
+
+
+def dry_run(argv: list[str]) -> DryRun | None:
+    """``argv``'s steps, or None where it is not one archguard runs step by step: not a plain
+    nvcc with ``-objtemp`` (intermediates named after the object: two calls never share one),
+    fewer than two device passes, a step of a kind not measured (``nvlink``: relocatable
+    device code), or a dry run that failed."""
+    if Path(argv[0]).name != "nvcc" or "-objtemp" not in argv or device_compiles(argv) < 2:
+        return None
+    try:
+        proc = subprocess.run(
+            [*argv, "-dryrun"], capture_output=True, text=True, timeout=120, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if proc.returncode != 0:
+        return None
+    env: dict[str, str] = {}
+    steps: list[str] = []
+    for line in proc.stderr.splitlines():
+        if not line.startswith("#$ "):
+            return None  # nvcc said something else: run it as it is
+        text = line[3:].strip()
+        found = _PRELUDE.match(text)
+        if found and not steps:
+            try:
+                words = shlex.split(found[2]) if found[2].strip() else [""]
+            except ValueError:
+                return None
+            if len(words) == 1:  # a list of words (INCLUDES) is in the steps already
+                env[found[1]] = words[0]
+            continue
+        steps.append(text)
+    return _staged(env, steps, _output(argv))
+
+
+def _output(argv: list[str]) -> str | None:
+    """The object an nvcc call writes (``-o FILE``, ``-oFILE``, ``--output-file FILE``)."""
+    for i, arg in enumerate(argv):
+        if arg in ("-o", "--output-file") and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--output-file="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+_FILTER = re.compile(r"^-- Filter Dependencies -- > (.+)$")  # nvcc's -MD, done inside it
+_CICC_ARCH = re.compile(r" -arch compute_([0-9]+[af]?) ")
+_GCC_ARCH = re.compile(r"-D__CUDA_ARCH__=([0-9]+)0 ")
+
+
+def _staged(env: dict[str, str], steps: list[str], obj: str | None) -> DryRun | None:
+    """The steps in stages: a device pass's preprocessing (``-D__CUDA_ARCH__``) and its cicc
+    and ptxas, in the order nvcc lists them (the passes' preprocessing first where nvcc
+    writes a dependency file); the other steps before fatbinary (host preprocessing,
+    cudafe++, whose module id every cicc reads) before the passes; fatbinary and all after
+    it after them. The dependency file nvcc writes itself (``-- Filter Dependencies --``) is
+    written by the host preprocessing (``-MD -MF FILE -MT OBJECT``)."""
+    depfile: list[str] = []  # where nvcc writes the dependencies, if it does
+    sorted_ = _sorted(steps, obj, depfile)
+    if sorted_ is None:
+        return None
+    before, preprocess, compiles, after = sorted_
+    if depfile and obj is not None:  # the device passes' headers too, as nvcc's own file has
+        preprocess = [p + _deps_flags(depfile[0], str(i), obj) for i, p in enumerate(preprocess)]
+    if len(compiles) < 2 or len(preprocess) != len(compiles) or not after:
+        return None
+    passes = []
+    for pre, chain in zip(preprocess, compiles, strict=True):
+        cc = _GCC_ARCH.search(pre)
+        arch = _CICC_ARCH.search(chain[0] + " ")
+        if cc is None or arch is None or not arch[1].startswith(cc[1]):
+            return None  # not the pass nvcc listed in this order
+        passes.append([pre, *chain])
+    if any("nvlink" in s for s in (*before, *after)):
+        return None
+    return DryRun({**os.environ, **env}, before, passes, after, depfile[0] if depfile else None)
+
+
+def _deps_flags(depfile: str, part: str, obj: str) -> str:
+    return f" -MD -MF {shlex.quote(f'{depfile}.{part}')} -MT {shlex.quote(obj)}"
+
+
+_DEP_WORD = re.compile(r"(?:\\.|[^\s\\])+")  # a word of a make rule: escapes kept, linear
+
+
+def merge_deps(depfile: str, parts: int) -> None:
+    """nvcc's dependency file, from the host's and each device pass's own (``FILE.host``,
+    ``FILE.0``...): one rule, the object's, naming each file once, in the order first met."""
+    target = ""
+    seen: dict[str, None] = {}
+    for part in ["host", *map(str, range(parts))]:
+        path = Path(f"{depfile}.{part}")
+        text = path.read_text(encoding="utf-8", errors="surrogateescape").replace("\\\n", " ")
+        head, _, body = text.partition(": ")
+        target = target or head.strip()
+        seen.update(dict.fromkeys(_DEP_WORD.findall(body)))
+        path.unlink()
+    lines = [f"{target} : \\", *(f"    {word} \\" for word in seen)]
+    Path(depfile).write_text(
+        "\n".join(lines).rstrip(" \\") + "\n", encoding="utf-8", errors="surrogateescape"
+    )
+
+
+def _sorted(
+    steps: list[str], obj: str | None, depfile: list[str]
+) -> tuple[list[str], list[str], list[list[str]], list[str]] | None:
+    """(before, the passes' preprocessing, their cicc and ptxas, after), or None: a step of
+    a kind not measured among the passes."""
+    before: list[str] = []
+    preprocess: list[str] = []
+    compiles: list[list[str]] = []
+    after: list[str] = []
+    for step in steps:
+        filtered = _FILTER.match(step)
+        if after or step.startswith("fatbinary "):
+            after.append(step)
+        elif filtered:
+            if obj is None or not before or " -E " not in before[-1]:
+                return None
+            depfile[:] = [filtered[1].strip()]
+            before[-1] += _deps_flags(depfile[0], "host", obj)
+        elif _GCC_ARCH.search(step) and " -E " in step:
+            preprocess.append(step)
+        elif step.startswith(('"$CICC_PATH/cicc" ', "cicc ")):
+            compiles.append([step])
+        elif step.startswith("ptxas ") and compiles:
+            compiles[-1].append(step)
+        elif compiles or not step.startswith(("gcc ", "cudafe++ ")):
+            return None
+        else:
+            before.append(step)
+    return before, preprocess, compiles, after
+
+
+class _Steps:
+    """The running steps of one compile: started in the compile's environment, stopped
+    together by a signal."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = env
+        self.lock = threading.Lock()
+        self.children: set[subprocess.Popen[bytes]] = set()
+        self.stopped: list[int] = []
+
+    def run(self, steps: list[str]) -> int:
+        for step in steps:
+            with self.lock:
+                if self.stopped:
+                    return 128 + self.stopped[0]
+                child = subprocess.Popen(["/bin/sh", "-c", step], env=self.env)
+                self.children.add(child)
+            code = child.wait()
+            with self.lock:
+                self.children.discard(child)
+            if code != 0:
+                return code
+        return 0
+
+    def signal(self, signum: int) -> None:
+        with self.lock:
+            self.stopped.append(signum)
+            for child in self.children:
+                child.send_signal(signum)
+
+
+def run_steps(plan: DryRun, client: Client, steps: _Steps) -> int:
+    """The compile step by step: its device passes side by side, the first on the compile's
+    own token, each other on a token taken as one comes free (so tokens given back while the
+    compile runs are used: no idle tail), each given back as its pass ends."""
+    code = steps.run(plan.before)
+    if code:
+        return code
+    pending = list(plan.passes)
+    running: list[tuple[threading.Thread, bytes, list[int]]] = []
+    failed = 0
+    while pending or running:
+        for item in [r for r in running if not r[0].is_alive()]:
+            running.remove(item)
+            client.give(item[1])
+            failed = failed or item[2][0]
+        if pending and not failed and not steps.stopped:
+            token = b"" if not running else client.take(1)
+            if token or not running:
+                result = [0]
+                chain = pending.pop(0)
+                thread = threading.Thread(
+                    target=lambda c=chain, r=result: r.__setitem__(0, steps.run(c))
+                )
+                thread.start()
+                running.append((thread, token, result))
+                continue
+        if not pending and not running:
+            break
+        if steps.stopped or failed:
+            pending.clear()
+        select.select([client.fd] if pending else [], [], [], 0.02)
+    if failed or steps.stopped:
+        return failed or 128 + steps.stopped[0]
+    if plan.depfile is not None:
+        merge_deps(plan.depfile, len(plan.passes))
+    return steps.run(plan.after)
+
+
 def launch(fifo: str, argv: list[str]) -> int:
-    """Run one compile with ``--threads`` of its own token plus the free ones it may use."""
+    """Run one compile in the jobserver: step by step where nvcc's steps are known
+    (:func:`dry_run`: its device passes taking tokens as they come free, the same bytes as
+    nvcc's own), else with ``--threads`` of its own token plus the free ones it may use."""
     if has_threads(argv):
         return subprocess.call(argv)
     try:
@@ -230,9 +460,12 @@ def launch(fifo: str, argv: list[str]) -> int:
         return subprocess.call(argv)
     child: subprocess.Popen[bytes] | None = None
     stopped: list[int] = []
+    steps: _Steps | None = None
 
     def forward(signum: int, _frame: object) -> None:
-        if child is not None:
+        if steps is not None:
+            steps.signal(signum)
+        elif child is not None:
             child.send_signal(signum)
         else:
             stopped.append(signum)
@@ -241,6 +474,12 @@ def launch(fifo: str, argv: list[str]) -> int:
         signal.signal(signum, forward)  # before any token is taken: none leaves with a signal
     got = b""
     try:
+        plan = dry_run(argv) if os.environ.get(NVCC_STEPS, "").strip() != "0" else None
+        if stopped:
+            return 128 + stopped[0]
+        if plan is not None:
+            steps = _Steps(plan.env)
+            return run_steps(plan, client, steps)
         got = client.take(device_compiles(argv) - 1)
         if stopped:
             return 128 + stopped[0]
