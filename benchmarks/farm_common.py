@@ -37,7 +37,7 @@ def manifest(root: Path, sdists: list[str], arch: str) -> Path:
         'cuda = "13.0"',
     ]
     for spec in sdists:
-        name = spec.split("==")[0]
+        name = Path(spec).name if spec.startswith("/") else spec.split("==")[0]
         lines += ["", "[[package]]", f'name = "{name}"', f'source = "{spec}"']
         lines.append(f'config = {{ arch_list = "{arch}" }}')
         env = SDISTS.get(spec, {})
@@ -107,3 +107,44 @@ def prewarm(manifest_path: Path, cache: Path) -> None:
     for cell in farm.cells:
         cell_venv(cell, cache / "prewarm-site")
     print(f"cells' environments made in {time.monotonic() - started:.0f} s (not timed)")
+
+
+TREE_KERNEL = """\
+#include <torch/extension.h>
+
+__global__ void scale_kernel(float* x, float a, int64_t n) {{
+  int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  if (i < n) x[i] = x[i] * a + {n};
+}}
+
+torch::Tensor scale(torch::Tensor x, double a) {{
+  auto y = x.contiguous().clone();
+  int64_t n = y.numel();
+  scale_kernel<<<(n + 255) / 256, 256>>>(y.data_ptr<float>(), (float)a, n);
+  return y;
+}}
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {{ m.def("scale", &scale); }}
+"""
+
+
+def tree_packages(root: Path, count: int) -> list[str]:
+    """``count`` small tree packages like the example (one ``.cu`` with torch's headers, no
+    ``--threads`` of their own): the paths a manifest's ``source`` takes."""
+    out = []
+    for n in range(count):
+        tree = root / "src" / f"small{n}"
+        tree.mkdir(parents=True, exist_ok=True)
+        (tree / "ops.cu").write_text(TREE_KERNEL.format(n=n))
+        (tree / "setup.py").write_text(
+            "from setuptools import setup\n"
+            "from torch.utils.cpp_extension import BuildExtension, CUDAExtension\n"
+            f"setup(name='small{n}', version='1.0', ext_modules=[CUDAExtension("
+            f"'small{n}._C', ['ops.cu'])], cmdclass={{'build_ext': BuildExtension}})\n"
+        )
+        (tree / "pyproject.toml").write_text(
+            '[build-system]\nrequires = ["setuptools>=64", "torch", "torch-archguard"]\n'
+            'build-backend = "setuptools.build_meta"\n'
+        )
+        out.append(str(tree))
+    return out

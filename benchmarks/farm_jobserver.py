@@ -4,8 +4,13 @@ of released sdists x one cell, ``farm run --jobs 2``, built twice from scratch (
 cache, a cache directory of its own each, so neither reuses the other's work):
 
   (s) today's static shares: ``ARCHGUARD_JOBSERVER=0``, each build ``MAX_JOBS`` = cores / 2;
-  (j) the jobserver: one pool of a token per core; ninja 1.13 takes its compiles from it and
-      archguard's nvcc launcher gives each compile the free tokens as ``--threads``.
+  (j) the jobserver: a token per core; ninja 1.13 takes its compiles from it and archguard's
+      nvcc launcher runs each compile's device passes on tokens as they come free (issue 57);
+  (w) the jobserver, the launcher running nvcc whole (``ARCHGUARD_NVCC_STEPS=0``: the
+      tokens free as a compile starts, as ``--threads``; issue 51's behaviour).
+
+``--trees 3`` builds three small tree packages like the example (one ``.cu`` with torch's
+headers each) instead of the sdists, the farm issue 57 measured at 0.77.
 
 Both order their jobs longest first by the size of each source's CUDA code (each site is new:
 no recorded durations). The cell's environment is made once before either run (its making is
@@ -14,7 +19,7 @@ overlays. Prints each run's wall time, the builds' CPU-seconds, utilization = CP
 cores) and the distance from the limit max(CPU / cores, the longest job), from the run's own
 summary line, and the ratio of the wall times.
 
-Usage: python benchmarks/farm_jobserver.py [--arch 8.0] [--sdists A==1 B==2 ...]
+Usage: python benchmarks/farm_jobserver.py [--arch 8.0] [--sdists A==1 B==2 ... | --trees 3]
 (2 cores, the default three sdists: about 15 minutes)
 """
 
@@ -27,7 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from farm_common import SDISTS, base_env, farm_run, manifest, prewarm
+from farm_common import SDISTS, base_env, farm_run, manifest, prewarm, tree_packages
 
 DEFAULT = list(SDISTS)[:3]
 
@@ -42,23 +47,30 @@ def main() -> int:
         default="3",
         help="a third run: the jobserver with more jobs than cores (0: none)",
     )
+    parser.add_argument("--trees", type=int, default=0, help="small tree packages, not sdists")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="archguard-farm-jobserver-"))
-    farm = manifest(work, args.sdists, args.arch)
-    print(f"farm: {', '.join(args.sdists)} at {args.arch}, --jobs {args.jobs}; work in {work}")
+    sources = tree_packages(work, args.trees) if args.trees else args.sdists
+    farm = manifest(work, sources, args.arch)
+    print(f"farm: {', '.join(sources)} at {args.arch}, --jobs {args.jobs}; work in {work}")
     cache = work / "cache"
     prewarm(farm, cache)
     runs = {}
-    configs = [("static", "0", args.jobs), ("jobserver", "1", args.jobs)]
+    configs = [
+        ("static", "0", args.jobs, "1"),
+        ("jobserver", "1", args.jobs, "1"),
+        ("jobserver, nvcc whole", "1", args.jobs, "0"),
+    ]
     if args.more_jobs != "0":
-        configs.append((f"jobserver --jobs {args.more_jobs}", "1", args.more_jobs))
-    for label, switch, jobs in configs:
+        configs.append((f"jobserver --jobs {args.more_jobs}", "1", args.more_jobs, "1"))
+    for label, switch, jobs, steps in configs:
         env = base_env(
             ARCHGUARD_JOBSERVER=switch,
+            ARCHGUARD_NVCC_STEPS=steps,
             ARCHGUARD_COMPILER_CACHE="off",
             ARCHGUARD_CACHE_DIR=str(cache),
         )
-        site = work / f"site-{label.replace(' ', '').replace('--', '-')}"
+        site = work / f"site-{label.replace(' ', '').replace('--', '-').replace(',', '')}"
         run = farm_run(farm, site, env, "--jobs", jobs)
         runs[label] = run
         print(f"\n({label}) exit {run.returncode}, wall {run.wall:.0f} s")

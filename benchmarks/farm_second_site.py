@@ -69,10 +69,10 @@ def main() -> int:
         runs.append(run)
         time.sleep(1.5)  # another time: SOURCE_DATE_EPOCH, not the clock, dates the zip
     from archguard.binaries.compare import wheel_differences
-    from archguard.farm.records import all_records
+    from archguard.farm.ledger import all_ledgers
 
     one, two = (runs[0].job_seconds(), runs[1].job_seconds())
-    records = [all_records(work / f"site-{label}") for label in ("A", "B")]
+    records = [all_ledgers(work / f"site-{label}") for label in ("A", "B")]
     print("\njob | A s | B s | B / A | sccache in B | bytes")
     total = [0.0, 0.0]
     identical = 0
