@@ -547,6 +547,66 @@ CMAKE_READERS = [
         ),
         id="a-call-in-four-nested-foreachs-of-64",
     ),
+    # nvcc arch flags followed to the list they loop over (issue 58, item 2)
+    pytest.param(
+        lambda: cmake_plan(
+            'set(L "70;80" CACHE STRING "")\nforeach(a ${L})\nset(CMAKE_CUDA_FLAGS "'
+            + " -gencode arch=compute_${a},code=sm_${a}" * 25_000
+            + '")\nendforeach()\n'
+        ),
+        id="a-1MB-flag-string-of-25k-looped-gencodes",
+    ),
+    pytest.param(
+        lambda: cmake_plan('set(CMAKE_CUDA_FLAGS "' + "-gencode=arch=" * 70_000 + '")\n'),
+        id="1MB-of-gencode-openers-without-a-code",
+    ),
+    pytest.param(
+        lambda: cmake_plan(
+            'set(L 70 CACHE STRING "")\nforeach(a ${L})\nset(CMAKE_CUDA_FLAGS "arch=compute_${a}'
+            + "x" * 900_000
+            + ",code=[sm_${a}"
+            + "," * 50_000
+            + '")\nendforeach()\n'
+        ),
+        id="a-1MB-gencode-value",
+    ),
+    pytest.param(
+        lambda: cmake_plan(
+            "".join(
+                f'string(APPEND CMAKE_CUDA_FLAGS " -gencode arch=compute_{100 + i % 900},'
+                f'code=[sm_{100 + i % 900},compute_{100 + i % 900}]")\n'
+                for i in range(10_000)
+            )
+        ),
+        id="10k-literal-gencode-lines",
+    ),
+    pytest.param(
+        lambda: cmake_plan(
+            'set(L "70;80" CACHE STRING "")\n'
+            + "foreach(a IN LISTS L)\n"
+            + "list(APPEND CUDA_NVCC_FLAGS -gencode=arch=compute_${a},code=sm_${a})\n" * 10_000
+            + "endforeach()\n"
+        ),
+        id="10k-gencode-flags-in-a-loop-over-a-cache-entry",
+    ),
+    pytest.param(
+        lambda: cmake_plan(
+            "".join(
+                f'set(L{i} "7{i % 10}" CACHE STRING "")\nforeach(a ${{L{i}}})\n'
+                for i in range(5_000)
+            )
+            + 'string(APPEND CMAKE_CUDA_FLAGS " -arch=sm_${a}")\n'
+            + "endforeach()\n" * 5_000
+        ),
+        id="5k-nested-loops-over-cache-entries",
+    ),
+    pytest.param(
+        lambda: cmake_plan(
+            "foreach(a ${L})\n" * 20_000
+            + 'string(APPEND CMAKE_CUDA_FLAGS " -gencode arch=compute_${a},code=sm_${a}")\n' * 2000
+        ),
+        id="20k-unclosed-loops-around-2000-flags",
+    ),
 ]
 
 

@@ -18,7 +18,10 @@ default, the cache entries that reach the arches, and the lines that give a comp
 literal list no variable the build sets can change (``set(CMAKE_CUDA_ARCHITECTURES "70;80"
 CACHE STRING "" FORCE)``, ``pkg_set_arches(mylib "80;90")``); a value through what cannot be
 followed (a variable another command writes or the files never set) is left to the
-read-back, which names the line after the build.
+read-back, which names the line after the build. An nvcc flag that takes its arch from a
+variable (``-gencode arch=compute_${arch},code=sm_${arch}`` in a foreach() over
+``${PKG_ARCHS}``; :mod:`archguard.frontend.cmake_flags`) is followed to that variable's
+source the same way; a literal flag is a literal list.
 """
 
 from __future__ import annotations
@@ -26,27 +29,22 @@ from __future__ import annotations
 import re
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import islice
 from pathlib import Path
 
+from archguard.core.arch import Targets
 from archguard.frontend.cmake_calls import READ_ONLY
 from archguard.frontend.cmake_commands import Command, read_commands, set_value
+from archguard.frontend.cmake_flags import SAYS, FlagUse, flag_args, flag_uses, union
 from archguard.frontend.cmake_syntax import REF, Arg
 from archguard.frontend.setup_py import SetupPy
 
-_FLAGS = re.compile(
-    r"(-gencode\b|--generate-code\b|arch=compute_\d|-arch[= ](?:sm|compute)_\d"
-    r"|--gpu-architecture\b|--cuda-gpu-arch)"
-)
-# commands that test or say the arches, choosing none; string() and list() choose only where
-# they add to a value
-_SAYS = frozenset({"message", "if", "elseif", "while", "get_property", "get_target_property"})
-_ADDS = frozenset({"APPEND", "PREPEND", "CONCAT", "JOIN", "INSERT"})
 _BUDGET = 256  # the values followed to read one line's arches
 # a command that chooses arches, the argument whose line to name (None: its own), the value
 Choice = tuple[Command, Arg | None, tuple[Arg, ...]]
 _MAX_OWN = 16  # the package's own arch variables looked at
+_MAX_ITEMS = 64  # the items of a list an nvcc flag is read for
 
 
 # CMake's own words when it finds no CUDA (a build that then makes a wheel without CUDA code)
@@ -77,14 +75,11 @@ def _choices(commands: Iterable[Command]) -> Iterator[Choice]:
     """Each command that chooses arches (a default's aside): every set of the list or the
     property, and each argument that holds an nvcc arch flag."""
     for c in commands:
-        if c.defaulted or c.name in _SAYS:
+        if c.defaulted or c.name in SAYS:
             continue
         yield from _arch_settings([c], cached=True)
-        if c.name in ("string", "list") and (not c.args or c.args[0].text not in _ADDS):
-            continue
-        for a in c.args:
-            if _FLAGS.search(a.text):
-                yield c, a, (a,)
+        for a in flag_args(c):
+            yield c, a, (a,)
 
 
 def forced_note(tree: Path) -> str:
@@ -138,11 +133,13 @@ class CMakeFiles:
     feeds: dict[str, list[str]] = field(default_factory=dict)  # X -> those set() from ${X}
     unknown: set[str] = field(default_factory=set)  # written by commands other than set()
     env: dict[str, None] = field(default_factory=dict)  # what $ENV{X} reads, in order
+    flags: list[FlagUse] = field(default_factory=list)  # the nvcc arch flags they write
 
     @classmethod
     def read(cls, tree: Path) -> CMakeFiles:
         """The tree's CMake files, read."""
         model = cls(read_commands(tree))
+        model.flags = list(flag_uses(model.commands))
         for c in model.commands:
             for a in c.args:
                 if "$ENV{" in a.text:
@@ -154,6 +151,8 @@ class CMakeFiles:
                 model.writes.setdefault(key, []).append((c, value))
                 for r in {r for a in value for r in a.refs}:
                     model.feeds.setdefault(r, []).append(key)
+            elif c.name == "foreach":  # it writes its variable, and reads its lists
+                model.unknown.update(a.text for a in c.args[:1] if a.kind == "bare")
             elif c.name not in READ_ONLY:
                 model.unknown.update(a.text for a in c.args if a.kind == "bare")
         return model
@@ -217,6 +216,7 @@ class OwnVariable:
     where: str  # FILE:LINE of the default
     cmake: bool  # it goes to CMAKE_CUDA_ARCHITECTURES or CUDA_ARCHITECTURES
     cache: bool = False  # a cache entry read from no environment: a -D sets it, not a variable
+    flags: tuple[FlagUse, ...] = ()  # the nvcc arch flags that embed its items (or its value)
 
 
 def own_variables(model: CMakeFiles) -> list[OwnVariable]:
@@ -227,7 +227,8 @@ def own_variables(model: CMakeFiles) -> list[OwnVariable]:
     out = []
     to_arches = {r for _, _, v in _arch_settings(model.commands) for a in v for r in a.refs}
     named = SetupPy(list(model.env), []).arch_variables()  # a setup.py's rule for its names
-    flowing = model.sources([*to_arches, "CMAKE_CUDA_ARCHITECTURES"])
+    to_flags = {u.source for u in model.flags if u.source}
+    flowing = model.sources([*to_arches, *to_flags, "CMAKE_CUDA_ARCHITECTURES"])
     by_name = set(named)
     names = [*named, *(n for n in model.env if f"ENV:{n}" in flowing and n not in by_name)]
     for name in islice(names, _MAX_OWN):
@@ -247,7 +248,10 @@ def own_variables(model: CMakeFiles) -> list[OwnVariable]:
             if any(not f.isdisjoint(linked) for f in c.frames) or c.seq < read.get(key, -1):
                 cmake = "CMAKE_CUDA_ARCHITECTURES" in linked or not to_arches.isdisjoint(linked)
                 where = c.place(_passed(value))
-                out.append(OwnVariable(name, ";".join(a.text for a in value), where, cmake))
+                flags = _flags_of(model, linked)
+                out.append(
+                    OwnVariable(name, ";".join(a.text for a in value), where, cmake, flags=flags)
+                )
                 break
     return out + cache_variables(model, flowing, {o.name for o in out}, to_arches)
 
@@ -271,12 +275,21 @@ def cache_variables(
         cache, force = set_value(c.args[1:])[1:]
         if not cache or force or any(a.refs for a in value):
             continue
-        cmake = "CMAKE_CUDA_ARCHITECTURES" in model.reach([name]) or name in to_arches
+        linked = model.reach([name])
+        cmake = "CMAKE_CUDA_ARCHITECTURES" in linked or not to_arches.isdisjoint(linked)
         where = c.place(_passed(value))
-        out.append(OwnVariable(name, ";".join(a.text for a in value), where, cmake, cache=True))
+        text = ";".join(a.text for a in value)
+        flags = _flags_of(model, linked)
+        out.append(OwnVariable(name, text, where, cmake, cache=True, flags=flags))
         if len(out) >= _MAX_OWN:
             break
     return out
+
+
+def _flags_of(model: CMakeFiles, linked: set[str]) -> tuple[FlagUse, ...]:
+    """The flags whose arch comes from one of ``linked``, each shape once, the first few."""
+    shapes = {(u.pieces, u.loop): u for u in model.flags if u.source in linked}
+    return tuple(islice(shapes.values(), _MAX_OWN))
 
 
 @dataclass(frozen=True, eq=False)
@@ -289,10 +302,20 @@ class ForcedLine:
     value: tuple[Arg, ...]
     arches: list[str] | None
     files: CMakeFiles
+    targets: Targets | None = None  # an nvcc flag's: what it gives (None: not a flag's)
+    why: str = ""  # why archguard cannot say the list there, where it sets what the line reads
 
     def where(self) -> str:
         """``FILE:LINE: text``."""
         return self.command.where(self.arg)
+
+    def gives(self) -> str:
+        """What the line gives, in the refusal's words."""
+        if self.why:
+            return self.why
+        if self.targets is not None:
+            return f"gives {self.targets}"
+        return f"gives {';'.join(self.arches) if self.arches else 'arches of its own'}"
 
     def reads(self) -> list[str]:
         """The environment variables its value reads, through the variables it expands."""
@@ -362,3 +385,51 @@ def forced_lines(
         refs = [r for a in value for r in a.refs]
         if not any(r in opaque or (r not in model.writes and r[:4] != "ENV:") for r in refs):
             yield ForcedLine(c, arg, value, _arches(model, value, memo, [_BUDGET]), model)
+    yield from _flag_lines(model, followed, opaque, memo)
+
+
+def _flag_lines(
+    model: CMakeFiles, followed: set[str], opaque: set[str], memo: Memo
+) -> Iterator[ForcedLine]:
+    """Each nvcc arch flag that gives a compile literal arches (its own text, or the items
+    of a list no variable the build sets can change), with what it gives (a line a loop
+    wrote out once per item: what all of them give); one whose list cannot be read gives
+    arches of its own; one whose targets cannot be read is left to the read-back."""
+    lines: dict[tuple[int, int, tuple[int, int] | None], ForcedLine] = {}
+    for u in model.flags:
+        c = u.command
+        if c.defaulted or any(not f.isdisjoint(followed) for f in c.frames):
+            continue
+        line = _flag_line(model, u, opaque, memo)
+        if line is None:
+            continue
+        # where() without reading the file's lines: the argument, and the call that ran it
+        via = None if u.arg.passed or c.via is None else (id(c.via[0]), c.via[1])
+        key = (id(u.arg.passed or c.file), u.arg.at, via)
+        seen = lines.setdefault(key, line)
+        if seen is not line and seen.targets is not None and line.targets is not None:
+            found = union([seen.targets, line.targets])
+            lines[key] = replace(seen, targets=found, arches=found.names())
+    yield from lines.values()
+
+
+def _flag_line(model: CMakeFiles, u: FlagUse, opaque: set[str], memo: Memo) -> ForcedLine | None:
+    """The line of one flag where it gives literal arches (None: it follows what the build
+    sets, or cannot be read)."""
+    if u.source is None:
+        found = u.gives()
+        return None if found is None else ForcedLine(u.command, u.arg, (), [], model, found)
+    source = u.source
+    if source in opaque or (source not in model.writes and source[:4] != "ENV:"):
+        return None
+    ref = f"$ENV{{{source[4:]}}}" if source[:4] == "ENV:" else f"${{{source}}}"
+    value = (Arg(ref, "bare", u.arg.at, u.arg.passed),)
+    items = _arches(model, value, memo, [_BUDGET])
+    if items is None:
+        return ForcedLine(u.command, u.arg, value, None, model)
+    items = items[:_MAX_ITEMS] if u.loop else [";".join(items)] if items else []
+    gives = [u.gives(item) for item in items]
+    if None in gives:
+        return None
+    found = union(t for t in gives if t is not None)
+    return ForcedLine(u.command, u.arg, value, found.names(), model, found)

@@ -6,8 +6,10 @@ The arches reach a CMake build through ``CUDAARCHS`` (:mod:`archguard.reports.te
 through the package's own variable where its CMake files read one (``$ENV{MYPKG_CUDA_ARCHS}``
 with a literal default; a cache entry with one, given as a ``-D`` in ``CMAKE_ARGS``; either
 passed to a function of the package's): :func:`cmake_arches` sets it to the list in that
-default's spelling, as for a ``setup.py``'s own variable. The files are read by
-:mod:`archguard.frontend.cmake`, the one reader of CMake files.
+default's spelling, as for a ``setup.py``'s own variable; where the variable's items go into
+nvcc flags (``-gencode arch=compute_${arch},code=sm_${arch}``), in the digits those flags
+embed, saying what their shape cannot say, and refusing where the list cannot be said in
+it. The files are read by :mod:`archguard.frontend.cmake`, the one reader of CMake files.
 """
 
 from __future__ import annotations
@@ -15,10 +17,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import islice
+from itertools import chain, islice
 from pathlib import Path
 
-from archguard.core.arch import ArchEntry
+from archguard.core.arch import ArchEntry, Targets
 from archguard.frontend.cmake import (
     CMakeFiles,
     ForcedLine,
@@ -26,6 +28,7 @@ from archguard.frontend.cmake import (
     forced_lines,
     own_variables,
 )
+from archguard.frontend.cmake_flags import flag_spelling, within
 from archguard.nvcc.flags import cmake_architectures, dropped_ptx, spelled_like
 
 _CMAKE_ARCH = re.compile(r"([0-9]{2,3}[af]?)(-real|-virtual)?")
@@ -77,13 +80,14 @@ def _cmake_arches(
 ) -> CMakeArches:
     """:func:`cmake_arches` on the files read; ``cmake_args``: the build passes CMAKE_ARGS to
     CMake (a cache entry's -D is given only then)."""
-    values: dict[str, str] = {}
+    plan = _Plan(model, entries, environ, given)
+    values = plan.values
     notes: list[str] = []
     defined: list[str] = []  # cache entries given a -D
     for own in own_variables(model):
         name = own.name
         if own.cache:
-            said = _cache_define(own, entries, environ, given, values) if cmake_args else ""
+            said = _cache_define(own, plan) if cmake_args else ""
             if said:
                 notes.append(said)
                 defined.append(name)
@@ -93,56 +97,108 @@ def _cmake_arches(
         if environ.get(name):
             notes.append(f"its CMake files read {name}, an arch variable: your {name} wins")
             continue
-        spelled = spelled_like(own.default, entries, own.cmake)
+        spelled, added = _spelled(own, plan)
         if spelled is None:
             continue
         values[name] = spelled
-        # a bare 80 there is a cubin and PTX, as in CMAKE_CUDA_ARCHITECTURES
-        said_ptx = own.cmake and _one_list(spelled) == cmake_architectures(entries)
         notes.append(
             f"its CMake files read {name}, an arch variable (default {own.default!r}, "
-            f"{own.where}): set to the effective list in that spelling, {name}={spelled!r}"
-            + (
-                " (its spelling cannot say PTX: the PTX of the list is left out there; the "
-                "read-back says what the build made of it)"
-                if dropped_ptx(own.default, spelled, entries, own.cmake) and not said_ptx
-                else ""
-            )
+            f"{own.where}): set to the effective list in that spelling, {name}={spelled!r}" + added
         )
+    want = Targets.from_entries(entries)
     wanted = _targets(cmake_architectures(entries).split(";"))
-    kept = (  # neither OFF (no arch flags: a target without CUDA) nor the list itself
+    kept = (  # neither OFF (no arch flags: a target without CUDA) nor the list itself, nor a
+        # flag that gives only arches of the list (CMake adds the list's own beside it)
         f
         for f in forced_lines(model, {**environ, **given, **values}, defined)
-        if f.arches is None
-        or not (all(t.strip().upper() in _FALSE for t in f.arches) or _targets(f.arches) == wanted)
+        if (f.targets is not None and not within(f.targets, want))
+        or f.arches is None
+        or (
+            f.targets is None
+            and not all(t.strip().upper() in _FALSE for t in f.arches)
+            and _targets(f.arches) != wanted
+        )
     )
-    forced = list(islice({f.where(): f for f in islice(kept, 100)}.values(), 20))
+    found: dict[str, ForcedLine] = {}
+    for f in islice(chain(plan.cannot, kept), 100):
+        found.setdefault(f.where(), f)
+    forced = list(islice(found.values(), 20))
     return CMakeArches(values, tuple(notes), _refusal(forced, entries) if forced else "")
 
 
-def _cache_define(
-    own: OwnVariable,
-    entries: Sequence[ArchEntry],
-    environ: Mapping[str, str],
-    given: Mapping[str, str],
-    values: dict[str, str],
-) -> str:
+@dataclass
+class _Plan:
+    """What :func:`_cmake_arches` works from, and what it sets."""
+
+    model: CMakeFiles
+    entries: Sequence[ArchEntry]
+    environ: Mapping[str, str]
+    given: Mapping[str, str]
+    values: dict[str, str] = field(default_factory=dict)
+    cannot: list[ForcedLine] = field(default_factory=list)  # flags that cannot say the list
+
+
+def _spelled(own: OwnVariable, plan: _Plan) -> tuple[str | None, str]:
+    """The list in the spelling of ``own``'s default, or of the nvcc flags that embed its
+    items, and what the note adds; None where it cannot be told, or (a line added to
+    ``plan.cannot``) where the flags cannot say the list."""
+    entries = plan.entries
+    if not own.flags:
+        spelled = spelled_like(own.default, entries, own.cmake)
+        if spelled is None or own.cache:
+            return spelled, ""
+        # a bare 80 there is a cubin and PTX, as in CMAKE_CUDA_ARCHITECTURES
+        said_ptx = own.cmake and _one_list(spelled) == cmake_architectures(entries)
+        dropped = dropped_ptx(own.default, spelled, entries, own.cmake) and not said_ptx
+        return spelled, (
+            " (its spelling cannot say PTX: the PTX of the list is left out there; the "
+            "read-back says what the build made of it)"
+            if dropped
+            else ""
+        )
+    items = [t for t in own.default.split(";") if t.strip()]
+    flag = flag_spelling(own.flags, entries)
+    if flag is None or not items or any(u.gives(t) is None for u in own.flags for t in items):
+        return None, ""  # its default is not what its flags read: it is not followed
+    why, use = flag.why, flag.use
+    cmake = spelled_like(own.default, entries, True) if own.cmake else flag.value
+    if not why and cmake != flag.value:
+        why = (
+            f"it reaches CMAKE_CUDA_ARCHITECTURES too, which takes this cell's list as "
+            f"{cmake}, where its nvcc flags take {flag.value}"
+        )
+        use = own.flags[0]
+    if why and use is not None:
+        said = f"archguard would set {own.name}, which this flag reads, but {why}"
+        plan.cannot.append(ForcedLine(use.command, use.arg, (), None, plan.model, why=said))
+        return None, ""
+    wheres = ", ".join(dict.fromkeys(u.where() for u in own.flags))
+    left = (
+        f"; their shape cannot say {' '.join(flag.left_out)}: left out there, the read-back "
+        "says what the build made of it"
+        if flag.left_out
+        else ""
+    )
+    return flag.value, f" (the digits its nvcc flags embed, at {wheres}{left})"
+
+
+def _cache_define(own: OwnVariable, plan: _Plan) -> str:
     """A cache entry that reaches the arches (no environment reads it): ``-DNAME=list`` put
     first in ``CMAKE_ARGS`` (``values``; scikit-build-core and the setup.py files that run
-    CMake pass it on), in its default's spelling; what the log says ('' where nothing is set:
-    the caller's own -D wins, or the spelling cannot be told)."""
+    CMake pass it on), in its default's spelling (or its nvcc flags'); what the log says (''
+    where nothing is set: the caller's own -D wins, or the spelling cannot be told)."""
     name = own.name
-    mine = environ.get("CMAKE_ARGS", "")
+    mine = plan.environ.get("CMAKE_ARGS", "")
     if re.search(rf"(?:^|\s)-D\s*{re.escape(name)}(?::\w+)?=", mine):
         return f"its CMake files take {name}, a cache entry that reaches the arches: your -D wins"
-    spelled = spelled_like(own.default, entries, own.cmake)
+    spelled, added = _spelled(own, plan)
     if spelled is None or any(c.isspace() for c in spelled):
         return ""
-    before = values.get("CMAKE_ARGS", given.get("CMAKE_ARGS", mine))
-    values["CMAKE_ARGS"] = f"-D{name}={spelled} {before}".strip()
+    before = plan.values.get("CMAKE_ARGS", plan.given.get("CMAKE_ARGS", mine))
+    plan.values["CMAKE_ARGS"] = f"-D{name}={spelled} {before}".strip()
     return (
         f"its CMake files take {name}, a cache entry that reaches the arches (default "
-        f"{own.default!r}, {own.where}): -D{name}={spelled} goes first in CMAKE_ARGS"
+        f"{own.default!r}, {own.where}): -D{name}={spelled} goes first in CMAKE_ARGS{added}"
     )
 
 
@@ -167,10 +223,9 @@ def _one_list(text: str) -> str:
 def _refusal(forced: list[ForcedLine], entries: Sequence[ArchEntry]) -> str:
     """The refusal's words: each line, what it gives, and the fix."""
     wanted = cmake_architectures(entries)
-    shown = "; ".join(
-        f"{f.where()} (gives {';'.join(f.arches) if f.arches else 'arches of its own'})"
-        for f in forced[:5]
-    ) + (f"; and {len(forced) - 5} more" if len(forced) > 5 else "")
+    shown = "; ".join(f"{f.where()} ({f.gives()})" for f in forced[:5]) + (
+        f"; and {len(forced) - 5} more" if len(forced) > 5 else ""
+    )
     reads = sorted({name for f in forced for name in f.reads()})
     fix = (
         f"set {' or '.join(reads)} (which that value reads from the environment, unset "
