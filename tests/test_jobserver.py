@@ -221,6 +221,33 @@ def test_the_launcher_runs_nvccs_steps_itself_to_nvccs_own_bytes(tmp_path: Path)
     assert server.close() == 2
 
 
+@needs_nvcc
+def test_a_stepwise_compile_in_a_folder_with_spaces_and_one_stopped_by_a_signal(
+    tmp_path: Path,
+) -> None:
+    """nvcc lists its removals unquoted (``rm sp ace/k.o.compute_90.cubin``): the launcher
+    removes them itself, so a tree under a folder with a space builds as with nvcc. A compile
+    stopped by SIGTERM while its passes run ends (its steps stopped, no hang), gives every
+    token back and leaves none of nvcc's intermediates."""
+    spaced = tmp_path / "sp ace"
+    spaced.mkdir()
+    argv = _nvcc_line(spaced)
+    server = Server(tmp_path / "server", 2)
+    ran = subprocess.run([*LAUNCHER, str(server.path), *argv], check=False)
+    assert ran.returncode == 0
+    assert sorted(p.name for p in spaced.iterdir()) == ["k.cu", "k.o"]
+    (spaced / "k.o").unlink()
+    compile_ = subprocess.Popen([*LAUNCHER, str(server.path), *argv])
+    deadline = time.monotonic() + 60
+    while not list(spaced.glob("k.o.compute_*.ii")) and time.monotonic() < deadline:
+        time.sleep(0.01)  # until its device passes run
+    compile_.send_signal(signal.SIGTERM)
+    assert compile_.wait(timeout=60) != 0
+    time.sleep(0.5)
+    assert sorted(p.name for p in spaced.iterdir()) == ["k.cu"]
+    assert server.close() == 2
+
+
 def _deps(text: str) -> tuple[str, set[str]]:
     target, _, body = text.partition(":")
     return target.strip(), set(body.replace("\\\n", " ").split())

@@ -269,8 +269,12 @@ def dry_run(argv: list[str]) -> DryRun | None:
         text = line[3:].strip()
         found = _PRELUDE.match(text)
         if found and not steps:
+            raw = found[2].strip()
+            if not raw.startswith('"'):
+                env[found[1]] = raw  # as nvcc sets it: unquoted, spaces and all
+                continue
             try:
-                words = shlex.split(found[2]) if found[2].strip() else [""]
+                words = shlex.split(raw)
             except ValueError:
                 return None
             if len(words) == 1:  # a list of words (INCLUDES) is in the steps already
@@ -281,11 +285,11 @@ def dry_run(argv: list[str]) -> DryRun | None:
 
 
 def _output(argv: list[str]) -> str | None:
-    """The object an nvcc call writes (``-o FILE``, ``-oFILE``, ``--output-file FILE``)."""
+    """The object an nvcc call writes (``-o FILE``, ``-o=FILE``, ``--output-file[=]FILE``)."""
     for i, arg in enumerate(argv):
         if arg in ("-o", "--output-file") and i + 1 < len(argv):
             return argv[i + 1]
-        if arg.startswith("--output-file="):
+        if arg.startswith(("--output-file=", "-o=")):
             return arg.split("=", 1)[1]
     return None
 
@@ -381,71 +385,108 @@ def _sorted(
 
 class _Steps:
     """The running steps of one compile: started in the compile's environment, stopped
-    together by a signal."""
+    together by a signal. The signal handler takes no lock (it runs in the thread it
+    interrupts): it marks the compile stopped and signals the children started so far; a
+    step started after that sees the mark and is signalled by its starter."""
 
     def __init__(self, env: dict[str, str]) -> None:
         self.env = env
-        self.lock = threading.Lock()
-        self.children: set[subprocess.Popen[bytes]] = set()
+        self.children: list[subprocess.Popen[bytes]] = []  # appended, never removed
         self.stopped: list[int] = []
 
     def run(self, steps: list[str]) -> int:
         for step in steps:
-            with self.lock:
-                if self.stopped:
-                    return 128 + self.stopped[0]
+            if self.stopped:
+                return 128 + self.stopped[0]
+            if step.startswith("rm "):  # nvcc's own removal, its path unquoted: done here
+                with contextlib.suppress(OSError):
+                    Path(step[3:].strip()).unlink()
+                continue
+            try:
                 child = subprocess.Popen(["/bin/sh", "-c", step], env=self.env)
-                self.children.add(child)
+            except OSError:
+                return 127
+            self.children.append(child)
+            if self.stopped:  # a signal came while it started
+                child.send_signal(self.stopped[0])
             code = child.wait()
-            with self.lock:
-                self.children.discard(child)
             if code != 0:
                 return code
         return 0
 
     def signal(self, signum: int) -> None:
-        with self.lock:
-            self.stopped.append(signum)
-            for child in self.children:
+        self.stopped.append(signum)
+        for child in self.children[:]:  # a copy of a list: atomic under the GIL
+            if child.poll() is None:
                 child.send_signal(signum)
 
 
+def _pass(steps: _Steps, chain: list[str], result: list[int]) -> None:
+    try:
+        result[0] = steps.run(chain)
+    except Exception:  # a pass that could not run fails the compile, never passes
+        result[0] = 1
+
+
 def run_steps(plan: DryRun, client: Client, steps: _Steps) -> int:
-    """The compile step by step: its device passes side by side, the first on the compile's
-    own token, each other on a token taken as one comes free (so tokens given back while the
-    compile runs are used: no idle tail), each given back as its pass ends."""
-    code = steps.run(plan.before)
-    if code:
-        return code
+    """The compile step by step: its device passes side by side, each on a token (the
+    compile's own whenever no pass holds it, else one taken as it comes free: tokens given
+    back while the compile runs are used, no idle tail), each given back as its pass ends;
+    nvcc's intermediates removed whatever ends it."""
+    try:
+        code = steps.run(plan.before)
+        if code:
+            return code
+        code = _passes(plan, client, steps)
+        if code:
+            return code
+        if plan.depfile is not None:
+            merge_deps(plan.depfile, len(plan.passes))
+        return steps.run(plan.after)
+    finally:
+        for step in plan.after:  # what a failed or stopped compile left, as nvcc removes it
+            if step.startswith("rm "):
+                with contextlib.suppress(OSError):
+                    Path(step[3:].strip()).unlink()
+        if plan.depfile is not None:
+            for part in ["host", *map(str, range(len(plan.passes)))]:
+                with contextlib.suppress(OSError):
+                    Path(f"{plan.depfile}.{part}").unlink()
+
+
+def _passes(plan: DryRun, client: Client, steps: _Steps) -> int:
     pending = list(plan.passes)
-    running: list[tuple[threading.Thread, bytes, list[int]]] = []
+    running: list[tuple[threading.Thread, bytes | None, list[int]]] = []  # None: own token
     failed = 0
     while pending or running:
         for item in [r for r in running if not r[0].is_alive()]:
             running.remove(item)
-            client.give(item[1])
+            if item[1] is not None:
+                client.give(item[1])
             failed = failed or item[2][0]
-        if pending and not failed and not steps.stopped:
-            token = b"" if not running else client.take(1)
-            if token or not running:
+        if steps.stopped or failed:
+            pending.clear()
+        if pending:
+            own_free = all(r[1] is not None for r in running)
+            token: bytes | None = None if own_free else client.take(1)
+            if token is None or token:
                 result = [0]
-                chain = pending.pop(0)
-                thread = threading.Thread(
-                    target=lambda c=chain, r=result: r.__setitem__(0, steps.run(c))
-                )
-                thread.start()
+                thread = threading.Thread(target=_pass, args=(steps, pending[0], result))
+                try:
+                    thread.start()
+                except RuntimeError:
+                    if token:
+                        client.give(token)
+                    return 1
+                pending.pop(0)
                 running.append((thread, token, result))
                 continue
         if not pending and not running:
             break
-        if steps.stopped or failed:
-            pending.clear()
         select.select([client.fd] if pending else [], [], [], 0.02)
-    if failed or steps.stopped:
-        return failed or 128 + steps.stopped[0]
-    if plan.depfile is not None:
-        merge_deps(plan.depfile, len(plan.passes))
-    return steps.run(plan.after)
+    if steps.stopped:
+        return 128 + steps.stopped[0]
+    return failed
 
 
 def launch(fifo: str, argv: list[str]) -> int:
