@@ -303,7 +303,7 @@ def test_a_farm_killed_at_six_moments_resumes_to_the_uninterrupted_site(
     # and made it anew, whole, removing what the killed run left; none is ever stuck
     for log in [*logs[1:], final.stderr]:
         assert "jobserver: the machine's, " in log and "(made by this run;" in log, log[-3000:]
-    assert list((tmp_path / "cache" / "jobserver" / "users").iterdir()) == []
+    assert list((tmp_path / "cache" / "jobserver").glob("*/users/*")) == []
     assert names(site) == expected
     # byte for byte: every index advertises the sha256 the uninterrupted run's does (another
     # checkout path, another site, builds killed and resumed: the same bytes, issue 50)

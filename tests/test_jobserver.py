@@ -386,7 +386,7 @@ def test_the_build_picks_a_ninja_that_reads_the_jobserver_else_falls_back(
         # the build's environment names the jobserver only where its make reads a FIFO's name
         assert ("MAKEFLAGS" in joined.variables) == make_reads_fifo("/usr/bin")
         assert str(joined.variables["PYTORCH_NVCC"]).endswith(f"jobserver.py {made} nvcc")
-    assert tmp_path / "cache" / "jobserver" / "users" in Path(made).parents
+    assert tmp_path / "cache" / "jobserver" in Path(made).parents
     said = capsys.readouterr().err
     assert "jobserver the machine's (made by this build: 4 tokens" in said, said
     assert "takes a token" in said
@@ -474,7 +474,7 @@ def test_archguard_wheel_builds_in_the_machines_jobserver(
     width = jobserver_width(detect_machine())
     with _one_jobserver():
         fifo = os.environ["ARCHGUARD_JOBSERVER"].removeprefix("fifo:")
-        assert tmp_path / "cache" / "jobserver" / "users" in Path(fifo).parents
+        assert tmp_path / "cache" / "jobserver" in Path(fifo).parents
         client = Client(fifo)
         got = b""
         deadline = time.monotonic() + 5

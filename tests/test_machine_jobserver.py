@@ -124,3 +124,47 @@ def test_a_user_gives_back_what_it_owes_whatever_its_builds_did(tmp_path: Path) 
         assert len(got) == 2
         client.give(got)
         client.close()
+
+
+def test_a_busy_user_gives_a_waiting_one_its_fair_share(tmp_path: Path) -> None:
+    """A user whose builds give each token back and take it again at once (ninja between two
+    compiles) keeps no more than its share while another user waits: the waiting one gets
+    tokens within seconds, not when the busy one's work runs out. A later user gets the
+    width the machine's jobserver was made with, whatever it asks."""
+    import threading
+
+    where = tmp_path / "jobserver"
+    stop = threading.Event()
+    with machine_jobserver(where, 4) as busy:
+        client = Client(str(busy.path))
+        mine = _gather([client], 4)[0]
+        assert len(mine) == 4
+
+        def churn() -> None:  # each compile ends and the next starts at once
+            held = bytearray(mine)
+            while not stop.is_set():
+                if held:
+                    client.give(bytes(held[:1]))
+                    del held[:1]
+                held += client.take(1)
+                time.sleep(0.002)
+            client.give(bytes(held))
+
+        worker = threading.Thread(target=churn)
+        worker.start()
+        try:
+            with machine_jobserver(where, 16) as waiting:
+                assert waiting.width == 4  # the machine's, not what it asked
+                other = Client(str(waiting.path))
+                got = b""
+                deadline = time.monotonic() + 10
+                while len(got) < 2 and time.monotonic() < deadline:
+                    got += other.take(4)
+                    time.sleep(0.01)
+                assert len(got) >= 2, got  # its fair share: 4 tokens over 2 users
+                other.give(got)
+                other.close()
+        finally:
+            stop.set()
+            worker.join()
+        client.close()

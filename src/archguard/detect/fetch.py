@@ -46,6 +46,7 @@ from packaging.version import InvalidVersion, Version
 from archguard._fs import ENV_CACHE_DIR, atomic_directory, atomic_file, own_directory
 from archguard.detect.cachestore import mark_used
 from archguard.detect.index import IndexFile, index_urls, project_files
+from archguard.detect.machine_jobserver import machine_id
 from archguard.detect.sources import file_sha256
 from archguard.errors import (
     ConfigError,
@@ -78,9 +79,11 @@ def cache_root() -> Path:
 
 
 def machine_directory() -> Path:
-    """Where the machine's one jobserver lives (:func:`archguard.jobserver.machine_jobserver`):
-    every farm run, ``archguard wheel`` and hook build that shares the cache joins it."""
-    return cache_root() / "jobserver"
+    """Where the machine's one jobserver lives
+    (:func:`archguard.detect.machine_jobserver.machine_jobserver`): every farm run,
+    ``archguard wheel`` and hook build that shares the cache on this machine joins it (a
+    directory per boot and pid namespace: hosts or containers sharing the cache share none)."""
+    return cache_root() / "jobserver" / machine_id()
 
 
 def split_pin(spec: str) -> tuple[str, str | None]:

@@ -1,25 +1,33 @@
 """The machine's one jobserver (issue 57): every farm run, ``archguard wheel`` and hook build
-that shares archguard's cache draws its tokens from one FIFO there, so builds started apart
-never run more compiles than the machine has tokens; the protocol is :mod:`archguard.jobserver`.
+that shares archguard's cache on one machine draws its tokens from one FIFO there, so builds
+started apart never run more compiles than the machine has tokens; the protocol is
+:mod:`archguard.jobserver`.
 
 Each process that joins (a *user*) serves its own builds from a FIFO of its own and moves
 tokens between it and the machine's as they are needed, so a token lost with a killed build
 is lost only to its own user, until that user leaves: a user owes the machine exactly the
-tokens it took from it (its ``held`` file says how many) and gives back that many when it
-leaves, whatever its builds did with them. A user killed before it could give them back is
-found by the next one that joins or leaves (its pid gone), and its tokens are given back for
-it. So no token is ever lost for longer than a user lives, and a farm that never idles keeps
-all its tokens.
+tokens it took from it (its ``held`` file says how many, written whole) and gives back that
+many when it leaves, whatever its builds did with them. A user killed before it could is
+found by the next one that joins or leaves (its ``alive.lock`` no longer held: no pid is
+trusted, a reused one included), and its tokens are given back for it. So no token is lost
+for longer than a user lives, and a farm that never idles keeps all its tokens. Every step
+that could be cut short by a kill errs toward a token lost until the machine's jobserver is
+next idle, never toward one given twice.
 
 Moving tokens (every :data:`TICK` seconds): a user whose own FIFO is empty (its builds took
-all it had) takes its share of the machine's free tokens (all of them when alone); where
-another user is there, one with spares gives them back, all of them while the machine has none
-left (the other may be waiting), else all but one. A user never holds more than the width.
+all it had) takes its share of the machine's free tokens (all of them when alone) and, while
+it has less than its fair share (the width over the users), says it wants more (a ``wants``
+file); a user above its fair share while another wants gives back each token its builds
+return (it watches its own FIFO for them, beside its builds' own clients); one with spares
+gives them back where another user is there. A user never holds more than the width.
 
-Joining and leaving take ``setup.lock`` (exclusive); ``users.lock`` (shared, held by every
-user) says whether anyone is there. The first user (no one there) makes the machine's FIFO
-anew and puts the tokens in. A FIFO keeps its bytes only while some process has it open: every
-user holds it open from joining to leaving.
+The directory is the machine's: named for its boot and its pid namespace (a cache shared by
+hosts over NFS, or by containers, gives each machine its own), under the cache. Joining and
+leaving take ``setup.lock`` (exclusive); ``users.lock`` (shared, held by every user) says
+whether anyone is there. The first user (no one there) makes the machine's FIFO anew with the
+width it was asked for (``width``, which later users read) and removes what users before it
+left. A FIFO keeps its bytes only while some process has it open: every user holds it open
+from joining to leaving.
 """
 
 from __future__ import annotations
@@ -27,9 +35,10 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import secrets
+import select
 import shutil
 import struct
-import tempfile
 import termios
 import threading
 from collections.abc import Iterator
@@ -37,7 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from archguard import jobserver
-from archguard._fs import hold_lock
+from archguard._fs import hold_lock, write_atomic
 
 MACHINE = "machine"  # the machine's FIFO, in the directory
 TICK = 0.05  # seconds between two moves of tokens
@@ -55,6 +64,20 @@ class Joined:
     recovered: int = 0  # tokens given back for users that were killed holding them
 
 
+def machine_id() -> str:
+    """This machine's boot and pid namespace: two hosts (or containers) sharing a cache
+    share no FIFO and no pid."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()[:8]
+    except OSError:
+        boot = os.uname().nodename
+    try:
+        space = Path("/proc/self/ns/pid").stat().st_ino
+    except OSError:
+        space = 0
+    return f"{boot}-{space}"
+
+
 def free_tokens(fd: int) -> int:
     """The tokens waiting in a FIFO, unread (``FIONREAD``): how many a take would get."""
     buf = fcntl.ioctl(fd, termios.FIONREAD, struct.pack("i", 0))
@@ -65,12 +88,17 @@ class _User:
     """One user's side: its own jobserver, the machine's FIFO, and what it owes."""
 
     def __init__(self, directory: Path, machine: jobserver.Client, width: int) -> None:
-        self.folder = Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=directory / "users"))
+        self.users = directory / "users"
+        self.folder = self.users / f"{os.getpid()}-{secrets.token_hex(4)}"
+        self.folder.mkdir()
+        self.alive = contextlib.ExitStack()
+        self.alive.enter_context(hold_lock(self.folder / "alive.lock"))
         self.own = jobserver.Server(self.folder, 0, width)
         self.machine = machine
         self.width = width
         self.held = 0
         self.cooling = 0  # ticks left before taking again, after giving back
+        self.wanting = False
         self.lock = threading.Lock()
         self.stop = threading.Event()
         self._write_held()
@@ -78,80 +106,108 @@ class _User:
         self.thread.start()
 
     def _write_held(self) -> None:
-        # in place: a killed user's count is read by whoever finds it gone
-        (self.folder / "held").write_text(f"{self.held}\n")
+        write_atomic(self.folder / "held", f"{self.held}\n")  # whole, or the old count
 
     def _run(self) -> None:
-        while not self.stop.wait(TICK):
-            with self.lock:
-                self.step()
+        while not self.stop.is_set():
+            try:
+                with self.lock:
+                    reclaiming = self.step()
+                if reclaiming:  # watch for a token its builds give back, beside their clients
+                    select.select([self.own.client.fd], [], [], TICK)
+                else:
+                    self.stop.wait(TICK)
+            except Exception:  # a move that failed is tried again: never a hang
+                self.stop.wait(TICK)
 
-    def step(self) -> None:
-        """One move: where this user's FIFO is empty (its builds took every token it had),
-        its share of the machine's free tokens taken; where it has spares and another user
-        is there, the spares given back (all of them while the machine has none left)."""
+    def step(self) -> bool:
+        """One move; whether this user is above its fair share while another wants tokens
+        (its builds' returned tokens then go back to the machine as they come)."""
         spare = free_tokens(self.own.client.fd)
         free = free_tokens(self.machine.fd)
-        others = self.others()
+        users = self.others() + 1
+        fair = max(1, self.width // users)
+        waiting = self.others_want()
+        if waiting and self.held > fair and spare:
+            self._give_back(min(spare, self.held - fair))
+            return self.held > fair
         if spare == 0:
             if self.cooling:
                 self.cooling -= 1
             elif self.held < self.width and free:
-                want = min(self.width - self.held, max(1, free // (others + 1)))
+                want = min(self.width - self.held, max(1, free // users))
                 got = self.machine.take(want)
                 if got:
-                    self.held += len(got)  # owed before it is handed on: a kill leaks none
-                    self._write_held()
+                    self.held += len(got)
+                    self._write_held()  # a kill before this line loses them: never gives twice
                     self.own.client.give(got)
-            return
-        if others and (free == 0 or spare > 1):
-            back = self.own.client.take(spare if free == 0 else spare - 1)
-            if back:
-                self.machine.give(back)
-                self.held -= len(back)
-                self._write_held()
-                self.cooling = 4  # a waiting user takes it first
+            self._want(self.held < fair)
+            return waiting and self.held > fair
+        self._want(False)
+        if users > 1 and (free == 0 or spare > 1):
+            self._give_back(spare if free == 0 else spare - 1)
+        return False
+
+    def _give_back(self, count: int) -> None:
+        back = self.own.client.take(count)
+        if back:
+            self.held -= len(back)
+            self._write_held()  # owed no more before it is given: a kill loses, never doubles
+            self.machine.give(back)
+            self.cooling = 4  # a waiting user takes it first
+
+    def _want(self, wanting: bool) -> None:
+        if wanting != self.wanting:
+            self.wanting = wanting
+            flag = self.folder / "wants"
+            with contextlib.suppress(OSError):
+                flag.touch() if wanting else flag.unlink()
 
     def others(self) -> int:
         """The other users there (a killed one counts until it is found gone)."""
         try:
-            return sum(1 for _ in self.folder.parent.iterdir()) - 1
+            return sum(1 for _ in self.users.iterdir()) - 1
         except OSError:
             return 0
+
+    def others_want(self) -> bool:
+        try:
+            return any((p / "wants").exists() for p in self.users.iterdir() if p != self.folder)
+        except OSError:
+            return False
 
     def leave(self) -> None:
         """Stop moving, and give the machine back what this user owes it."""
         self.stop.set()
         self.thread.join()
-        with self.lock:
-            self.machine.give(jobserver.TOKEN * self.held)
-            self.held = 0
-            self.own.close()
-            shutil.rmtree(self.folder, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+        owed = self.held
+        self.held = 0
+        self._write_held()  # owed no more before it is given: a kill loses, never doubles
+        self.machine.give(jobserver.TOKEN * owed)
+        self.own.close()
+        self.alive.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def _recover(directory: Path, machine: jobserver.Client | None) -> int:
-    """Give back the tokens of users whose process is gone (killed before leaving), and
-    remove their folders; how many tokens. ``machine`` None: a fresh start, nothing owed."""
+    """Give back the tokens of users that are gone (their ``alive.lock`` free: killed before
+    leaving) and remove their folders; how many tokens. ``machine`` None: a fresh start,
+    nothing owed, every folder left by users before removed."""
     back = 0
-    for folder in sorted((directory / "users").glob("*-*")):
-        pid = folder.name.split("-", 1)[0]
-        if pid.isdigit() and _alive(int(pid)):
+    for folder in sorted((directory / "users").iterdir()):
+        if machine is not None:
+            with hold_lock(folder / "alive.lock", wait=False, create=False) as gone:
+                if not gone:
+                    continue  # its user lives
+        trash = folder.with_name(f".{folder.name}.gone")
+        try:
+            folder.rename(trash)  # no longer owed before it is given: a kill loses, never doubles
+        except OSError:
             continue
         if machine is not None:
             with contextlib.suppress(OSError, ValueError):
-                back += max(0, int((folder / "held").read_text().strip() or 0))
-        shutil.rmtree(folder, ignore_errors=True)
+                back += max(0, int((trash / "held").read_text().strip() or 0))
+        shutil.rmtree(trash, ignore_errors=True)
     if machine is not None and back:
         machine.give(jobserver.TOKEN * back)
     return back
@@ -159,9 +215,10 @@ def _recover(directory: Path, machine: jobserver.Client | None) -> int:
 
 @contextlib.contextmanager
 def machine_jobserver(directory: Path, width: int) -> Iterator[Joined]:
-    """Join the machine's jobserver of ``width`` tokens under ``directory`` (made there by
-    the first user), for the block: the FIFO this user's builds take their tokens from (each
-    build its first too: none is implicit). ``OSError`` where the directory takes no FIFO."""
+    """Join the machine's jobserver under ``directory`` (made there by the first user with
+    ``width`` tokens; a later user gets the width it was made with), for the block: the FIFO
+    this user's builds take their tokens from (each build its first too: none is implicit).
+    ``OSError`` where the directory takes no FIFO."""
     (directory / "users").mkdir(parents=True, exist_ok=True)
     path = directory / MACHINE
     with contextlib.ExitStack() as held:
@@ -171,6 +228,7 @@ def machine_jobserver(directory: Path, width: int) -> Iterator[Joined]:
                     path.unlink(missing_ok=True)
                     os.mkfifo(path, 0o600)
                     _recover(directory, None)
+                    write_atomic(directory / "width", f"{width}\n")
             held.enter_context(hold_lock(directory / "users.lock", shared=True))
             machine = jobserver.Client(str(path))
             held.callback(machine.close)
@@ -178,6 +236,8 @@ def machine_jobserver(directory: Path, width: int) -> Iterator[Joined]:
             if alone:
                 machine.give(jobserver.TOKEN * width)
             else:
+                with contextlib.suppress(OSError, ValueError):
+                    width = int((directory / "width").read_text().strip())
                 recovered = _recover(directory, machine)
             user = _User(directory, machine, width)
         try:
@@ -186,5 +246,4 @@ def machine_jobserver(directory: Path, width: int) -> Iterator[Joined]:
             with hold_lock(directory / "setup.lock"):
                 user.leave()
                 _recover(directory, machine)
-                machine.close()
                 held.close()
