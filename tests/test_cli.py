@@ -53,7 +53,7 @@ def test_list_prints_the_expected_results_table(run_cli, index: str, torch: str)
 def test_explain_why_volta_on_cu128_torch_27(run_cli) -> None:  # type: ignore[no-untyped-def]
     proc = run_cli("explain", "7.0", "--cuda", "12.8", "--torch", "2.7")
     assert proc.returncode == 0, proc.stderr
-    why = proc.stdout.split("Why 7.0?")[1].split("Decisions")[0]
+    why = " ".join(proc.stdout.split("Why 7.0?")[1].split("Decisions")[0].split())  # unwrapped
     assert "dropped (exception)" in why
     assert "ships no 7.x cubin" in why and "no PTX at or below 7.2" in why
     assert "pytorch#157517" in why  # the recorded exception's reason, quoted
