@@ -402,13 +402,15 @@ class _Steps:
                 with contextlib.suppress(OSError):
                     Path(step[3:].strip()).unlink()
                 continue
-            try:
-                child = subprocess.Popen(["/bin/sh", "-c", step], env=self.env)
+            try:  # a group of its own: a signal reaches the tool's own children (cc1plus)
+                child = subprocess.Popen(
+                    ["/bin/sh", "-c", step], env=self.env, start_new_session=True
+                )
             except OSError:
                 return 127
             self.children.append(child)
             if self.stopped:  # a signal came while it started
-                child.send_signal(self.stopped[0])
+                _signal_group(child, self.stopped[0])
             code = child.wait()
             if code != 0:
                 return code
@@ -417,8 +419,14 @@ class _Steps:
     def signal(self, signum: int) -> None:
         self.stopped.append(signum)
         for child in self.children[:]:  # a copy of a list: atomic under the GIL
-            if child.poll() is None:
-                child.send_signal(signum)
+            _signal_group(child, signum)
+
+
+def _signal_group(child: subprocess.Popen[bytes], signum: int) -> None:
+    if child.returncode is not None:  # reaped: its pid may be another's now
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(child.pid, signum)
 
 
 def _pass(steps: _Steps, chain: list[str], result: list[int]) -> None:
