@@ -404,6 +404,15 @@ exit $rc
 """
 
 
+def _two_builds(tmp_path: Path, env: dict[str, str]) -> list[subprocess.CompletedProcess[str]]:
+    """Two packages of 4 ``.cu`` files each, built side by side in ``env``."""
+    from test_parallel_build import package
+
+    roots = [package(tmp_path / name, {"_four": 4}, use_ninja=True) for name in ("a", "b")]
+    with ThreadPoolExecutor(2) as both:
+        return list(both.map(lambda r: pip_wheel(r, r.parent / "out", env=env), roots))
+
+
 def _most_at_once(log: Path) -> tuple[int, int]:
     """The most nvcc processes, and the most nvcc threads, running at one moment."""
     events: list[tuple[float, int, int]] = []
@@ -428,7 +437,6 @@ def test_two_concurrent_builds_never_run_more_compiles_than_tokens(tmp_path: Pat
     its compiles start): never more nvcc processes, nor nvcc threads, than 3, where
     archguard's static choice runs 2 per build (4; measured) and ninja's own default 4 per
     build; every token back at the end."""
-    from test_parallel_build import package
 
     log = tmp_path / "nvcc.log"
     probe = tmp_path / "nvcc-probe"
@@ -442,10 +450,7 @@ def test_two_concurrent_builds_never_run_more_compiles_than_tokens(tmp_path: Pat
         PYTORCH_NVCC=str(probe),
     )
     env.pop("MAX_JOBS")
-    roots = [package(tmp_path / name, {"_four": 4}, use_ninja=True) for name in ("a", "b")]
-    with ThreadPoolExecutor(2) as both:
-        procs = list(both.map(lambda r: pip_wheel(r, r.parent / "out", env=env), roots))
-    for proc in procs:
+    for proc in _two_builds(tmp_path, env):
         said = proc.stdout + proc.stderr
         assert proc.returncode == 0, said[-4000:]
         assert "archguard: parallel: jobserver the farm run's (fifo:" in said
@@ -504,7 +509,6 @@ def test_two_builds_started_apart_never_run_more_compiles_than_the_machines_toke
     nor nvcc threads, than its tokens (before: a jobserver each, twice as many)."""
     from archguard.detect.machine import detect_machine
     from archguard.nvcc.parallel import jobserver_width
-    from test_parallel_build import package
 
     width = jobserver_width(detect_machine())
     log = tmp_path / "nvcc.log"
@@ -519,10 +523,7 @@ def test_two_builds_started_apart_never_run_more_compiles_than_the_machines_toke
     )
     env.pop("MAX_JOBS")
     env.pop("MAKEFLAGS", None)
-    roots = [package(tmp_path / name, {"_four": 4}, use_ninja=True) for name in ("a", "b")]
-    with ThreadPoolExecutor(2) as both:
-        procs = list(both.map(lambda r: pip_wheel(r, r.parent / "out", env=env), roots))
-    for proc in procs:
+    for proc in _two_builds(tmp_path, env):
         said = proc.stdout + proc.stderr
         assert proc.returncode == 0, said[-4000:]
         assert "archguard: parallel: jobserver the machine's (" in said, said[-3000:]

@@ -398,9 +398,7 @@ class _Steps:
         for step in steps:
             if self.stopped:
                 return 128 + self.stopped[0]
-            if step.startswith("rm "):  # nvcc's own removal, its path unquoted: done here
-                with contextlib.suppress(OSError):
-                    Path(step[3:].strip()).unlink()
+            if _removed(step):  # nvcc's own removal, its path unquoted: done here
                 continue
             try:  # a group of its own: a signal reaches the tool's own children (cc1plus)
                 child = subprocess.Popen(
@@ -420,6 +418,15 @@ class _Steps:
         self.stopped.append(signum)
         for child in self.children[:]:  # a copy of a list: atomic under the GIL
             _signal_group(child, signum)
+
+
+def _removed(step: str) -> bool:
+    """Whether ``step`` is one of nvcc's removals (``rm PATH``, the path unquoted): done."""
+    if not step.startswith("rm "):
+        return False
+    with contextlib.suppress(OSError):
+        Path(step[3:].strip()).unlink()
+    return True
 
 
 def _signal_group(child: subprocess.Popen[bytes], signum: int) -> None:
@@ -453,9 +460,7 @@ def run_steps(plan: DryRun, client: Client, steps: _Steps) -> int:
         return steps.run(plan.after)
     finally:
         for step in plan.after:  # what a failed or stopped compile left, as nvcc removes it
-            if step.startswith("rm "):
-                with contextlib.suppress(OSError):
-                    Path(step[3:].strip()).unlink()
+            _removed(step)
         if plan.depfile is not None:
             for part in ["host", *map(str, range(len(plan.passes)))]:
                 with contextlib.suppress(OSError):
