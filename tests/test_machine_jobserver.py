@@ -5,6 +5,7 @@ user that joins, so a farm that never idles keeps all its tokens."""
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import subprocess
@@ -13,7 +14,15 @@ import textwrap
 import time
 from pathlib import Path
 
-from archguard.detect.machine_jobserver import machine_jobserver
+import pytest
+
+from archguard.detect.machine import Machine
+from archguard.detect.machine_jobserver import (
+    Joined,
+    joined_machine,
+    joined_words,
+    machine_jobserver,
+)
 from archguard.jobserver import Client
 
 HERE = Path(__file__).resolve().parent
@@ -168,3 +177,48 @@ def test_a_busy_user_gives_a_waiting_one_its_fair_share(tmp_path: Path) -> None:
             stop.set()
             worker.join()
         client.close()
+
+
+def test_joined_machine_hands_back_why_a_cache_takes_no_fifo(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A file system without FIFOs (a FUSE or NFS cache says EPERM): no jobserver, the error
+    handed to the caller to say and fall back from, nothing raised."""
+
+    def no_fifo(path: object, mode: int = 0o666) -> None:
+        raise OSError(errno.EPERM, "Operation not permitted", str(path))
+
+    monkeypatch.setattr(os, "mkfifo", no_fifo)
+    with joined_machine(tmp_path / "jobserver", 3) as joined:
+        assert isinstance(joined, OSError) and joined.errno == errno.EPERM
+
+
+def test_joined_machine_joins_and_an_error_in_the_block_is_the_blocks(tmp_path: Path) -> None:
+    """A normal directory: the machine's jobserver of the width asked, the words every caller
+    says of it; an ``OSError`` in the block is raised, never taken for a failed join, and the
+    user leaves all the same."""
+    where = tmp_path / "jobserver"
+    machine = Machine(2, "CPU affinity 2, no cgroup quota", 8 << 30, "MemAvailable")
+    with joined_machine(where, 3) as first:
+        assert isinstance(first, Joined) and first.made and first.width == 3
+        assert Path(first.path).exists()
+        said = joined_words(first, machine, "run")
+        assert said.how == "made by this run" and said.tokens == "3 tokens"
+        assert said.cores == "2 cores, CPU affinity 2, no cgroup quota" and said.recovered == ""
+        with pytest.raises(OSError, match="the block's"), joined_machine(where, 16) as second:
+            assert isinstance(second, Joined) and not second.made
+            assert second.width == 3  # the machine's, not what it asked
+            assert joined_words(second, machine, "build").how == "joined"
+            raise OSError("the block's")
+    assert list((where / "users").iterdir()) == []
+
+
+def test_joined_words_count_in_the_singular() -> None:
+    one = Machine(1, "CPU affinity 1, cgroup quota 1", 8 << 30, "MemAvailable")
+    said = joined_words(Joined(Path("/x"), 1, False, recovered=1), one, "build")
+    assert said == (
+        "joined",
+        "1 token",
+        "1 core, CPU affinity 1, cgroup quota 1",
+        "; 1 token of a killed user given back",
+    )

@@ -25,7 +25,6 @@ free as the build starts, held to its end.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
 import shlex
@@ -40,7 +39,7 @@ from archguard._integration.common import say
 from archguard.detect.buildtools import jobserver_ninja, make_reads_fifo
 from archguard.detect.fetch import machine_directory
 from archguard.detect.machine import Machine, detect_machine
-from archguard.detect.machine_jobserver import machine_jobserver
+from archguard.detect.machine_jobserver import joined_machine, joined_words
 from archguard.nvcc.parallel import CHOSEN, BuildMode, Choice, jobserver_width
 from archguard.settings.config import ENV_JOBSERVER, JobserverSetting, jobserver_setting
 
@@ -167,21 +166,19 @@ def _joined(setting: JobserverSetting, machine: Machine) -> Iterator[tuple[str, 
         yield f"the caller's (fifo:{outer})", outer, jobserver_width(machine)
         return
     width = jobserver_width(machine)
-    with contextlib.ExitStack() as stack:
-        try:
-            joined = stack.enter_context(machine_jobserver(machine_directory(), width))
-        except OSError as exc:  # a cache on a file system without FIFOs: one for this build
-            say(f"parallel: no machine jobserver under {machine_directory()} ({exc})")
+    directory = machine_directory()
+    with joined_machine(directory, width) as joined:
+        if isinstance(joined, OSError):  # a file system without FIFOs: one for this build
+            say(f"parallel: no machine jobserver under {directory} ({joined})")
             with _served(machine, width) as served:
                 yield served
             return
         client = jobserver.Client(str(joined.path))
         token, first = client.wait_first()
         try:
-            made = "made by this build" if joined.made else "joined"
+            said = joined_words(joined, machine, "build")
             yield (
-                f"the machine's ({made}: {width} token{'s' if width != 1 else ''}, "
-                f"{machine.cores_from}; {first})",
+                f"the machine's ({said.how}: {said.tokens}, {said.cores}{said.recovered}; {first})",
                 str(joined.path),
                 width,
             )

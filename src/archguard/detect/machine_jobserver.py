@@ -28,6 +28,10 @@ whether anyone is there. The first user (no one there) makes the machine's FIFO 
 width it was asked for (``width``, which later users read) and removes what users before it
 left. A FIFO keeps its bytes only while some process has it open: every user holds it open
 from joining to leaving.
+
+Farm runs, ``archguard wheel`` and hook builds join through :func:`joined_machine` (which
+hands back why it could not, each caller falling back its own way) and say what they joined
+with :func:`joined_words`.
 """
 
 from __future__ import annotations
@@ -44,9 +48,11 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from archguard import jobserver
 from archguard._fs import hold_lock, write_atomic
+from archguard.detect.machine import Machine
 
 MACHINE = "machine"  # the machine's FIFO, in the directory
 TICK = 0.05  # seconds between two moves of tokens
@@ -247,3 +253,46 @@ def machine_jobserver(directory: Path, width: int) -> Iterator[Joined]:
                 user.leave()
                 _recover(directory, machine)
                 held.close()
+
+
+@contextlib.contextmanager
+def joined_machine(directory: Path, width: int) -> Iterator[Joined | OSError]:
+    """:func:`machine_jobserver` for the block, or the ``OSError`` that kept this process out
+    (a cache on a file system without FIFOs), for the caller to fall back its own way: a
+    static share, a jobserver of the build's own. Only joining is caught: an ``OSError``
+    raised in the block is the block's, never taken for a failed join. ``directory`` and
+    ``width`` are the caller's (:func:`archguard.detect.fetch.machine_directory` imports this
+    module; :func:`archguard.nvcc.parallel.jobserver_width` is a layer up)."""
+    with contextlib.ExitStack() as stack:
+        try:
+            joined: Joined | OSError = stack.enter_context(machine_jobserver(directory, width))
+        except OSError as exc:
+            joined = exc
+        yield joined
+
+
+class JoinedWords(NamedTuple):
+    """What a log line says of the machine's jobserver a process joined, in pieces that each
+    caller places in its own wording (a farm run's line and a build's are laid out apart)."""
+
+    how: str  # "made by this run" (no one else was there), or "joined"
+    tokens: str  # "4 tokens": the machine's width
+    cores: str  # "16 cores, CPU affinity 16, no cgroup quota": the width's figure, and whence
+    recovered: str  # "; 2 tokens of a killed user given back", or ""
+
+
+def joined_words(joined: Joined, machine: Machine, maker: str) -> JoinedWords:
+    """The words for ``joined``; ``maker`` made it where it was the first (``run``,
+    ``build``). The tokens said are the machine's (``joined.width``: a user that joins gets
+    the width the first asked, whatever it asked itself)."""
+    back = joined.recovered
+    return JoinedWords(
+        how=f"made by this {maker}" if joined.made else "joined",
+        tokens=_count(joined.width, "token"),
+        cores=f"{_count(machine.cores, 'core')}, {machine.cores_from}",
+        recovered=f"; {_count(back, 'token')} of a killed user given back" if back else "",
+    )
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'s' if number != 1 else ''}"

@@ -14,7 +14,6 @@ has them given back by the next run that joins or leaves.
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,7 +23,7 @@ from pathlib import Path
 from archguard import jobserver
 from archguard.detect.fetch import machine_directory
 from archguard.detect.machine import detect_machine
-from archguard.detect.machine_jobserver import machine_jobserver
+from archguard.detect.machine_jobserver import joined_machine, joined_words
 from archguard.farm.ledger import say
 from archguard.nvcc.parallel import MEMORY_PER_THREAD, jobserver_width
 from archguard.settings.config import ENV_JOBSERVER, jobserver_setting
@@ -63,23 +62,17 @@ def run_jobserver(site: Path, assemble: bool = False) -> Iterator[RunJobserver]:
         return
     machine = detect_machine()
     width = jobserver_width(machine)
-    with contextlib.ExitStack() as stack:
-        try:
-            joined = stack.enter_context(machine_jobserver(machine_directory(), width))
-        except OSError as exc:  # a cache on a file system without FIFOs
-            say(
-                f"jobserver: none under {machine_directory()} ({exc}): each build gets a "
-                "static share"
-            )
+    directory = machine_directory()
+    with joined_machine(directory, width) as joined:
+        if isinstance(joined, OSError):  # a cache on a file system without FIFOs
+            say(f"jobserver: none under {directory} ({joined}): each build gets a static share")
             yield RunJobserver()
             return
         slots = machine.memory // MEMORY_PER_THREAD
-        how = "made by this run" if joined.made else "joined: another run or build is using it"
-        if joined.recovered:
-            how += f"; {joined.recovered} tokens of a killed user given back"
+        said = joined_words(joined, machine, "run")
         say(
-            f"jobserver: the machine's, {width} token{'s' if width != 1 else ''} ({how}; "
-            f"{machine.cores} cores, {machine.cores_from}; memory for {slots} compiler threads): "
+            f"jobserver: the machine's, {said.tokens} ({said.how}{said.recovered}; "
+            f"{said.cores}; memory for {slots} compiler threads): "
             "a build takes one as its compiles start, and the others as they come free"
         )
         yield RunJobserver({ENV_JOBSERVER: f"fifo:{joined.path}"})

@@ -28,7 +28,7 @@ from archguard.binaries.relabel import check_label
 from archguard.core.resolve import Resolution
 from archguard.detect.fetch import machine_directory, source_tree
 from archguard.detect.machine import detect_machine
-from archguard.detect.machine_jobserver import machine_jobserver
+from archguard.detect.machine_jobserver import joined_machine
 from archguard.detect.tools import BUILD_TIMEOUT_S, ToolFailed, run
 from archguard.errors import ArchguardError, ConfigError, ReleaseNotFetched, ToolError
 from archguard.frontend import buildenv
@@ -330,12 +330,8 @@ def _one_jobserver() -> Iterator[None]:
     if not setting.on or setting.fifo is not None:
         yield
         return
-    with contextlib.ExitStack() as stack:
-        try:
-            joined = stack.enter_context(
-                machine_jobserver(machine_directory(), jobserver_width(detect_machine()))
-            )
-        except OSError:  # no FIFO there: each build's hook makes its own
+    with joined_machine(machine_directory(), jobserver_width(detect_machine())) as joined:
+        if isinstance(joined, OSError):  # no FIFO there: each build's hook makes its own
             yield
             return
         os.environ[ENV_JOBSERVER] = f"fifo:{joined.path}"
