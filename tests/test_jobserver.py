@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from archguard import jobserver
+from archguard import jobserver, nvcc_steps
 from archguard.jobserver import Client, Server, device_compiles, fifo_of
 from realtools import CUDA_HOME, build_env, needs_cuda_torch, needs_nvcc, pip_wheel
 
 HERE = Path(__file__).resolve().parent
-LAUNCHER = [sys.executable, "-I", "-S", jobserver.__file__]
+LAUNCHER = [sys.executable, "-I", "-S", nvcc_steps.__file__]
 NEW_NINJA = Path(sys.executable).parent / "ninja"  # the ninja package: 1.13.2
 OLD_NINJA = Path("/usr/bin/ninja")  # this machine's (Debian's 1.11.1)
 
@@ -192,9 +192,13 @@ def test_the_launcher_runs_nvccs_steps_itself_to_nvccs_own_bytes(tmp_path: Path)
     own ``-dryrun`` steps, each pass on a token of its own): the object is nvcc's own, byte
     for byte (nvcc with --threads 3, the same object path), and every token comes back."""
     argv = _nvcc_line(tmp_path)
-    plan = jobserver.dry_run(argv)
+    plan = nvcc_steps.dry_run(argv)
     assert plan is not None and len(plan.passes) == 3, plan
     assert all(p[0].startswith("gcc ") and "ptxas " in p[-1] for p in plan.passes), plan.passes
+    # each cicc makes the module id itself, so no pass waits for cudafe++
+    assert plan.module_id == f"{tmp_path}/k.o.module_id"
+    assert all("--gen_module_id_file" in p[1] for p in plan.passes)
+    assert plan.module_ids == [f"{plan.module_id}.{i}" for i in range(3)]
     assert subprocess.run([*argv, "--threads", "3"], check=False).returncode == 0
     own = (tmp_path / "k.o").read_bytes()
     (tmp_path / "k.o").unlink()
@@ -209,15 +213,41 @@ def test_the_launcher_runs_nvccs_steps_itself_to_nvccs_own_bytes(tmp_path: Path)
     assert subprocess.run([*with_deps, "--threads", "3"], check=False).returncode == 0
     own_deps = _deps(depfile.read_text())
     depfile.unlink()
-    assert jobserver.dry_run(with_deps) is not None
+    assert nvcc_steps.dry_run(with_deps) is not None
     assert subprocess.run([*LAUNCHER, str(server.path), *with_deps], check=False).returncode == 0
     assert (tmp_path / "k.o").read_bytes() == own
     assert _deps(depfile.read_text()) == own_deps and len(own_deps[1]) > 50
     assert sorted(p.name for p in tmp_path.iterdir()) == ["k.cu", "k.o", "k.o.d", "server"]
     # what it does not run step by step: one device pass, no -objtemp, not nvcc itself
-    assert jobserver.dry_run([*argv[:-5], "-Xcompiler", "-fPIC"]) is None
-    assert jobserver.dry_run([a for a in argv if a != "-objtemp"]) is None
-    assert jobserver.dry_run(["sccache", *argv]) is None
+    assert nvcc_steps.dry_run([*argv[:-5], "-Xcompiler", "-fPIC"]) is None
+    assert nvcc_steps.dry_run([a for a in argv if a != "-objtemp"]) is None
+    assert nvcc_steps.dry_run(["sccache", *argv]) is None
+    assert server.close() == 2
+
+
+@needs_nvcc
+def test_a_pass_whose_module_id_differs_from_cudafes_runs_again_as_nvcc_lists_it(
+    tmp_path: Path,
+) -> None:
+    """The passes run beside cudafe++ on a module id each cicc makes itself; one whose id is
+    not cudafe++'s runs its cicc and ptxas again exactly as nvcc lists them. Here the first
+    pass's id is made to differ and its cubin is spoiled: the object is still nvcc's own, so
+    the pass ran again, and no id file is left."""
+    argv = _nvcc_line(tmp_path)
+    assert subprocess.run([*argv, "--threads", "3"], check=False).returncode == 0
+    own = (tmp_path / "k.o").read_bytes()
+    (tmp_path / "k.o").unlink()
+    plan = nvcc_steps.dry_run(argv)
+    assert plan is not None and plan.module_id is not None
+    cubin = plan.passes[0][-1].rsplit("-o ", 1)[1].strip().strip('"')
+    spoil = f'echo other >> "{plan.module_ids[0]}"; echo spoiled > "{cubin}"'
+    plan.passes[0] = [*plan.passes[0], spoil]
+    server = Server(tmp_path / "server", 2)
+    client = Client(str(server.path))
+    assert nvcc_steps.run_steps(plan, client, nvcc_steps._Steps(plan.env)) == 0
+    assert (tmp_path / "k.o").read_bytes() == own
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["k.cu", "k.o", "server"]
+    client.close()
     assert server.close() == 2
 
 
@@ -258,7 +288,7 @@ def test_dependency_files_merge_into_one_rule_naming_each_file_once(tmp_path: Pa
     (tmp_path / "k.o.d.host").write_text("k.o: k.cu a.h \\\n  my\\ dir/b.h\n")
     (tmp_path / "k.o.d.0").write_text("k.o: k.cu a.h dev.cuh\n")
     (tmp_path / "k.o.d.1").write_text("k.o: k.cu \\\n dev.cuh other.cuh\n")
-    jobserver.merge_deps(str(depfile), 2)
+    nvcc_steps.merge_deps(str(depfile), 2)
     assert depfile.read_text() == (
         "k.o : \\\n    k.cu \\\n    a.h \\\n    my\\ dir/b.h \\\n    dev.cuh \\\n    other.cuh\n"
     )
@@ -278,13 +308,13 @@ def test_steps_of_a_kind_not_measured_are_left_to_nvcc() -> None:
     ptxas = [f'ptxas -arch=sm_{a} "k.o.{a}.ptx" -o "k.o.{a}.cubin"' for a in (80, 90)]
     tail = ['fatbinary --create="k.o.fatbin"', 'gcc -c -x c++ "k.o.cudafe1.cpp" -o "k.o"']
     steps = [pre, fe, passes[0], cicc[0], ptxas[0], passes[1], cicc[1], ptxas[1], *tail]
-    plan = jobserver._staged({}, steps, "k.o")
+    plan = nvcc_steps._staged({}, steps, "k.o")
     assert plan is not None and [len(p) for p in plan.passes] == [3, 3]
     assert plan.before == [pre, fe] and plan.after == tail
-    assert jobserver._staged({}, [*steps[:-1], "nvlink -o k.o"], "k.o") is None
-    assert jobserver._staged({}, [*steps[:4], "touch x", *steps[4:]], "k.o") is None
+    assert nvcc_steps._staged({}, [*steps[:-1], "nvlink -o k.o"], "k.o") is None
+    assert nvcc_steps._staged({}, [*steps[:4], "touch x", *steps[4:]], "k.o") is None
     swapped = [pre, fe, passes[0], cicc[1], ptxas[1], passes[1], cicc[0], ptxas[0], *tail]
-    assert jobserver._staged({}, swapped, "k.o") is None
+    assert nvcc_steps._staged({}, swapped, "k.o") is None
 
 
 @needs_nvcc
@@ -385,7 +415,7 @@ def test_the_build_picks_a_ninja_that_reads_the_jobserver_else_falls_back(
         assert str(joined.variables["PATH"]).startswith(str(tmp_path / "shim"))
         # the build's environment names the jobserver only where its make reads a FIFO's name
         assert ("MAKEFLAGS" in joined.variables) == make_reads_fifo("/usr/bin")
-        assert str(joined.variables["PYTORCH_NVCC"]).endswith(f"jobserver.py {made} nvcc")
+        assert str(joined.variables["PYTORCH_NVCC"]).endswith(f"nvcc_steps.py {made} nvcc")
     assert tmp_path / "cache" / "jobserver" in Path(made).parents
     said = capsys.readouterr().err
     assert "jobserver the machine's (made by this build: 4 tokens" in said, said

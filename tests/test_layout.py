@@ -16,7 +16,7 @@ PACKAGE = Path(archguard.__file__).parent
 # lower layer's. The top-level modules (errors, the version) sit below everything.
 LAYERS: list[set[str]] = [
     {"errors", "__version__", "_fs", "jobserver"},
-    {"core"},
+    {"core", "nvcc_steps"},
     {"detect"},
     {"nvcc", "lint"},
     {"settings"},

@@ -1,14 +1,16 @@
 """archguard: one owned CUDA arch policy for PyTorch extension wheels.
 
 Subpackages by job, in layers, imports running only downhill (checked by
-``tests/test_layout.py``): ``core`` (pure: arches, coverage, policy, resolution) <- ``detect``
+``tests/test_layout.py``): ``core`` (pure: arches, coverage, policy, resolution) and
+``nvcc_steps`` (the nvcc launcher, over ``jobserver``: both standard library only, run as a
+script per compile) <- ``detect``
 (reads the machine: tools, nvcc, torch, cores) <- ``nvcc`` (flags, plan, parallelism) and
 ``lint`` <- ``settings`` (inputs assembled) <- ``binaries`` (verify, record, stubs) <-
 ``reports`` and ``user`` (doctor, variant, watch) <- the edges: ``_integration`` (the
 setuptools hook inside pip's build, farm mode) and ``frontend`` (``archguard wheel``, which
 launches pip) <- ``farm`` (the manifest, its plan, its runs and site) <- ``_cli``. The top
 level keeps the public surface: ``errors``, ``cpp_extension`` and ``__main__``, and
-``jobserver`` (standard library only: it runs as the nvcc launcher).
+``jobserver`` (GNU make's protocol, standard library only).
 
 Importing this module imports nothing else: the setuptools hook runs in every build.
 """

@@ -34,7 +34,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from archguard import jobserver
+from archguard import jobserver, nvcc_steps
 from archguard._integration.common import say
 from archguard.detect.buildtools import jobserver_ninja, make_reads_fifo
 from archguard.detect.fetch import machine_directory
@@ -129,7 +129,7 @@ def build_jobserver(  # noqa: PLR0913 - each a fact of this build
             elif choice.threads_from == CHOSEN and nvcc is not None:
                 joined.launched.add(name)
         if joined.launched:
-            launcher = f"{shlex.quote(sys.executable)} -I -S {shlex.quote(jobserver.__file__)}"
+            launcher = f"{shlex.quote(sys.executable)} -I -S {shlex.quote(nvcc_steps.__file__)}"
             joined.variables["PYTORCH_NVCC"] = f"{launcher} {shlex.quote(fifo)} {nvcc}"
         say(
             f"parallel: jobserver {source}: {ninja_words} takes a token per compile"
