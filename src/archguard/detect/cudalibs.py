@@ -12,10 +12,14 @@ names only (``libcufft.so.12``), so ``-lcufft`` finds nothing until a link name
 
 Read-only: :func:`completion` says what is missing and where it is; the build edge makes it
 available to that build alone (``CPATH``, a library directory in the build's temporary tree).
+:func:`assemble_root` makes one toolkit root for every build system, in archguard's cache; where
+neither the toolkit nor the wheels have the driver API's link-time stub, it is generated there
+from the root's ``cuda.h`` (:mod:`archguard.detect.driver_stub`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import re
@@ -25,6 +29,7 @@ from pathlib import Path
 
 from archguard._fs import atomic_directory
 from archguard.detect.cachestore import mark_used
+from archguard.detect.driver_stub import c_compiler, make_driver_stub
 
 # ATen/cuda/CUDAContextLight.h, torch 2.13.0 (its unconditional CUDA library includes).
 TORCH_HEADERS = ("cusparse.h", "cublas_v2.h", "cublasLt.h", "cusolverDn.h")
@@ -194,6 +199,34 @@ def make_links(completion: Completion, directory: Path) -> Path:
     return directory
 
 
+_WHOSE = {"toolkit": "the toolkit's", "wheels": "the wheels'"}
+
+
+@dataclass(frozen=True)
+class GeneratedStub:
+    """The root's ``lib64/stubs/libcuda.so`` where archguard made it from the root's
+    ``cuda.h`` (neither the toolkit nor the wheels have one), or why it could not."""
+
+    header: str  # the cuda.h read, its real path
+    header_of: str  # whose it is: "toolkit" or "wheels"
+    made: bool
+    said: str  # what was made (how many functions, which compiler), or why nothing was
+
+    def line(self) -> str:
+        """The build log's clause for it."""
+        if self.made:
+            return f"lib64/stubs/libcuda.so generated from {self.header}: {self.said}"
+        return f"lib64/stubs/libcuda.so not generated from {self.header}: {self.said}"
+
+    def record(self) -> dict[str, object]:
+        """Path-free (the header as the root's ``include/cuda.h`` and whose it is)."""
+        return {
+            "generated": self.made,
+            "from": f"include/cuda.h ({_WHOSE[self.header_of]})",
+            "said": self.said,
+        }
+
+
 @dataclass(frozen=True)
 class ToolkitRoot:
     """One CUDA toolkit directory for every build system: the toolkit's own files, and
@@ -202,7 +235,9 @@ class ToolkitRoot:
     root: Path
     cuda_home: str  # the toolkit it completes
     headers: tuple[str, ...]  # include entries from the wheels
-    libraries: tuple[str, ...]  # lib64 entries from the wheels (link names included)
+    # lib64 entries it adds: the wheels' (link names included), and stubs where generated
+    libraries: tuple[str, ...]
+    stub: GeneratedStub | None = None  # where lib64/stubs was to be generated
 
     @property
     def nvcc(self) -> Path:
@@ -214,6 +249,7 @@ class ToolkitRoot:
             "completes": self.cuda_home,
             "headers_from_wheels": list(self.headers),
             "libraries_from_wheels": list(self.libraries),
+            "driver_stub": self.stub.record() if self.stub else None,
         }
 
 
@@ -269,6 +305,27 @@ def driver_stubs(roots: Sequence[Path], major: int) -> Path | None:
     return None
 
 
+def stub_header(
+    own_include: dict[str, Path],
+    own_lib: dict[str, Path],
+    add_include: dict[str, Path],
+    add_lib: dict[str, Path],
+) -> tuple[Path, str] | None:
+    """The ``cuda.h`` a root's driver stub is generated from, and whose it is (``toolkit``
+    or ``wheels``), where neither the toolkit (``lib64/stubs`` or ``lib/stubs``) nor the
+    wheels have the stub; None where one of them has it, or the root has no ``cuda.h``."""
+    if STUBS in own_lib or STUBS in add_lib:
+        return None
+    if "cuda.h" in own_include:
+        return own_include["cuda.h"], "toolkit"
+    if "cuda.h" in add_include:
+        return add_include["cuda.h"], "wheels"
+    return None
+
+
+STUB_NOTE = ".archguard-stub"  # in a root: what was generated in lib64/stubs, or why not
+
+
 def assemble_root(
     cuda_home: str, major: int, parent: Path, roots: Sequence[Path] | None = None
 ) -> ToolkitRoot | None:
@@ -276,8 +333,10 @@ def assemble_root(
     lacks): ``bin/`` links to the toolkit's programs (nvcc takes its paths from the
     directory it is run from, ``nvcc.profile``'s ``_HERE_``), ``nvvm`` its device
     libraries, ``include/`` and ``lib64/`` (``lib`` and ``targets/<arch>/`` pointing at
-    them) links to the toolkit's entries and then to the wheels' entries it lacks. Never
-    shadows a file of the toolkit. Made complete or not at all."""
+    them) links to the toolkit's entries and then to the wheels' entries it lacks, and
+    ``lib64/stubs/libcuda.so`` generated from its ``cuda.h`` where neither has the driver
+    stub (:func:`stub_header`; a failed compile leaves the root without, and says why).
+    Never shadows a file of the toolkit. Made complete or not at all."""
     own_include, own_lib, add_include, add_lib = root_plan(cuda_home, major, roots)
     if not add_include and not add_lib:
         return None
@@ -286,22 +345,50 @@ def assemble_root(
     digest = hashlib.sha256(str(home.resolve()).encode())
     for name, path in sorted({**own_include, **own_lib, **add_include, **add_lib}.items()):
         digest.update(f"\0{name}\0{path}".encode())
+    header = stub_header(own_include, own_lib, add_include, add_lib)
+    if header is not None:  # and by the stub's making: with a compiler or without (none made)
+        compiler = " ".join(c_compiler() or ["none"])
+        digest.update(f"\0{STUBS}\0generated from {header[0]}\0with {compiler}".encode())
     directory = parent / f"cuda-{major}-{digest.hexdigest()[:16]}"
     mark_used(directory)  # held before it is looked at: no prune removes it from here on
-    made = ToolkitRoot(directory, cuda_home, tuple(sorted(add_include)), tuple(sorted(add_lib)))
-    if (directory / ".archguard-complete").is_file():
-        return made
-    linked = {
-        "bin": _entries([home / "bin"]),
-        "include": {**own_include, **add_include},
-        "lib64": {**own_lib, **add_lib},
-    }
-    # made by one build at a time (the next waits, then finds it), renamed into place whole
-    with atomic_directory(directory) as partial:
-        if partial is not None:
-            _fill_root(partial, home, linked)
-            (partial / ".archguard-complete").write_text(f"completes {cuda_home}\n")
-    return made
+    if not (directory / ".archguard-complete").is_file():
+        linked = {
+            "bin": _entries([home / "bin"]),
+            "include": {**own_include, **add_include},
+            "lib64": {**own_lib, **add_lib},
+        }
+        # made by one build at a time (the next waits, then finds it), renamed into place whole
+        with atomic_directory(directory) as partial:
+            if partial is not None:
+                _fill_root(partial, home, linked)
+                if header is not None:
+                    _generate_stub(partial, header[0])
+                (partial / ".archguard-complete").write_text(f"completes {cuda_home}\n")
+    stub = None if header is None else _stub_of(directory, *header)
+    added = sorted([*add_lib, *([STUBS] if stub and stub.made else [])])
+    return ToolkitRoot(directory, cuda_home, tuple(sorted(add_include)), tuple(added), stub)
+
+
+def _generate_stub(partial: Path, header: Path) -> None:
+    """``lib64/stubs/libcuda.so`` in a root being made, from ``header``; what was made, or
+    why nothing was, in the root's :data:`STUB_NOTE`."""
+    stubs = partial / "lib64" / STUBS
+    made = make_driver_stub(header, stubs)
+    if made.library is None:
+        with contextlib.suppress(OSError):
+            stubs.rmdir()  # an empty stubs directory would promise a stub
+    said = made.said if made.library is not None else made.reason
+    (partial / STUB_NOTE).write_text(said + "\n", encoding="utf-8")
+
+
+def _stub_of(directory: Path, header: Path, header_of: str) -> GeneratedStub:
+    """What a made root's generated stub is (read back, so a kept root says the same)."""
+    made = (directory / "lib64" / STUBS / "libcuda.so").is_file()
+    try:
+        said = (directory / STUB_NOTE).read_text(encoding="utf-8").strip()
+    except OSError:
+        said = f"{STUB_NOTE} is unreadable"
+    return GeneratedStub(str(header), header_of, made, said)
 
 
 def _fill_root(partial: Path, home: Path, linked: dict[str, dict[str, Path]]) -> None:

@@ -602,8 +602,10 @@ def _libraries_said(lacking: Sequence[str], environment: dict[str, str]) -> str:
             out.append(
                 f"{variable} is libcuda.so, the driver's, which the build's toolkit root "
                 f"{root} lacks (a full toolkit has a link-time stub in lib64/stubs; neither "
-                "this toolkit nor torch's NVIDIA wheels have one): build with a full CUDA "
-                "toolkit (CUDA_HOME), or where the driver is installed"
+                "this toolkit nor torch's NVIDIA wheels have one, and archguard generates one "
+                "from cuda.h, with a C compiler, only in a toolkit root it assembles, and made "
+                "none here): build with a full CUDA toolkit (CUDA_HOME), with a C compiler "
+                "(CC), or where the driver is installed"
             )
         else:
             out.append(

@@ -79,6 +79,8 @@ def build_toolkit(res: Resolution, environ: Mapping[str, str]) -> BuildToolkit |
             f"{_some(made.libraries)}): every build system gets one root, {root}, linking "
             "the toolkit's files and then the wheels' (none of the toolkit's shadowed)"
         )
+        if made.stub is not None:
+            notes.append(f"toolkit: {made.stub.line()}")
     variables = {"CUDA_HOME": root, "CUDA_PATH": root, "CUDAToolkit_ROOT": root}
     defines = f"-DCUDAToolkit_ROOT={root} -DCUDA_TOOLKIT_ROOT_DIR={root}"
     if environ.get("CUDACXX"):  # CMake's own variable for its CUDA compiler: the caller's
