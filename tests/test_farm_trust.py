@@ -33,6 +33,7 @@ from archguard.detect.sources import file_sha256
 from archguard.farm.ledger import all_ledgers, store_path
 from archguard.farm.publish import read_links
 from realtools import (
+    CUDA_HOME,
     MINI,
     build_env,
     cli,
@@ -500,3 +501,51 @@ def test_a_prune_during_a_farm_run_removes_nothing_it_needs_and_the_run_publishe
     assert again.returncode == 0, (again.stdout + again.stderr)[-6000:]
     assert "cell torch2.13: making its environment" in again.stderr
     assert indexes(site)["torch2.13"] == published
+
+
+def test_two_farm_runs_started_together_share_the_machines_jobserver(
+    reference: tuple[Path, Path, dict[str, set[str]]], tmp_path: Path
+) -> None:
+    """Issue 57: two farm runs on one machine (two sites, one cache), started together with
+    ``--jobs 2`` each, join one jobserver, the machine's: a probe as each build's nvcc
+    (``PYTORCH_NVCC``, which archguard's launcher runs) logs each start and end, and never
+    more nvcc processes or threads run at once than the machine's tokens, where each run
+    alone would run 2 (4 together). Both publish what the reference run did."""
+    from test_jobserver import PROBE, _most_at_once
+
+    manifest, _, expected = reference
+    log = tmp_path / "nvcc.log"
+    probe = tmp_path / "nvcc-probe"
+    probe.write_text(PROBE.format(log=log, nvcc=f"{CUDA_HOME}/bin/nvcc"))
+    probe.chmod(0o755)
+    env = env_for_farm(PYTORCH_NVCC=str(probe))
+    env.pop("ARCHGUARD_JOBSERVER", None)
+    env.pop("MAX_JOBS", None)
+    argv = [*FARM_RUN, str(manifest), "--only", "torch2.13", "--jobs", "2"]
+    runs = [
+        subprocess.Popen(
+            [*argv, "-o", str(tmp_path / f"site{n}")],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for n in (1, 2)
+    ]
+    said = [run.communicate() for run in runs]
+    for run, (out, err) in zip(runs, said, strict=True):
+        assert run.returncode == 0, (out + err)[-6000:]
+    logs = "".join(out + err for out, err in said)
+    widths = {int(w) for w in re.findall(r"jobserver: the machine's, (\d+) tokens? \(", logs)}
+    assert len(widths) == 1, logs[-6000:]  # both joined one jobserver, of one width
+    (width,) = widths
+    assert "(made by this run;" in logs and "(joined;" in logs, logs[-6000:]
+    for n in (1, 2):
+        assert names(tmp_path / f"site{n}")["torch2.13"] == expected["torch2.13"]
+    starts = [line for line in log.read_text().splitlines() if line.startswith("start")]
+    assert len(starts) == 4, starts  # two packages x two runs, one .cu each
+    most_procs, most_threads = _most_at_once(log)
+    assert most_procs <= width and most_threads <= width, (most_procs, most_threads, width)
+    assert most_procs >= 2  # the runs did build side by side (4 at once with static shares)
+    # both left the machine's jobserver: no user of it is left under the cache
+    assert not list((_CACHE[0] / "jobserver").glob("*/users/*")), logs[-3000:]
