@@ -317,6 +317,56 @@ def test_steps_of_a_kind_not_measured_are_left_to_nvcc() -> None:
     assert nvcc_steps._staged({}, swapped, "k.o") is None
 
 
+def test_each_cicc_makes_the_module_id_itself_only_where_its_cicc_takes_the_option(
+    tmp_path: Path,
+) -> None:
+    """The passes are given ``--gen_module_id_file`` and a file of their own (their cicc and
+    ptxas as nvcc lists them kept to run again) only where cudafe++ makes the id, each cicc
+    reads that file, and the cicc the steps run names the option; else nvcc's order stands."""
+    fe = (
+        'cudafe++ --gen_c_file_name "k.o.cudafe1.cpp" --gen_module_id_file '
+        '--module_id_file_name "k.o.module_id" "k.o.cpp4.ii"'
+    )
+    steps = [
+        'gcc -D__CUDA_ARCH_LIST__=800,900 -E -x c++ "k.cu" -o "k.o.cpp4.ii"',
+        fe,
+        *[
+            step
+            for a in (80, 90)
+            for step in (
+                f'gcc -D__CUDA_ARCH__={a}0 -D__CUDA_ARCH_LIST__=800,900 -E -x c++ "k.cu" '
+                f'-o "k.o.{a}.ii"',
+                f'"$CICC_PATH/cicc" -arch compute_{a} --module_id_file_name "k.o.module_id" '
+                f'"k.o.{a}.ii" -o "k.o.{a}.ptx"',
+                f'ptxas -arch=sm_{a} "k.o.{a}.ptx" -o "k.o.{a}.cubin"',
+            )
+        ],
+        'fatbinary --create="k.o.fatbin"',
+        'gcc -c -x c++ "k.o.cudafe1.cpp" -o "k.o"',
+    ]
+    cicc = tmp_path / "cicc"
+    cicc.write_bytes(b"\x7fELF...--gen_module_id_file...")
+    plan = nvcc_steps._staged({"CICC_PATH": str(tmp_path)}, steps, "k.o")
+    assert plan is not None and plan.module_id == "k.o.module_id"
+    assert plan.module_ids == ["k.o.module_id.0", "k.o.module_id.1"]
+    assert plan.passes[1][1] == (
+        '"$CICC_PATH/cicc" -arch compute_90 --gen_module_id_file --module_id_file_name '
+        '"k.o.module_id.1" "k.o.90.ii" -o "k.o.90.ptx"'
+    )
+    assert plan.redo == [steps[3:5], steps[6:8]]  # nvcc's own cicc and ptxas
+    # a cicc that does not name the option, or none where the steps run it: nvcc's order
+    cicc.write_bytes(b"\x7fELF... an older cicc ...")
+    old = nvcc_steps._staged({"CICC_PATH": str(tmp_path)}, steps, "k.o")
+    assert old is not None and old.module_id is None and old.passes[0][1] == steps[3]
+    gone = nvcc_steps._staged({"CICC_PATH": str(tmp_path / "none")}, steps, "k.o")
+    assert gone is not None and gone.module_id is None
+    # a cicc that reads another file than the one cudafe++ makes: nvcc's order
+    other = [s.replace('"k.o.module_id" "k.o.90', '"x.module_id" "k.o.90') for s in steps]
+    cicc.write_bytes(b"--gen_module_id_file")
+    moved = nvcc_steps._staged({"CICC_PATH": str(tmp_path)}, other, "k.o")
+    assert moved is not None and moved.module_id is None
+
+
 @needs_nvcc
 def test_tokens_freed_after_a_compile_starts_are_used(tmp_path: Path) -> None:
     """Issue 57's tail: a compile that starts while the others hold every token runs its
