@@ -12,7 +12,8 @@ one core after they end); then fatbinary and the host compile.
 Every cicc reads the module id cudafe++ writes, and cudafe++ takes as long as a device pass
 on a file with torch's headers (measured: 24 s beside cicc's 26-30 s), so in nvcc's order it
 holds every pass back. Here each cicc makes the module id itself (``--gen_module_id_file``, to
-a name of its own), by the same rule cudafe++ uses: the id is the same (checked on torch's
+a name of its own, where the cicc the steps run names that option), by the same rule cudafe++
+uses: the id is the same (checked on torch's
 extension headers and on small kernels) and so is cicc's output. The launcher compares each
 pass's id with cudafe++'s before fatbinary runs; a pass whose id differs runs its cicc and
 ptxas again exactly as nvcc lists them. So the steps that make the object are nvcc's commands
