@@ -239,6 +239,10 @@ def test_a_pass_whose_module_id_differs_from_cudafes_runs_again_as_nvcc_lists_it
     (tmp_path / "k.o").unlink()
     plan = nvcc_steps.dry_run(argv)
     assert plan is not None and plan.module_id is not None
+    # cudafe++ names the stub file the host compile includes but does not write it (the last
+    # cicc does): the host side and the passes never write one file at once
+    assert nvcc_steps._Steps(plan.env).run(plan.before) == 0
+    assert not list(tmp_path.glob("*.stub.c")) and Path(plan.module_id).is_file()
     cubin = plan.passes[0][-1].rsplit("-o ", 1)[1].strip().strip('"')
     spoil = f'echo other >> "{plan.module_ids[0]}"; echo spoiled > "{cubin}"'
     plan.passes[0] = [*plan.passes[0], spoil]
@@ -365,6 +369,23 @@ def test_each_cicc_makes_the_module_id_itself_only_where_its_cicc_takes_the_opti
     cicc.write_bytes(b"--gen_module_id_file")
     moved = nvcc_steps._staged({"CICC_PATH": str(tmp_path)}, other, "k.o")
     assert moved is not None and moved.module_id is None
+
+
+def test_a_failed_chain_ends_the_others_and_its_code_is_the_compiles(tmp_path: Path) -> None:
+    """The host side and the device passes run side by side and parse the same source: the
+    first to fail ends the others (its error is not printed again by each), its exit code is
+    the compile's, no chain left waiting starts, and every token comes back."""
+    server = Server(tmp_path / "server", 2)
+    client = Client(str(server.path))
+    steps = nvcc_steps._Steps(dict(os.environ))
+    never = tmp_path / "never"
+    chains = [["sleep 30"], ["sleep 0.3; exit 3"], ["sleep 30"], [f"touch {never}"]]
+    started = time.monotonic()
+    assert nvcc_steps._chains(chains, client, steps) == 3
+    assert time.monotonic() - started < 10
+    assert not never.exists()
+    client.close()
+    assert server.close() == 2
 
 
 @needs_nvcc

@@ -2,8 +2,8 @@
 
 Subpackages by job, in layers, imports running only downhill (checked by
 ``tests/test_layout.py``): ``core`` (pure: arches, coverage, policy, resolution) and
-``nvcc_steps`` (the nvcc launcher, over ``jobserver``: both standard library only, run as a
-script per compile) <- ``detect``
+``nvcc_steps`` (the nvcc launcher, run as a script per compile: the standard library and
+``jobserver`` only) <- ``detect``
 (reads the machine: tools, nvcc, torch, cores) <- ``nvcc`` (flags, plan, parallelism) and
 ``lint`` <- ``settings`` (inputs assembled) <- ``binaries`` (verify, record, stubs) <-
 ``reports`` and ``user`` (doctor, variant, watch) <- the edges: ``_integration`` (the

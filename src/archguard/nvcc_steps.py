@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 if __name__ == "__main__":  # run as a script under -I -S: archguard's own directory, no more
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    sys.path.append(str(Path(__file__).resolve().parent.parent))  # after the stdlib
 
 from archguard.jobserver import Client, device_compiles, has_threads
 
@@ -169,6 +169,8 @@ def _own_module_ids(plan: DryRun) -> DryRun:
     if found is None or not _cicc_makes_ids(plan):
         return plan
     module_id = found[1]
+    # cudafe++ names the stub file the host compile includes, but only the last cicc writes it
+    # (measured, CUDA 13.0; tested): no two chains write one file
     passes, own, redo = [], [], []
     for i, chain in enumerate(plan.passes):
         cicc = chain[1]
@@ -267,11 +269,14 @@ class _Steps:
         self.env = env
         self.children: list[subprocess.Popen[bytes]] = []  # appended, never removed
         self.stopped: list[int] = []
+        self.cancelled = False  # a chain failed: the others stop, its code is the compile's
 
     def run(self, steps: list[str]) -> int:
         for step in steps:
             if self.stopped:
                 return 128 + self.stopped[0]
+            if self.cancelled:
+                return 1
             if _removed(step):  # nvcc's own removal, its path unquoted: done here
                 continue
             try:  # a group of its own: a signal reaches the tool's own children (cc1plus)
@@ -292,6 +297,13 @@ class _Steps:
         self.stopped.append(signum)
         for child in self.children[:]:  # a copy of a list: atomic under the GIL
             _signal_group(child, signum)
+
+    def cancel(self) -> None:
+        """One chain failed: the others end now (the front ends that run side by side parse
+        the same source, so its error is not printed again by each), none starts."""
+        self.cancelled = True
+        for child in self.children[:]:
+            _signal_group(child, signal.SIGTERM)
 
 
 def _removed(step: str) -> bool:
@@ -353,12 +365,12 @@ def _same_ids(plan: DryRun, steps: _Steps) -> int:
     lists them (reading cudafe++'s), so the object is nvcc's own either way."""
     assert plan.module_id is not None
     try:
-        theirs = Path(plan.module_id).read_bytes()
-    except OSError:
-        return 1
+        theirs: bytes | None = Path(plan.module_id).read_bytes()
+    except OSError:  # not where the shell wrote it (a path it expands): every pass again
+        theirs = None
     for own, again in zip(plan.module_ids, plan.redo, strict=True):
         try:
-            same = Path(own).read_bytes() == theirs
+            same = theirs is not None and Path(own).read_bytes() == theirs
         except OSError:
             same = False
         code = 0 if same else steps.run(again)
@@ -367,39 +379,67 @@ def _same_ids(plan: DryRun, steps: _Steps) -> int:
     return 0
 
 
+_Running = list[tuple[threading.Thread, bytes | None, list[int]]]  # None: the own token
+
+
 def _chains(chains: list[list[str]], client: Client, steps: _Steps) -> int:
+    """Each chain of steps in a thread of its own, the first on the compile's own token,
+    each other on a token taken as one comes free; the first failure's code, the others
+    cancelled; every token given back whatever ends it."""
     pending = list(chains)
-    running: list[tuple[threading.Thread, bytes | None, list[int]]] = []  # None: own token
+    running: _Running = []
     failed = 0
-    while pending or running:
-        for item in [r for r in running if not r[0].is_alive()]:
-            running.remove(item)
-            if item[1] is not None:
-                client.give(item[1])
-            failed = failed or item[2][0]
-        if steps.stopped or failed:
-            pending.clear()
-        if pending:
-            own_free = all(r[1] is not None for r in running)
-            token: bytes | None = None if own_free else client.take(1)
-            if token is None or token:
-                result = [0]
-                thread = threading.Thread(target=_pass, args=(steps, pending[0], result))
-                try:
-                    thread.start()
-                except RuntimeError:
-                    if token:
+    try:
+        while pending or running:
+            failed = _reaped(running, client, steps, failed)
+            if steps.stopped or failed:
+                pending.clear()
+            if pending:
+                own_free = all(r[1] is not None for r in running)
+                token: bytes | None = None if own_free else client.take(1)
+                if token is None or token:
+                    if _started(pending.pop(0), token, running, steps):
+                        continue
+                    if token:  # no thread: the running chains end, then it fails
                         client.give(token)
-                    return 1
-                pending.pop(0)
-                running.append((thread, token, result))
-                continue
-        if not pending and not running:
-            break
-        select.select([client.fd] if pending else [], [], [], 0.02)
+                    failed = failed or 1
+                    steps.cancel()
+                    continue
+            if not pending and not running:
+                break
+            select.select([client.fd] if pending else [], [], [], 0.02)
+    finally:  # whatever ended the loop: every token a chain holds goes back
+        for thread, token, _ in running:
+            thread.join()
+            if token:
+                client.give(token)
     if steps.stopped:
         return 128 + steps.stopped[0]
     return failed
+
+
+def _reaped(running: _Running, client: Client, steps: _Steps, failed: int) -> int:
+    """The chains that ended taken out of ``running``, their tokens given back; the first
+    failure cancels the others and is the result."""
+    for item in [r for r in running if not r[0].is_alive()]:
+        running.remove(item)
+        if item[1] is not None:
+            client.give(item[1])
+        if item[2][0] and not failed:
+            failed = item[2][0]
+            steps.cancel()
+    return failed
+
+
+def _started(chain: list[str], token: bytes | None, running: _Running, steps: _Steps) -> bool:
+    result = [0]
+    thread = threading.Thread(target=_pass, args=(steps, chain, result))
+    try:
+        thread.start()
+    except RuntimeError:
+        return False
+    running.append((thread, token, result))
+    return True
 
 
 def launch(fifo: str, argv: list[str]) -> int:
@@ -432,12 +472,14 @@ def launch(fifo: str, argv: list[str]) -> int:
         if stopped:
             return 128 + stopped[0]
         if plan is not None:
-            steps = _Steps(plan.env)
-            return run_steps(plan, client, steps)
+            steps = _Steps(plan.env)  # a signal before the handler could see it: stopped
+            return 128 + stopped[0] if stopped else run_steps(plan, client, steps)
         got = client.take(device_compiles(argv) - 1)
         if stopped:
             return 128 + stopped[0]
         child = subprocess.Popen([*argv, "--threads", str(1 + len(got))])
+        if stopped:  # a signal came while it started
+            child.send_signal(stopped[0])
         return child.wait()
     finally:
         client.give(got)

@@ -180,7 +180,7 @@ def _joined(setting: JobserverSetting, machine: Machine) -> Iterator[tuple[str, 
             yield (
                 f"the machine's ({said.how}: {said.tokens}, {said.cores}{said.recovered}; {first})",
                 str(joined.path),
-                width,
+                joined.width,  # the machine's: the first user's width, whatever this asked
             )
         finally:
             client.give(token)

@@ -125,7 +125,10 @@ def c_compiler(
     env = os.environ if environ is None else environ
     given = compiler or (env.get("CC") or "").strip()
     if given:
-        argv = shlex.split(given)
+        try:
+            argv = shlex.split(given)
+        except ValueError:  # an unbalanced quote: no command to run
+            return None
         return argv or None
     for name in ("cc", "gcc"):
         found = shutil.which(name, path=env.get("PATH"))
