@@ -354,3 +354,51 @@ def test_a_routine_could_not_find_in_a_build_that_failed_elsewhere_is_no_cause()
     )
     line = cause(log.splitlines(), [], {})
     assert not line.startswith("CMake did not find"), line
+
+
+DOWNLOAD_FAILED = """\
+  -- Downloading pybind11
+  CMake Error at pybind11-subbuild/download-pybind11-populate.cmake:170 (message):
+    Each download failed!
+
+      error: downloading 'https://github.com/pybind/pybind11/archive/v2.6.0.tar.gz' failed
+            status_code: 6
+            status_string: "Couldn't resolve host name"
+            log:
+            --- LOG BEGIN ---
+            Could not resolve host: github.com
+  CMake Error at cmake/Modules/FetchContent.cmake:798 (message):
+    Build step for pybind11 failed: 2
+  Call Stack (most recent call first):
+    cmake/pybind11.cmake:44 (FetchContent_Populate)
+  -- Configuring incomplete, errors occurred!
+"""
+
+
+def test_a_download_cmake_could_not_make_names_it_why_and_the_variable_to_give_its_source(
+    tmp_path: Path,
+) -> None:
+    """A setup.py that runs CMake whose FetchContent downloads a dependency while it
+    configures, on a builder that cannot reach it: the line names the address, CMake's reason,
+    and FETCHCONTENT_SOURCE_DIR_<NAME> in the variable the setup.py hands to CMake."""
+    (tmp_path / "setup.py").write_text(
+        "import os, subprocess\n"
+        "args = os.environ.get('PKG_CMAKE_ARGS', '-DCMAKE_BUILD_TYPE=Release')\n"
+        "subprocess.check_call(f'cmake {args} ..', shell=True)\n"
+    )
+    line = cause(DOWNLOAD_FAILED.splitlines(), [], {}, str(tmp_path))
+    assert line is not None
+    assert line.startswith("CMake stopped the build, at cmake/Modules/FetchContent.cmake:798")
+    assert (
+        "download https://github.com/pybind/pybind11/archive/v2.6.0.tar.gz while they "
+        "configure (FetchContent or ExternalProject) and the download failed (Couldn't resolve "
+        "host name)"
+    ) in line
+    assert (
+        "-DFETCHCONTENT_SOURCE_DIR_PYBIND11=DIR, a directory holding pybind11's source, in "
+        "PKG_CMAKE_ARGS, which its setup.py hands to CMake"
+    ) in line
+    # no setup.py of its own that passes CMake arguments: CMAKE_ARGS
+    plain = cause(DOWNLOAD_FAILED.splitlines(), [], {}, "")
+    assert plain is not None and "-DFETCHCONTENT_SOURCE_DIR_PYBIND11=DIR" in plain
+    assert "in CMAKE_ARGS, in the farm manifest's env table" in plain

@@ -655,4 +655,37 @@ def cmake_fix(
     out += _libraries_said(lacking, environment)
     if any(said in text for said in _NO_TORCH):
         out += _torch_said(environment, source)
-    return out
+    return out + _download_said(text, source)
+
+
+# CMake's file(DOWNLOAD) as FetchContent and ExternalProject print it: one class each, linear
+_DOWNLOAD = re.compile(r"error: downloading '(?P<url>[^'\n]+)' failed")
+_DOWNLOAD_WHY = re.compile(r'status_string: "(?P<why>[^"\n]*)"')
+_BUILD_STEP = re.compile(r"Build step for (?P<name>[A-Za-z0-9_.+-]+) failed")
+
+
+def _download_said(text: str, source: str) -> str:
+    """Where CMake stopped on a download at configure time (FetchContent, ExternalProject):
+    what it fetched, why it failed, and the two ways a farm has: a builder that reaches it,
+    or the dependency's source given beforehand, in the variable the package's ``setup.py``
+    hands to CMake (its own ``*CMAKE_ARGS``), else ``CMAKE_ARGS``."""
+    found = _DOWNLOAD.search(text)
+    if found is None:
+        return ""
+    why = _DOWNLOAD_WHY.search(text, found.end())
+    said = (
+        f"; its CMake files download {found['url']} while they configure (FetchContent or "
+        f"ExternalProject) and the download failed ({why['why'] if why else 'no reason given'})"
+        ": build where that address is reached, or give the dependency's source beforehand"
+    )
+    step = _BUILD_STEP.search(text)
+    if step is None:
+        return said
+    own = parse_setup_py(_setup_text(source)).reads if source else []
+    passes = [name for name in own if name.endswith("CMAKE_ARGS")]
+    where = f"{passes[0]}, which its setup.py hands to CMake" if passes else "CMAKE_ARGS"
+    return said + (
+        f" (-DFETCHCONTENT_SOURCE_DIR_{step['name'].upper()}=DIR, a directory holding "
+        f"{step['name']}'s source, in {where}, in the farm manifest's env table for this "
+        "package)"
+    )
