@@ -241,6 +241,33 @@ def test_an_arch_cache_entry_is_given_a_define_and_builds_exactly_the_list(
     assert wheel_so_targets(only_wheel(out), tmp_path) == ["sm_80", "compute_80"]
 
 
+def test_a_default_set_before_cuda_is_enabled_builds_exactly_the_list(tmp_path: Path) -> None:
+    """``if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES) set(... "52;61;70")`` ahead of
+    ``enable_language(CUDA)``, as ggml-era packages write it: CUDAARCHS is read only as CUDA
+    is enabled, so the default stood and nvcc 13 stopped ("Unsupported gpu architecture
+    'compute_52'"). archguard gives the list as -DCMAKE_CUDA_ARCHITECTURES first in
+    CMAKE_ARGS, which scikit-build-core passes to CMake: the wheel holds the list alone."""
+    root = skbuild(tmp_path)
+    (root / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.20)\n"
+        "project(skbuildcuda LANGUAGES C)\n"
+        "if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)\n"
+        '  set(CMAKE_CUDA_ARCHITECTURES "52;61;70")\n'
+        "endif()\n"
+        "enable_language(CUDA)\n"
+        "add_library(skbuildcuda_k SHARED kernel.cu)\n"
+        "install(TARGETS skbuildcuda_k LIBRARY DESTINATION skbuildcuda)\n"
+    )
+    out = tmp_path / "out"
+    proc = wheel(root, out, ARCHGUARD_ARCH_LIST="8.0")
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
+    assert "its CMake files set a default of CMAKE_CUDA_ARCHITECTURES (CMakeLists.txt:4" in (
+        proc.stderr
+    )
+    assert "-DCMAKE_CUDA_ARCHITECTURES=80 goes first in CMAKE_ARGS" in proc.stderr
+    assert wheel_so_targets(only_wheel(out), tmp_path) == ["sm_80", "compute_80"]
+
+
 OPTIONAL_CUDA = """\
 cmake_minimum_required(VERSION 3.20)
 project(optcuda LANGUAGES C)

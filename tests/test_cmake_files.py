@@ -131,7 +131,13 @@ def test_a_failed_build_quotes_cmake_or_the_compiler_not_the_wrapper() -> None:
         "CMake stopped the build, at build/temp.linux-x86_64-cpython-311/eigen-prefix/src/"
         "eigen-stamp/download-eigen.cmake:170: Each download failed! error: downloading "
     )
-    assert said.endswith("(its setup.py ran CMake, at setup.py:132)")
+    assert "(its setup.py ran CMake, at setup.py:132)" in said
+    assert said.endswith(  # an ExternalProject's: no FetchContent source directory to give
+        "its CMake files download https://gitlab.com/libeigen/eigen/-/archive/3.4.0/"
+        "eigen-3.4.0.tar.bz2 (FetchContent or ExternalProject) and the download failed (no "
+        "reason given): build where that address is reached, or give the dependency's source "
+        "beforehand"
+    )
     source = cause(CUMCUBES_LOG.splitlines(), [], {}, "/s/cumcubes-0.0.3")
     assert source.startswith(
         "the package's own source does not compile, at cumcubes/src/cumcubes.cpp:92: "
@@ -383,7 +389,8 @@ def test_lines_that_force_a_literal_list_are_refused_before_the_build_and_no_oth
     follows the list, OFF, the list itself, a default under a guard or after an early
     return, what another command or a -D writes, a generator expression, comments."""
     got = plan(tmp_path, FORCING)
-    assert got.values == {}
+    # its default under if(NOT DEFINED ...) gets the list as a -D, wherever CUDA is enabled
+    assert got.values == {"CMAKE_ARGS": "-DCMAKE_CUDA_ARCHITECTURES=80-real;90"}
     assert got.refusal.startswith(
         "refused before building (no nvcc ran): its CMake files force CUDA arches that no "
         "variable archguard sets can change, where this cell's list is 80-real;90: "
@@ -502,3 +509,46 @@ def test_archguards_own_reading_failing_is_said_and_stops_nothing(
         "depth exceeded): none of their arch variables set, nothing checked before the build "
         "(the read-back checks the wheel)",
     )
+
+
+BEFORE_CUDA = """\
+cmake_minimum_required(VERSION 3.18)
+project(ggmlish LANGUAGES C CXX)
+option(PKG_CUBLAS "use cuBLAS" ON)
+if(PKG_CUBLAS)
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+    set(CMAKE_CUDA_ARCHITECTURES "52;61;70")
+  endif()
+  message(STATUS "Using CUDA architectures: ${CMAKE_CUDA_ARCHITECTURES}")
+  enable_language(CUDA)
+endif()
+"""
+
+
+def test_a_default_set_before_cuda_is_enabled_gets_the_list_as_a_define(tmp_path: Path) -> None:
+    """``if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES) set(... "52;61;70")`` ahead of
+    ``enable_language(CUDA)`` (the shape of ggml-era packages): CUDAARCHS is read only as CUDA
+    is enabled, so the default would stand and nvcc 13 would stop at compute_52. A -D first
+    in CMAKE_ARGS defines the variable before any line runs; the caller's -D wins; where
+    CMAKE_ARGS does not reach CMake, nothing is given."""
+    write(tmp_path, "CMakeLists.txt", BEFORE_CUDA)
+    given = {**BUILD, "CMAKE_ARGS": "-DCUDAToolkit_ROOT=/t"}
+    got = cmake_arches(tmp_path, LIST, {}, given)
+    assert got.values == {
+        "CMAKE_ARGS": "-DCMAKE_CUDA_ARCHITECTURES=80-real;90 -DCUDAToolkit_ROOT=/t"
+    }
+    assert got.notes == (
+        "its CMake files set a default of CMAKE_CUDA_ARCHITECTURES (CMakeLists.txt:6: "
+        'set(CMAKE_CUDA_ARCHITECTURES "52;61;70")), which stands where it runs before CUDA is '
+        "enabled (CUDAARCHS is read only then): -DCMAKE_CUDA_ARCHITECTURES=80-real;90 goes "
+        "first in CMAKE_ARGS",
+    )
+    assert got.refusal == ""
+    mine = cmake_arches(tmp_path, LIST, {"CMAKE_ARGS": "-DCMAKE_CUDA_ARCHITECTURES=86"}, given)
+    assert mine.values == {} and mine.refusal == ""
+    assert mine.notes == (
+        "its CMake files set a default of CMAKE_CUDA_ARCHITECTURES: your "
+        "-DCMAKE_CUDA_ARCHITECTURES wins",
+    )
+    unreached = cmake_arches(tmp_path, LIST, {}, given, cmake_args=False)
+    assert unreached.values == {} and unreached.notes == ()

@@ -390,9 +390,8 @@ def test_a_download_cmake_could_not_make_names_it_why_and_the_variable_to_give_i
     assert line is not None
     assert line.startswith("CMake stopped the build, at cmake/Modules/FetchContent.cmake:798")
     assert (
-        "download https://github.com/pybind/pybind11/archive/v2.6.0.tar.gz while they "
-        "configure (FetchContent or ExternalProject) and the download failed (Couldn't resolve "
-        "host name)"
+        "download https://github.com/pybind/pybind11/archive/v2.6.0.tar.gz (FetchContent or "
+        "ExternalProject) and the download failed (Couldn't resolve host name)"
     ) in line
     assert (
         "-DFETCHCONTENT_SOURCE_DIR_PYBIND11=DIR, a directory holding pybind11's source, in "

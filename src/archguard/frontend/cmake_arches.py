@@ -105,6 +105,11 @@ def _cmake_arches(
             f"its CMake files read {name}, an arch variable (default {own.default!r}, "
             f"{own.where}): set to the effective list in that spelling, {name}={spelled!r}" + added
         )
+    if cmake_args:
+        said = _default_define(model, plan)
+        if said:
+            notes.append(said)
+            defined.append(_ARCHES)
     want = Targets.from_entries(entries)
     wanted = _targets(cmake_architectures(entries).split(";"))
     kept = (  # neither OFF (no arch flags: a target without CUDA) nor the list itself, nor a
@@ -199,6 +204,36 @@ def _cache_define(own: OwnVariable, plan: _Plan) -> str:
     return (
         f"its CMake files take {name}, a cache entry that reaches the arches (default "
         f"{own.default!r}, {own.where}): -D{name}={spelled} goes first in CMAKE_ARGS{added}"
+    )
+
+
+_ARCHES = "CMAKE_CUDA_ARCHITECTURES"
+
+
+def _default_define(model: CMakeFiles, plan: _Plan) -> str:
+    """Where the files set a default of the arches (``if(NOT DEFINED
+    CMAKE_CUDA_ARCHITECTURES) set(...)``): CUDAARCHS defines the variable only as CUDA is
+    enabled, so a default set before that (the if() ahead of ``enable_language(CUDA)``, as
+    ggml-era files have it) stands, and nvcc gets its arches. ``-DCMAKE_CUDA_ARCHITECTURES=``
+    the list, first in ``CMAKE_ARGS``, defines it before any line runs, wherever the if()
+    is; what the log says ('' where there is no such default; the caller's own -D wins)."""
+    defaults = [
+        c
+        for c in model.commands
+        if c.defaulted and c.name == "set" and c.args and c.args[0].text == _ARCHES
+    ]
+    if not defaults:
+        return ""
+    mine = plan.environ.get("CMAKE_ARGS", "")
+    if re.search(rf"(?:^|\s)-D\s*{_ARCHES}(?::\w+)?=", mine):
+        return f"its CMake files set a default of {_ARCHES}: your -D{_ARCHES} wins"
+    spelled = cmake_architectures(plan.entries)
+    before = plan.values.get("CMAKE_ARGS", plan.given.get("CMAKE_ARGS", mine))
+    plan.values["CMAKE_ARGS"] = f"-D{_ARCHES}={spelled} {before}".strip()
+    return (
+        f"its CMake files set a default of {_ARCHES} ({defaults[0].where()}), which stands "
+        f"where it runs before CUDA is enabled (CUDAARCHS is read only then): "
+        f"-D{_ARCHES}={spelled} goes first in CMAKE_ARGS"
     )
 
 

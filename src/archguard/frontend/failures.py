@@ -674,8 +674,8 @@ def _download_said(text: str, source: str) -> str:
         return ""
     why = _DOWNLOAD_WHY.search(text, found.end())
     said = (
-        f"; its CMake files download {found['url']} while they configure (FetchContent or "
-        f"ExternalProject) and the download failed ({why['why'] if why else 'no reason given'})"
+        f"; its CMake files download {found['url']} (FetchContent or ExternalProject) and "
+        f"the download failed ({why['why'] if why else 'no reason given'})"
         ": build where that address is reached, or give the dependency's source beforehand"
     )
     step = _BUILD_STEP.search(text)
