@@ -188,6 +188,39 @@ def test_a_cmake_minimum_version_failure_names_the_build_requires_fix() -> None:
     assert '--build-requires "cmake>=3.26"' in line and "pip's cmake package" in line
 
 
+REMOVED = """\
+  CMake Error at third_party/sentencepiece/CMakeLists.txt:15 (cmake_minimum_required):
+    Compatibility with CMake < 3.5 has been removed from CMake.
+
+    Update the VERSION argument <min> value.  Or, use the <min>...<max> syntax
+    to tell CMake that the project requires at least <min> but has been updated
+    to work with policies introduced by <max> or earlier.
+
+    Or, add -DCMAKE_POLICY_VERSION_MINIMUM=3.5 to try configuring anyway.
+
+
+  -- Configuring incomplete, errors occurred!
+"""
+
+
+def test_files_written_for_an_old_cmake_under_cmake_4_name_the_policy_floor_fix() -> None:
+    """A vendored library's ``cmake_minimum_required(VERSION 3.1)`` under the CMake 4 pip
+    installs for the build: the line names CMAKE_POLICY_VERSION_MINIMUM in the package's env
+    (CMake 4 reads it from the environment: measured, 4.4.5 configures such a file with it)
+    and build-requires cmake<4."""
+    line = cause(REMOVED.splitlines(), [], {})
+    assert line is not None
+    assert line.startswith(
+        "CMake stopped the build, at third_party/sentencepiece/CMakeLists.txt:15: "
+        "Compatibility with CMake < 3.5 has been removed from CMake."
+    )
+    assert (
+        "the fix the farm has: CMAKE_POLICY_VERSION_MINIMUM=3.5 in the farm manifest's env "
+        "table for this package"
+    ) in line
+    assert 'or build-requires = ["cmake<4"] in its [[package]] entry' in line
+
+
 def toolkit_root(tmp: Path, *files: str) -> Path:
     root = tmp / "cuda"
     for name in files:

@@ -507,6 +507,9 @@ def _named(names: Sequence[str], set_already: dict[str, str]) -> str:
 
 # --- what the farm has for a CMake that stopped (issue 58) ---------------------------------
 
+_CMAKE_REMOVED = re.compile(
+    r"Compatibility with CMake < (?P<floor>\d+(?:\.\d+)*) has been removed from CMake"
+)
 _CMAKE_VERSION = re.compile(
     r"CMake (?P<needs>\d+(?:\.\d+)*) or higher is required\.\s+You are running version "
     r"(?P<have>\d+(?:\.\d+)*)"
@@ -640,7 +643,8 @@ def cmake_fix(
     text: str, lacking: Sequence[str], environment: dict[str, str], source: str = ""
 ) -> str:
     """What the farm has for a CMake that stopped: the manifest's ``build-requires`` entry
-    that gives a newer CMake (pip's ``cmake``), the libraries it did not find (and whether
+    that gives a newer CMake (pip's ``cmake``), the policy floor CMake 4 needs for files
+    written for an old one, the libraries it did not find (and whether
     the toolkit root has them), torch's CMake package where ``find_package(Torch)`` failed."""
     out = ""
     version = _CMAKE_VERSION.search(text)
@@ -651,6 +655,16 @@ def cmake_fix(
             f"[[package]] entry for this package (archguard wheel: --build-requires "
             f"\"{needs}\"): pip's cmake package gives that CMake, installed beside the cell's "
             "torch and first on the build's PATH"
+        )
+    removed = _CMAKE_REMOVED.search(text)
+    if removed:
+        out += (
+            f"; CMake 4 no longer configures files that ask for CMake older than "
+            f"{removed['floor']} (cmake_minimum_required): the fix the farm has: "
+            f"CMAKE_POLICY_VERSION_MINIMUM={removed['floor']} in the farm manifest's env table "
+            "for this package (CMake 4 reads it from the environment and configures them as "
+            f'{removed["floor"]} would), or build-requires = ["cmake<4"] in its [[package]] '
+            "entry"
         )
     out += _libraries_said(lacking, environment)
     if any(said in text for said in _NO_TORCH):
