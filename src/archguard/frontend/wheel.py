@@ -146,14 +146,23 @@ def source_build(
         out[ENV_CONFIG] = str(config)
     notes = [*torch.notes, *own_arch_variables(setup_py, res, environ, out)]
     # its CMake files' own variables; a -D in CMAKE_ARGS reaches CMake only where the backend
-    # (scikit-build-core) or the setup.py passes CMAKE_ARGS on
-    passes = "CMAKE_ARGS" in setup_py.reads or "scikit_build" in buildenv.static_requires(source)[1]
+    # (scikit-build-core), scikit-build's setup() (a requirement of the build) or the setup.py
+    # passes CMAKE_ARGS on
+    requires, backend, _ = buildenv.static_requires(source)
+    passes = (
+        "CMAKE_ARGS" in setup_py.reads
+        or "scikit_build" in backend
+        or any(_SCIKIT_BUILD.match(r) for r in requires)
+    )
     cmake = cmake_arches(source, res.effective, environ, out, cmake_args=passes)
     out.update(cmake.values)
     notes += cmake.notes
     label = local_version or (package.local_version if package else "auto")
     _check_template(label, "--local-version" if local_version else "local_version")
     return SourceBuild(out, wanted, label, res, toolkit, tuple(notes), cmake.refusal, torch)
+
+
+_SCIKIT_BUILD = re.compile(r"\s*scikit[-_.]build\b", re.I)  # scikit-build, -core: CMAKE_ARGS
 
 
 def _check_template(template: str, where: str) -> None:
