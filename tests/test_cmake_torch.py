@@ -428,9 +428,33 @@ def test_a_download_cmake_could_not_make_names_it_why_and_the_variable_to_give_i
     ) in line
     assert (
         "-DFETCHCONTENT_SOURCE_DIR_PYBIND11=DIR, a directory holding pybind11's source, in "
-        "PKG_CMAKE_ARGS, which its setup.py hands to CMake"
+        "PKG_CMAKE_ARGS, which its build hands to CMake"
     ) in line
+    # the name read by a module of its own that runs CMake for its setup.py
+    (tmp_path / "setup.py").write_text("from cmake.ext import BuildExtension\n")
+    (tmp_path / "cmake").mkdir()
+    (tmp_path / "cmake" / "ext.py").write_text(
+        "import os\nargs = os.environ.get('OTHER_CMAKE_ARGS', '')\n"
+    )
+    beside = cause(DOWNLOAD_FAILED.splitlines(), [], {}, str(tmp_path))
+    assert beside is not None and "in OTHER_CMAKE_ARGS, which its build hands to CMake" in beside
     # no setup.py of its own that passes CMake arguments: CMAKE_ARGS
     plain = cause(DOWNLOAD_FAILED.splitlines(), [], {}, "")
     assert plain is not None and "-DFETCHCONTENT_SOURCE_DIR_PYBIND11=DIR" in plain
     assert "in CMAKE_ARGS, in the farm manifest's env table" in plain
+
+
+def test_the_own_cmake_args_reader_stays_linear_on_hostile_files(tmp_path: Path) -> None:
+    """A stranger's Python files, read for a quoted ``*_CMAKE_ARGS`` name: long runs of what
+    almost matches, many quotes, many files; each read is bounded and linear."""
+    from archguard.frontend.failures import _own_cmake_args
+
+    (tmp_path / "setup.py").write_text("'" + "_CMAKE_ARG" * 100_000)
+    (tmp_path / "a.py").write_text("'A" * 300_000)
+    for n in range(60):
+        (tmp_path / f"d{n}").mkdir()
+        (tmp_path / f"d{n}" / "m.py").write_text('"' + "B" * 250_000 + '_CMAKE_ARGS"')
+    started = time.process_time()
+    found = _own_cmake_args(str(tmp_path))
+    assert time.process_time() - started < 1.5
+    assert found == []  # every long name is past the bytes read; nothing half-read is named

@@ -678,6 +678,34 @@ _DOWNLOAD_WHY = re.compile(r'status_string: "(?P<why>[^"\n]*)"')
 _BUILD_STEP = re.compile(r"Build step for (?P<name>[A-Za-z0-9_.+-]+) failed")
 
 
+_OWN_CMAKE_ARGS = re.compile(r"[\"']([A-Z][A-Z0-9_]*_CMAKE_ARGS)[\"']")  # a quoted name: linear
+_PY_FILES = 40  # the package's own Python files read for it, at most (setup.py first)
+_PY_BYTES = 200_000  # of each
+
+
+def _own_cmake_args(source: str) -> list[str]:
+    """The package's own variables for CMake's arguments (``FT_CMAKE_ARGS``), each quoted by
+    name in its ``setup.py`` or the Python files beside it that run CMake for it
+    (``cmake/cmake_extension.py``): the first two levels of the tree, a bounded number of
+    files and bytes, one linear scan each."""
+    root = Path(source)
+    files = [root / "setup.py"]
+    try:
+        files += sorted(p for p in root.glob("*.py") if p.name != "setup.py")
+        files += sorted(root.glob("*/*.py"))
+    except OSError:
+        pass
+    found: dict[str, None] = {}
+    for path in files[:_PY_FILES]:
+        try:
+            with path.open("rb") as handle:
+                text = handle.read(_PY_BYTES).decode("utf-8", errors="replace")
+        except OSError:
+            continue
+        found.update(dict.fromkeys(_OWN_CMAKE_ARGS.findall(text)))
+    return list(found)
+
+
 def _download_said(text: str, source: str) -> str:
     """Where CMake stopped on a download at configure time (FetchContent, ExternalProject):
     what it fetched, why it failed, and the two ways a farm has: a builder that reaches it,
@@ -695,9 +723,8 @@ def _download_said(text: str, source: str) -> str:
     step = _BUILD_STEP.search(text)
     if step is None:
         return said
-    own = parse_setup_py(_setup_text(source)).reads if source else []
-    passes = [name for name in own if name.endswith("CMAKE_ARGS")]
-    where = f"{passes[0]}, which its setup.py hands to CMake" if passes else "CMAKE_ARGS"
+    passes = _own_cmake_args(source) if source else []
+    where = f"{passes[0]}, which its build hands to CMake" if passes else "CMAKE_ARGS"
     return said + (
         f" (-DFETCHCONTENT_SOURCE_DIR_{step['name'].upper()}=DIR, a directory holding "
         f"{step['name']}'s source, in {where}, in the farm manifest's env table for this "
