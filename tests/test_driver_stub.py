@@ -22,6 +22,7 @@ from archguard.detect.driver_stub import (
     stub_source,
 )
 from realtools import CUDA_HOME, needs_nvcc
+from test_cmake_torch import toolkit_root
 
 needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="no gcc on PATH")
 needs_binutils = pytest.mark.skipif(
@@ -216,16 +217,6 @@ def test_a_stub_from_the_real_cuda_h_links_a_driver_api_program(tmp_path: Path) 
 # --- the assembled toolkit root -----------------------------------------------------------
 
 
-def toolkit(tmp: Path, *files: str) -> Path:
-    """A toolkit directory of empty files (its lib64 there)."""
-    home = tmp / "cuda"
-    for name in files:
-        (home / name).parent.mkdir(parents=True, exist_ok=True)
-        (home / name).write_text("")
-    (home / "lib64").mkdir(parents=True, exist_ok=True)
-    return home
-
-
 def wheels(tmp: Path, header: str | None = HEADER) -> Path:
     """torch's NVIDIA wheels' directory: a cuBLAS to add, and a cuda.h where given."""
     nvidia = tmp / "nvidia"
@@ -240,7 +231,7 @@ def wheels(tmp: Path, header: str | None = HEADER) -> Path:
 @needs_gcc
 @needs_binutils
 def test_the_assembled_root_gains_a_generated_driver_stub(tmp_path: Path) -> None:
-    home = toolkit(tmp_path, "bin/nvcc", "include/cuda_runtime.h", "lib64/libcudart.so")
+    home = toolkit_root(tmp_path, "bin/nvcc", "include/cuda_runtime.h", "lib64/libcudart.so")
     nvidia = wheels(tmp_path)
     made = assemble_root(str(home), 13, tmp_path / "roots", roots=[nvidia])
     assert made is not None and made.stub is not None and made.stub.made, made
@@ -272,7 +263,7 @@ def test_the_assembled_root_gains_a_generated_driver_stub(tmp_path: Path) -> Non
 def test_a_failed_stub_leaves_the_root_without_one_and_says_why(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    home = toolkit(tmp_path, "bin/nvcc", "include/cuda_runtime.h")
+    home = toolkit_root(tmp_path, "bin/nvcc", "include/cuda_runtime.h")
     nvidia = wheels(tmp_path)
     monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
     made = assemble_root(str(home), 13, tmp_path / "roots", roots=[nvidia])
@@ -297,7 +288,7 @@ def test_a_failed_stub_leaves_the_root_without_one_and_says_why(
 def test_the_toolkits_own_stubs_and_the_wheels_stub_come_before_a_generated_one(
     tmp_path: Path,
 ) -> None:
-    home = toolkit(tmp_path, "bin/nvcc", "include/cuda_runtime.h")
+    home = toolkit_root(tmp_path, "bin/nvcc", "include/cuda_runtime.h")
     nvidia = wheels(tmp_path)
     (nvidia / "cu13" / "lib" / "stubs").mkdir()
     (nvidia / "cu13" / "lib" / "stubs" / "libcuda.so").write_text("wheel")
@@ -313,7 +304,7 @@ def test_the_toolkits_own_stubs_and_the_wheels_stub_come_before_a_generated_one(
 
 
 def test_no_stub_is_generated_without_a_cuda_h(tmp_path: Path) -> None:
-    home = toolkit(tmp_path, "bin/nvcc", "include/cuda_runtime.h")
+    home = toolkit_root(tmp_path, "bin/nvcc", "include/cuda_runtime.h")
     made = assemble_root(str(home), 13, tmp_path / "roots", roots=[wheels(tmp_path, None)])
     assert made is not None and made.stub is None
     assert not (made.root / "lib64" / "stubs").exists()

@@ -41,7 +41,7 @@ import signal
 import subprocess
 import sys
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 if __name__ == "__main__":  # run as a script under -I -S: archguard's own directory, no more
@@ -71,8 +71,12 @@ class DryRun:
     after: list[str]
     depfile: str | None = None  # nvcc's -MF: written from the preprocessing steps' own
     module_id: str | None = None
-    module_ids: list[str] = field(default_factory=list)
     redo: list[list[str]] = field(default_factory=list)
+
+    @property
+    def module_ids(self) -> list[str]:
+        """The file each pass's cicc writes its module id to (none in nvcc's order)."""
+        return [f"{self.module_id}.{i}" for i in range(len(self.redo))]
 
 
 def dry_run(argv: list[str]) -> DryRun | None:
@@ -171,18 +175,16 @@ def _own_module_ids(plan: DryRun) -> DryRun:
     module_id = found[1]
     # cudafe++ names the stub file the host compile includes, but only the last cicc writes it
     # (measured, CUDA 13.0; tested): no two chains write one file
-    passes, own, redo = [], [], []
+    passes = []
     for i, chain in enumerate(plan.passes):
         cicc = chain[1]
         read = _MODULE_ID.search(cicc)
         if read is None or read[1] != module_id or "--gen_module_id_file" in cicc:
             return plan
-        mine = f"{module_id}.{i}"
-        spoken = f' --gen_module_id_file --module_id_file_name "{mine}"'
+        spoken = f' --gen_module_id_file --module_id_file_name "{module_id}.{i}"'
         passes.append([chain[0], cicc[: read.start()] + spoken + cicc[read.end() :], *chain[2:]])
-        own.append(mine)
-        redo.append(chain[1:])
-    return DryRun(plan.env, plan.before, passes, plan.after, plan.depfile, module_id, own, redo)
+    redo = [chain[1:] for chain in plan.passes]  # nvcc's own cicc and ptxas
+    return replace(plan, passes=passes, module_id=module_id, redo=redo)
 
 
 def _cicc_makes_ids(plan: DryRun) -> bool:

@@ -193,18 +193,30 @@ def _cache_define(own: OwnVariable, plan: _Plan) -> str:
     CMake pass it on), in its default's spelling (or its nvcc flags'); what the log says (''
     where nothing is set: the caller's own -D wins, or the spelling cannot be told)."""
     name = own.name
-    mine = plan.environ.get("CMAKE_ARGS", "")
-    if re.search(rf"(?:^|\s)-D\s*{re.escape(name)}(?::\w+)?=", mine):
+    if _callers_define(plan, name):
         return f"its CMake files take {name}, a cache entry that reaches the arches: your -D wins"
     spelled, added = _spelled(own, plan)
     if spelled is None or any(c.isspace() for c in spelled):
         return ""
-    before = plan.values.get("CMAKE_ARGS", plan.given.get("CMAKE_ARGS", mine))
-    plan.values["CMAKE_ARGS"] = f"-D{name}={spelled} {before}".strip()
+    _define_first(plan, name, spelled)
     return (
         f"its CMake files take {name}, a cache entry that reaches the arches (default "
         f"{own.default!r}, {own.where}): -D{name}={spelled} goes first in CMAKE_ARGS{added}"
     )
+
+
+def _callers_define(plan: _Plan, name: str) -> bool:
+    """Whether the caller's own ``CMAKE_ARGS`` gives ``-DNAME=`` (it wins: nothing is set)."""
+    mine = plan.environ.get("CMAKE_ARGS", "")
+    return re.search(rf"(?:^|\s)-D\s*{re.escape(name)}(?::\w+)?=", mine) is not None
+
+
+def _define_first(plan: _Plan, name: str, spelled: str) -> None:
+    """``-DNAME=spelled`` first in the build's ``CMAKE_ARGS`` (before what archguard or the
+    caller put there, whose later -D would win)."""
+    mine = plan.environ.get("CMAKE_ARGS", "")
+    before = plan.values.get("CMAKE_ARGS", plan.given.get("CMAKE_ARGS", mine))
+    plan.values["CMAKE_ARGS"] = f"-D{name}={spelled} {before}".strip()
 
 
 _ARCHES = "CMAKE_CUDA_ARCHITECTURES"
@@ -224,12 +236,10 @@ def _default_define(model: CMakeFiles, plan: _Plan) -> str:
     ]
     if not defaults:
         return ""
-    mine = plan.environ.get("CMAKE_ARGS", "")
-    if re.search(rf"(?:^|\s)-D\s*{_ARCHES}(?::\w+)?=", mine):
+    if _callers_define(plan, _ARCHES):
         return f"its CMake files set a default of {_ARCHES}: your -D{_ARCHES} wins"
     spelled = cmake_architectures(plan.entries)
-    before = plan.values.get("CMAKE_ARGS", plan.given.get("CMAKE_ARGS", mine))
-    plan.values["CMAKE_ARGS"] = f"-D{_ARCHES}={spelled} {before}".strip()
+    _define_first(plan, _ARCHES, spelled)
     return (
         f"its CMake files set a default of {_ARCHES} ({defaults[0].where()}), which stands "
         f"where it runs before CUDA is enabled (CUDAARCHS is read only then): "
