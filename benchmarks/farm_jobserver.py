@@ -4,8 +4,11 @@ of released sdists x one cell, ``farm run --jobs 2``, built twice from scratch (
 cache, a cache directory of its own each, so neither reuses the other's work):
 
   (s) today's static shares: ``ARCHGUARD_JOBSERVER=0``, each build ``MAX_JOBS`` = cores / 2;
-  (j) the jobserver: a token per core; ninja 1.13 takes its compiles from it and archguard's
-      nvcc launcher runs each compile's device passes on tokens as they come free (issue 57);
+  (a) the jobserver with no job started ahead (``--ahead 0``: the run before issue 57's
+      last step, whose last job ran alone);
+  (j) the jobserver: a token per core; ninja 1.13 takes its compiles from it, archguard's
+      nvcc launcher runs each compile's device passes on tokens as they come free, and one
+      job more than ``--jobs`` is started ahead (the default; issue 57);
   (w) the jobserver, the launcher running nvcc whole (``ARCHGUARD_NVCC_STEPS=0``: the
       tokens free as a compile starts, as ``--threads``; issue 51's behaviour).
 
@@ -44,8 +47,8 @@ def main() -> int:
     parser.add_argument("--jobs", default="2")
     parser.add_argument(
         "--more-jobs",
-        default="3",
-        help="a third run: the jobserver with more jobs than cores (0: none)",
+        default="0",
+        help="another run: the jobserver with --jobs N (0: none)",
     )
     parser.add_argument("--trees", type=int, default=0, help="small tree packages, not sdists")
     args = parser.parse_args()
@@ -57,13 +60,14 @@ def main() -> int:
     prewarm(farm, cache)
     runs = {}
     configs = [
-        ("static", "0", args.jobs, "1"),
-        ("jobserver", "1", args.jobs, "1"),
-        ("jobserver, nvcc whole", "1", args.jobs, "0"),
+        ("static", "0", args.jobs, "1", []),
+        ("jobserver --ahead 0", "1", args.jobs, "1", ["--ahead", "0"]),
+        ("jobserver", "1", args.jobs, "1", []),
+        ("jobserver, nvcc whole", "1", args.jobs, "0", []),
     ]
     if args.more_jobs != "0":
-        configs.append((f"jobserver --jobs {args.more_jobs}", "1", args.more_jobs, "1"))
-    for label, switch, jobs, steps in configs:
+        configs.append((f"jobserver --jobs {args.more_jobs}", "1", args.more_jobs, "1", []))
+    for label, switch, jobs, steps, extra in configs:
         env = base_env(
             ARCHGUARD_JOBSERVER=switch,
             ARCHGUARD_NVCC_STEPS=steps,
@@ -71,7 +75,7 @@ def main() -> int:
             ARCHGUARD_CACHE_DIR=str(cache),
         )
         site = work / f"site-{label.replace(' ', '').replace('--', '-').replace(',', '')}"
-        run = farm_run(farm, site, env, "--jobs", jobs)
+        run = farm_run(farm, site, env, "--jobs", jobs, *extra)
         runs[label] = run
         print(f"\n({label}) exit {run.returncode}, wall {run.wall:.0f} s")
         print(run.summary.rstrip())

@@ -513,3 +513,38 @@ def test_a_failure_is_said_by_whoever_said_it_last() -> None:
         "setuptools refused the package's build: 'Error: setup script specifies an absolute "
         "path: /src/spikeskip-0.2.0/spikeskip/csrc/sparse_linear.cu setup() arguments must"
     ), said
+
+
+@pytest.mark.parametrize(
+    ("jobs", "ahead", "env", "width", "said"),
+    [
+        (2, None, {"ARCHGUARD_JOBSERVER": "fifo:/x"}, 3, "jobs: 2 at once and 1 ahead"),
+        (1, None, {"ARCHGUARD_JOBSERVER": "fifo:/x"}, 1, ""),  # --jobs 1: its log in order
+        (2, 0, {"ARCHGUARD_JOBSERVER": "fifo:/x"}, 2, ""),
+        (1, 2, {"ARCHGUARD_JOBSERVER": "fifo:/x"}, 3, "jobs: 1 at once and 2 ahead"),
+        (2, None, {}, 2, ""),  # static shares assume --jobs builds: none ahead
+        (2, 1, {}, 2, "--ahead 1 starts none: no jobserver bounds the compiles"),
+    ],
+)
+def test_jobs_started_ahead_only_where_a_jobserver_bounds_the_compiles(
+    jobs: int, ahead: int | None, env: dict[str, str], width: int, said: str
+) -> None:
+    """Issue 57's tail: ``--ahead`` (default 1 from ``--jobs 2``) starts more jobs than
+    ``--jobs`` only where the run's builds take their compiles from a jobserver; where it
+    starts none the log says why, never silently."""
+    from archguard.farm.jobserver import RunJobserver, at_once
+
+    got_width, line = at_once(jobs, ahead, RunJobserver(env))
+    assert got_width == width
+    assert (said in line) if said else line == ""
+
+
+def test_ahead_takes_a_whole_number_from_zero() -> None:
+    from archguard._cli.parser import main_parser
+
+    parser = main_parser()
+    args = parser.parse_args(["farm", "run", "f.toml", "-o", "s", "--ahead", "0"])
+    assert args.ahead == 0
+    assert parser.parse_args(["farm", "run", "f.toml", "-o", "s"]).ahead is None
+    with pytest.raises(SystemExit):
+        parser.parse_args(["farm", "run", "f.toml", "-o", "s", "--ahead", "-1"])

@@ -81,8 +81,8 @@ config = {{ arch_list = "8.0" }}
 """
 
 
-def make_farm(root: Path) -> Path:
-    for name in ("alpha", "beta"):
+def make_farm(root: Path, packages: tuple[str, ...] = ("alpha", "beta")) -> Path:
+    for name in packages:
         tree = root / "src" / name
         tree.mkdir(parents=True)
         for f in ("kernel.cu", "mod.c"):
@@ -95,7 +95,12 @@ def make_farm(root: Path) -> Path:
         (tree / "setup.py").write_text(setup_py(name, [ext]))
         (tree / "pyproject.toml").write_text(pyproject())
     manifest = root / "farm.toml"
-    manifest.write_text(MANIFEST)
+    more = "".join(
+        f'\n[[package]]\nname = "{name}"\nsource = "src/{name}"\nconfig = {{ arch_list = "8.0" }}\n'
+        for name in packages
+        if name not in ("alpha", "beta")
+    )
+    manifest.write_text(MANIFEST + more)
     return manifest
 
 
@@ -549,3 +554,37 @@ def test_two_farm_runs_started_together_share_the_machines_jobserver(
     assert most_procs >= 2  # the runs did build side by side (4 at once with static shares)
     # both left the machine's jobserver: no user of it is left under the cache
     assert not list((_CACHE[0] / "jobserver").glob("*/users/*")), logs[-3000:]
+
+
+def test_a_job_started_ahead_prepares_while_the_others_compile_within_the_tokens(
+    reference: tuple[Path, Path, dict[str, set[str]]], tmp_path: Path
+) -> None:
+    """Issue 57's tail: three packages, ``--jobs 2``, one cell. With the jobserver a third
+    job is started ahead (the default), so all three have started before the first ends (with
+    ``--ahead 0`` the third starts only as one ends, and then runs alone), and a probe as each
+    build's nvcc shows that the compiles still never outnumber the machine's tokens. All
+    three publish."""
+    from test_jobserver import PROBE, _most_at_once
+
+    manifest = make_farm(tmp_path, ("alpha", "beta", "gamma"))
+    log = tmp_path / "nvcc.log"
+    probe = tmp_path / "nvcc-probe"
+    probe.write_text(PROBE.format(log=log, nvcc=f"{CUDA_HOME}/bin/nvcc"))
+    probe.chmod(0o755)
+    env = env_for_farm(PYTORCH_NVCC=str(probe))
+    env.pop("ARCHGUARD_JOBSERVER", None)
+    env.pop("MAX_JOBS", None)
+    site = tmp_path / "site"
+    run = farm_run(manifest, site, "--only", "torch2.13", "--jobs", "2", env=env)
+    said = run.stdout + run.stderr
+    assert run.returncode == 0, said[-6000:]
+    assert "jobs: 2 at once and 1 ahead" in said, said[-6000:]
+    lines = [line for line in said.splitlines() if "in torch2.13: " in line]
+    first_end = next(n for n, line in enumerate(lines) if ": built in " in line)
+    started = [line for line in lines[:first_end] if ": building (" in line]
+    assert len(started) == 3, lines  # all three at once: the third did not wait for an end
+    (width,) = {int(w) for w in re.findall(r"jobserver: the machine's, (\d+) tokens? \(", said)}
+    most_procs, most_threads = _most_at_once(log)
+    assert most_procs <= width and most_threads <= width, (most_procs, most_threads, width)
+    published = dict(read_links(site / "torch2.13" / "simple"))
+    assert {name.split("-")[0] for name in published} == {"alpha", "beta", "gamma"}

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -388,6 +389,100 @@ def test_a_failed_chain_ends_the_others_and_its_code_is_the_compiles(tmp_path: P
     assert server.close() == 2
 
 
+def test_a_compile_never_holds_a_token_it_does_not_run_on(tmp_path: Path) -> None:
+    """Issue 57: the chain on the compile's own token ends first while another runs on a
+    taken one; that one goes on on the own token and the taken token goes back at once, so
+    a build waiting for a token gets it while the compile still runs (before: held to the
+    last chain's end, a core idle beside one cicc for 12 s of a farm run, measured)."""
+    server = Server(tmp_path / "server", 1)  # the compile's own token is not in the FIFO
+    client = Client(str(server.path))
+    other = Client(str(server.path))
+    steps = nvcc_steps._Steps(dict(os.environ))
+    code: list[int] = []
+    compile_ = threading.Thread(
+        target=lambda: code.append(nvcc_steps._chains([["sleep 0.3"], ["sleep 4"]], client, steps))
+    )
+    started = time.monotonic()
+    compile_.start()
+    got = b""
+    while not got and time.monotonic() - started < 3:
+        time.sleep(0.05)
+        got = other.take(1)
+    waited = time.monotonic() - started
+    assert got, "the taken token stayed with the compile to its last chain's end"
+    assert waited < 2, waited
+    assert compile_.is_alive()  # the second chain still runs, on the compile's own token
+    other.give(got)
+    compile_.join()
+    assert code == [0]
+    client.close()
+    other.close()
+    assert server.close() == 1
+
+
+@pytest.mark.parametrize("turns", [True, False])
+def test_in_archguards_jobserver_a_chains_end_gives_a_waiting_build_its_turn(
+    tmp_path: Path, turns: bool
+) -> None:
+    """Issue 57: three chains, the first on the compile's own token (0.3 s), the second on
+    the one free token (4 s), the third (4 s) waiting; another build waits for a token. With
+    turns (archguard's jobserver) the first chain's end lends the own token to it at once,
+    and the compile takes one back before it ends; without (a caller's make), the third
+    chain runs on it and the build waits for the second chain's end. Every token comes back
+    either way."""
+    server = Server(tmp_path / "server", 1)
+    client = Client(str(server.path))
+    steps = nvcc_steps._Steps(dict(os.environ))
+    chains = [["sleep 0.3"], ["sleep 4"], ["sleep 4"]]
+    code: list[int] = []
+    compile_ = threading.Thread(
+        target=lambda: code.append(nvcc_steps._chains(chains, client, steps, turns))
+    )
+    compile_.start()
+    time.sleep(0.1)  # both tokens taken: the build waits
+    other = Client(str(server.path))
+    started = time.monotonic()
+    got = other.wait_one()
+    waited = time.monotonic() - started
+    time.sleep(0.5)  # the build compiles on it
+    other.give(got)
+    compile_.join()
+    assert code == [0]
+    assert (waited < 1.5) == turns, waited
+    client.close()
+    other.close()
+    assert server.close() == 1
+
+
+def test_in_turn_a_compile_lets_a_waiting_build_run_before_its_host_side(tmp_path: Path) -> None:
+    """Issue 57: after its device passes a compile lends its own token and takes it back in
+    turn, so a build waiting for its first token (no pass done) runs first; the compile then
+    goes on on a token taken back, and every token is where it was."""
+    server = Server(tmp_path / "server", 0)  # every token held: the compile's own only
+    client = Client(str(server.path))
+    other = Client(str(server.path))
+    steps = nvcc_steps._Steps(dict(os.environ))
+    code: list[int] = []
+    compile_ = threading.Thread(
+        target=lambda: code.append(nvcc_steps._chains([["sleep 0.3"]], client, steps, True))
+    )
+    started = time.monotonic()
+    compile_.start()
+    got = b""
+    while not got and time.monotonic() - started < 3:
+        time.sleep(0.01)
+        got = other.take(1)
+    assert got, "the compile went on to its host side before the waiting build"
+    time.sleep(0.5)
+    assert compile_.is_alive()  # waiting for a token to go on with
+    other.give(got)
+    compile_.join(5)
+    assert code == [0]
+    client.close()
+    other.close()
+    assert server.close() == 0
+
+
 @needs_nvcc
 def test_tokens_freed_after_a_compile_starts_are_used(tmp_path: Path) -> None:
     """Issue 57's tail: a compile that starts while the others hold every token runs its
@@ -486,7 +581,8 @@ def test_the_build_picks_a_ninja_that_reads_the_jobserver_else_falls_back(
         assert str(joined.variables["PATH"]).startswith(str(tmp_path / "shim"))
         # the build's environment names the jobserver only where its make reads a FIFO's name
         assert ("MAKEFLAGS" in joined.variables) == make_reads_fifo("/usr/bin")
-        assert str(joined.variables["PYTORCH_NVCC"]).endswith(f"nvcc_steps.py {made} nvcc")
+        # archguard's own jobserver (every token one byte): the compiles take turns
+        assert str(joined.variables["PYTORCH_NVCC"]).endswith(f"nvcc_steps.py --turns {made} nvcc")
     assert tmp_path / "cache" / "jobserver" in Path(made).parents
     said = capsys.readouterr().err
     assert "jobserver the machine's (made by this build: 4 tokens" in said, said

@@ -26,6 +26,7 @@ def cmd_farm(args: argparse.Namespace) -> int:
             args.jobs,
             args.wait,
             args.in_container,
+            args.ahead,
         )
         status, text = run_farm(args.manifest, options)
         write(text)

@@ -10,6 +10,7 @@ from archguard._cli.options import (
     Subparsers,
     cuobjdump_option,
     format_option,
+    non_negative,
     positive,
 )
 from archguard.core.formats import PlanFormat
@@ -122,6 +123,15 @@ def _run_step(steps: Subparsers) -> None:
         help="build N packages at once (a package's cells stay in order; their compiles "
         "share one jobserver, a token per core; more jobs than cores fetch and resolve while "
         "others compile); default 1",
+    )
+    run.add_argument(
+        "--ahead",
+        type=non_negative,
+        default=None,
+        metavar="N",
+        help="with the jobserver, keep N more jobs started than --jobs: they prepare while "
+        "the others compile and take tokens as they come free, so a run's last jobs do not "
+        "run alone; default 1 where --jobs is 2 or more, else 0",
     )
     run.add_argument("--policy", metavar="FILE", help="the farm's policy (default: bundled)")
     run.add_argument("--no-repair", action="store_true", help="keep linux_x86_64 wheels")

@@ -130,7 +130,10 @@ def build_jobserver(  # noqa: PLR0913 - each a fact of this build
                 joined.launched.add(name)
         if joined.launched:
             launcher = f"{shlex.quote(sys.executable)} -I -S {shlex.quote(nvcc_steps.__file__)}"
-            joined.variables["PYTORCH_NVCC"] = f"{launcher} {shlex.quote(fifo)} {nvcc}"
+            # archguard's own jobserver (every token one byte): its compiles take turns
+            ours = outer is None or machine_directory() in Path(fifo).parents
+            turns = f"{nvcc_steps.TURNS} " if ours else ""
+            joined.variables["PYTORCH_NVCC"] = f"{launcher} {turns}{shlex.quote(fifo)} {nvcc}"
         say(
             f"parallel: jobserver {source}: {ninja_words} takes a token per compile"
             + (

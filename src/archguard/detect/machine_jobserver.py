@@ -155,7 +155,8 @@ class _User:
         return False
 
     def _give_back(self, count: int) -> None:
-        back = self.own.client.take(count)
+        # never more than it owes: a token one of its builds lost or gave twice stays here
+        back = self.own.client.take(min(count, self.held))
         if back:
             self.held -= len(back)
             self._write_held()  # owed no more before it is given: a kill loses, never doubles

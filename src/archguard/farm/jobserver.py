@@ -76,3 +76,31 @@ def run_jobserver(site: Path, assemble: bool = False) -> Iterator[RunJobserver]:
             "a build takes one as its compiles start, and the others as they come free"
         )
         yield RunJobserver({ENV_JOBSERVER: f"fifo:{joined.path}"})
+
+
+def at_once(jobs: int, ahead: int | None, joined: RunJobserver) -> tuple[int, str]:
+    """How many jobs a run keeps started (``--jobs`` and ``--ahead``), and the log's line.
+
+    A job started ahead prepares (archguard's start, pip's metadata step, the build's own
+    start: each imports torch) while the others compile, and its compiles take tokens as they
+    come free, so the last jobs of a run end together instead of one running alone on one
+    core (measured: three small tree packages at ``--jobs 2``, 0.85 of 2 cores without, see
+    docs/build-speed.md). Only a jobserver makes that safe: without one, each build's static
+    share assumes ``--jobs`` builds, so ``--ahead`` starts none (and says so). The default is
+    one ahead where ``--jobs`` is 2 or more and a jobserver bounds the compiles; ``--jobs 1``
+    keeps one job at a time, its log in order."""
+    if not joined.env:
+        if ahead:
+            return (
+                jobs,
+                f"jobs: {jobs} at once; --ahead {ahead} starts none: "
+                "no jobserver bounds the compiles",
+            )
+        return jobs, ""
+    extra = ahead if ahead is not None else (1 if jobs > 1 else 0)
+    if not extra:
+        return jobs, ""
+    return jobs + extra, (
+        f"jobs: {jobs} at once and {extra} ahead (it prepares while the others compile; "
+        "every compile takes a token)"
+    )

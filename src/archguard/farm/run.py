@@ -34,7 +34,7 @@ from archguard.farm.envs import cell_extras, cell_venv, held_now, uv_path
 from archguard.farm.families import load_farm
 from archguard.farm.identity import archguard_environment, toolkit_identity
 from archguard.farm.jobs import JobRun, run_job
-from archguard.farm.jobserver import run_jobserver
+from archguard.farm.jobserver import at_once, run_jobserver
 from archguard.farm.ledger import (
     PUBLISHED,
     USAGE,
@@ -124,6 +124,9 @@ class RunOptions:
     jobs: int = 1  # packages built at once
     wait: bool = False  # another run holds SITE: wait for it (default: refuse)
     in_container: bool = False  # this runner is the cells' image (farm workflow's build jobs)
+    ahead: int | None = (
+        None  # more jobs started while a jobserver bounds compiles (None: 1 if jobs > 1)
+    )
 
 
 def selected(jobs: Sequence[Job], only: str | None) -> list[Job]:
@@ -386,10 +389,13 @@ def run_farm(manifest_path: Path, options: RunOptions) -> tuple[int, str]:
         # the longest first (the duration its ledger holds, else its CUDA code's size): a run
         # does not end on one long job alone
         groups = longest_first(list(by_source.values()), all_ledgers(site))
-        if options.jobs == 1:
+        width, started = at_once(options.jobs, options.ahead, joined)
+        if started and len(groups) > options.jobs:  # one does start ahead
+            say(started)
+        if width == 1:
             done = [pair for group in groups for pair in farm.group(group)]
         else:
-            workers = ThreadPoolExecutor(max_workers=options.jobs)
+            workers = ThreadPoolExecutor(max_workers=width)
             try:
                 done = [pair for part in workers.map(farm.group, groups) for pair in part]
             finally:  # no worker outlives the lock, whatever stopped the run
