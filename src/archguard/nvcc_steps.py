@@ -1,7 +1,9 @@
 """archguard's nvcc launcher (``PYTORCH_NVCC``): one compile run in the jobserver
 (:mod:`archguard.jobserver`), its parallel parts each on a token as one comes free.
 
-Run as a script (``python -I -S .../archguard/nvcc_steps.py FIFO COMMAND...``). Where
+Run as a script (``python -I -S .../archguard/nvcc_steps.py [--turns] FIFO COMMAND...``;
+``--turns``: the jobserver is archguard's own, every token one byte, and its compiles take
+turns, the least advanced first, :class:`_Turns`). Where
 ``COMMAND`` is a plain nvcc with ``-objtemp`` and several device passes, it runs nvcc's own
 steps (``nvcc -dryrun``) itself, in a graph instead of nvcc's line: the host side (its
 preprocessing and cudafe++) and each device pass (preprocess, cicc, ptxas) side by side, the
