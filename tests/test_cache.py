@@ -142,7 +142,7 @@ def test_an_entry_another_process_holds_is_never_removed(cache: Path) -> None:
         assert "kept env envs/py312-aaaa" in out.stdout and "in use" in out.stdout
     finally:
         holder.kill()
-        holder.wait()
+        holder.communicate()  # closes its pipe
     assert prune(cache, max_size=0).removed[0].path == env  # let go: removed
 
 
@@ -264,7 +264,7 @@ def test_an_entry_a_running_process_marked_used_is_kept_until_it_ends(cache: Pat
         assert [e.path for e in done.in_use] == [overlay] and overlay.is_dir()
     finally:
         user.kill()
-        user.wait()
+        user.communicate()  # closes its pipe
     assert [e.path for e in prune(cache, older_than_days=0).removed] == [overlay]
 
 
@@ -287,7 +287,7 @@ def test_a_leftover_partial_directory_is_listed_and_pruned_unless_its_maker_runs
         assert making.is_dir()
     finally:
         holder.kill()
-        holder.wait()
+        holder.communicate()  # closes its pipe
 
 
 FARM = """\

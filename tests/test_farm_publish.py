@@ -330,7 +330,7 @@ def test_one_run_holds_a_site_and_a_killed_holder_is_taken_over(tmp_path: Path) 
         assert "archguard error [busy]" in refused.stderr
     finally:
         holder.send_signal(signal.SIGKILL)
-        holder.wait()
+        holder.communicate()  # closes its pipe
     # killed without letting go: the next run takes over, and says so
     taken = run_main("farm", "run", str(manifest), "-o", str(site), "--assemble")
     assert f"took over the lock of {site} from a run that ended without" in taken.stderr
@@ -348,7 +348,7 @@ def test_a_second_run_waits_with_wait(tmp_path: Path) -> None:
     started = time.monotonic()
     manifest = farm(tmp_path / "m")
     waited = run_main("farm", "run", str(manifest), "-o", str(site), "--assemble", "--wait")
-    holder.wait()
+    holder.communicate()  # closes its pipe
     assert waited.returncode == 1, waited.stderr  # nothing was built by any job
     assert f"waiting for the run that holds {site} (pid {holder.pid}" in waited.stderr
     assert time.monotonic() - started > 1.0

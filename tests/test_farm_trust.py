@@ -508,6 +508,22 @@ def test_a_prune_during_a_farm_run_removes_nothing_it_needs_and_the_run_publishe
     assert indexes(site)["torch2.13"] == published
 
 
+def _nvcc_probed(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A farm's environment whose builds run a probe as nvcc (``PYTORCH_NVCC``, which
+    archguard's launcher runs), logging each start and end to the log returned; the
+    jobserver is the machine's (no ``ARCHGUARD_JOBSERVER``, no ``MAX_JOBS``)."""
+    from test_jobserver import PROBE
+
+    log = tmp_path / "nvcc.log"
+    probe = tmp_path / "nvcc-probe"
+    probe.write_text(PROBE.format(log=log, nvcc=f"{CUDA_HOME}/bin/nvcc"))
+    probe.chmod(0o755)
+    env = env_for_farm(PYTORCH_NVCC=str(probe))
+    env.pop("ARCHGUARD_JOBSERVER", None)
+    env.pop("MAX_JOBS", None)
+    return log, env
+
+
 def test_two_farm_runs_started_together_share_the_machines_jobserver(
     reference: tuple[Path, Path, dict[str, set[str]]], tmp_path: Path
 ) -> None:
@@ -516,16 +532,10 @@ def test_two_farm_runs_started_together_share_the_machines_jobserver(
     (``PYTORCH_NVCC``, which archguard's launcher runs) logs each start and end, and never
     more nvcc processes or threads run at once than the machine's tokens, where each run
     alone would run 2 (4 together). Both publish what the reference run did."""
-    from test_jobserver import PROBE, _most_at_once
+    from test_jobserver import _most_at_once
 
     manifest, _, expected = reference
-    log = tmp_path / "nvcc.log"
-    probe = tmp_path / "nvcc-probe"
-    probe.write_text(PROBE.format(log=log, nvcc=f"{CUDA_HOME}/bin/nvcc"))
-    probe.chmod(0o755)
-    env = env_for_farm(PYTORCH_NVCC=str(probe))
-    env.pop("ARCHGUARD_JOBSERVER", None)
-    env.pop("MAX_JOBS", None)
+    log, env = _nvcc_probed(tmp_path)
     argv = [*FARM_RUN, str(manifest), "--only", "torch2.13", "--jobs", "2"]
     runs = [
         subprocess.Popen(
@@ -564,16 +574,10 @@ def test_a_job_started_ahead_prepares_while_the_others_compile_within_the_tokens
     ``--ahead 0`` the third starts only as one ends, and then runs alone), and a probe as each
     build's nvcc shows that the compiles still never outnumber the machine's tokens. All
     three publish."""
-    from test_jobserver import PROBE, _most_at_once
+    from test_jobserver import _most_at_once
 
     manifest = make_farm(tmp_path, ("alpha", "beta", "gamma"))
-    log = tmp_path / "nvcc.log"
-    probe = tmp_path / "nvcc-probe"
-    probe.write_text(PROBE.format(log=log, nvcc=f"{CUDA_HOME}/bin/nvcc"))
-    probe.chmod(0o755)
-    env = env_for_farm(PYTORCH_NVCC=str(probe))
-    env.pop("ARCHGUARD_JOBSERVER", None)
-    env.pop("MAX_JOBS", None)
+    log, env = _nvcc_probed(tmp_path)
     site = tmp_path / "site"
     run = farm_run(manifest, site, "--only", "torch2.13", "--jobs", "2", env=env)
     said = run.stdout + run.stderr

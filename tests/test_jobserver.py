@@ -89,7 +89,7 @@ def test_a_killed_holder_leaves_no_stuck_tokens_for_the_next_run(tmp_path: Path)
     assert proc.stdout is not None
     left = Path(proc.stdout.readline().strip())
     proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    proc.communicate()  # closes its pipe
     assert left.exists()
     server = Server(tmp_path, 2)
     assert server.stale == [left.name] and not left.exists()
@@ -129,7 +129,7 @@ def test_the_launcher_takes_free_tokens_for_threads_and_gives_them_back(tmp_path
     time.sleep(1.0)
     second = _run([*LAUNCHER, fifo, *probe, *four], env)
     assert second.stdout.split()[-2:] == ["--threads", "3"], second.stdout
-    first.wait()
+    first.communicate()  # closes its pipe
     # a compile that names its own threads, or whose jobserver is gone, runs as it is
     own = _run([*LAUNCHER, fifo, *probe, *four, "--threads", "2"], env)
     assert own.stdout.split()[-2:] == ["--threads", "2"]
@@ -148,7 +148,7 @@ def test_a_launcher_stopped_by_a_signal_gives_its_tokens_back(tmp_path: Path) ->
     assert server.client.take(3) == b"++"  # it holds one
     server.client.give(b"++")
     proc.send_signal(signal.SIGTERM)  # forwarded to the compile, then the token goes back
-    proc.wait(timeout=30)
+    proc.communicate(timeout=30)  # closes its pipe
     assert server.close() == 3
 
 
@@ -389,6 +389,16 @@ def test_a_failed_chain_ends_the_others_and_its_code_is_the_compiles(tmp_path: P
     assert server.close() == 2
 
 
+def _taken_within(client: Client, started: float, seconds: float) -> bytes:
+    """A token ``client`` takes, tried every 10 ms until ``seconds`` after ``started``
+    (b"" where none came free by then)."""
+    got = b""
+    while not got and time.monotonic() - started < seconds:
+        time.sleep(0.01)
+        got = client.take(1)
+    return got
+
+
 def test_a_compile_never_holds_a_token_it_does_not_run_on(tmp_path: Path) -> None:
     """Issue 57: the chain on the compile's own token ends first while another runs on a
     taken one; that one goes on on the own token and the taken token goes back at once, so
@@ -404,10 +414,7 @@ def test_a_compile_never_holds_a_token_it_does_not_run_on(tmp_path: Path) -> Non
     )
     started = time.monotonic()
     compile_.start()
-    got = b""
-    while not got and time.monotonic() - started < 3:
-        time.sleep(0.05)
-        got = other.take(1)
+    got = _taken_within(other, started, 3)
     waited = time.monotonic() - started
     assert got, "the taken token stayed with the compile to its last chain's end"
     assert waited < 2, waited
@@ -468,10 +475,7 @@ def test_in_turn_a_compile_lets_a_waiting_build_run_before_its_host_side(tmp_pat
     )
     started = time.monotonic()
     compile_.start()
-    got = b""
-    while not got and time.monotonic() - started < 3:
-        time.sleep(0.01)
-        got = other.take(1)
+    got = _taken_within(other, started, 3)
     assert got, "the compile went on to its host side before the waiting build"
     time.sleep(0.5)
     assert compile_.is_alive()  # waiting for a token to go on with

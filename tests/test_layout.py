@@ -15,7 +15,7 @@ PACKAGE = Path(archguard.__file__).parent
 # Lowest first. A subpackage may import its own layer's modules only within itself, and any
 # lower layer's. The top-level modules (errors, the version) sit below everything.
 LAYERS: list[set[str]] = [
-    {"errors", "__version__", "_fs", "jobserver"},
+    {"errors", "__version__", "_fs", "_http", "jobserver"},
     {"core", "nvcc_steps"},
     {"detect"},
     {"nvcc", "lint"},

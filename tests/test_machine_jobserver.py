@@ -107,7 +107,7 @@ def test_a_user_killed_holding_tokens_has_them_given_back_by_the_next(tmp_path: 
             assert killed.stdout.readline().split() == ["holding", "2"]
         finally:
             os.killpg(killed.pid, signal.SIGKILL)
-            killed.wait()
+            killed.communicate()  # closes its pipe
         with machine_jobserver(where, 3) as next_user:
             assert not next_user.made and next_user.recovered >= 2
             clients = [Client(str(staying.path)), Client(str(next_user.path))]

@@ -158,6 +158,8 @@ def served(site: Path) -> Iterator[str]:
         yield f"http://127.0.0.1:{server.server_address[1]}/farm"
     finally:
         server.shutdown()
+        server.server_close()
+        thread.join()
 
 
 def test_a_site_over_http_and_the_clear_errors(site: Path, served: str, tmp_path: Path) -> None:

@@ -10,7 +10,8 @@ Subpackages by job, in layers, imports running only downhill (checked by
 setuptools hook inside pip's build, farm mode) and ``frontend`` (``archguard wheel``, which
 launches pip) <- ``farm`` (the manifest, its plan, its runs and site) <- ``_cli``. The top
 level keeps the public surface: ``errors``, ``cpp_extension`` and ``__main__``, and
-``jobserver`` (GNU make's protocol, standard library only).
+``jobserver`` (GNU make's protocol, standard library only). Below every layer, importing
+nothing of archguard: ``_fs`` (files several processes share) and ``_http`` (opening a URL).
 
 Importing this module imports nothing else: the setuptools hook runs in every build.
 """

@@ -44,6 +44,7 @@ from packaging.utils import InvalidSdistFilename, canonicalize_name, parse_sdist
 from packaging.version import InvalidVersion, Version
 
 from archguard._fs import ENV_CACHE_DIR, atomic_directory, atomic_file, own_directory
+from archguard._http import opened
 from archguard.detect.cachestore import mark_used
 from archguard.detect.index import IndexFile, index_urls, project_files
 from archguard.detect.machine_jobserver import machine_id
@@ -319,7 +320,7 @@ def _fetch(url: str, into: Path, what: str) -> None:
     and the server's answer."""
     try:
         with (
-            urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT) as response,
+            opened(url, DOWNLOAD_TIMEOUT) as response,
             into.open("wb") as out,
         ):
             shutil.copyfileobj(response, out)

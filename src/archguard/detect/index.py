@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from archguard._http import opened
 from archguard.core.wheelfile import CoreMetadata, parse_metadata
 from archguard.detect.tools import ToolFailed, run
 from archguard.errors import IndexUnreachable
@@ -162,7 +163,7 @@ def _open(url: str, headers: dict[str, str] | None = None) -> tuple[bytes, str, 
     """(body, content type, status) of one GET; :class:`IndexUnreachable` on failure."""
     request = urllib.request.Request(url, headers=headers or {})
     try:
-        with urllib.request.urlopen(request, timeout=FETCH_TIMEOUT_S) as response:
+        with opened(request, FETCH_TIMEOUT_S) as response:
             body = response.read(PAGE_LIMIT + 1)
             kind = response.headers.get("Content-Type", "") if response.headers else ""
             status = getattr(response, "status", 200) or 200
@@ -323,7 +324,7 @@ class _Ranged(io.RawIOBase):
     def _size(self) -> int:
         request = urllib.request.Request(self.url, method="HEAD")
         try:
-            with urllib.request.urlopen(request, timeout=FETCH_TIMEOUT_S) as response:
+            with opened(request, FETCH_TIMEOUT_S) as response:
                 return int(response.headers["Content-Length"])
         except (urllib.error.URLError, OSError, ValueError, KeyError, TypeError) as exc:
             raise IndexUnreachable(f"{self.url}: its size could not be read ({exc}).") from None

@@ -35,6 +35,7 @@ from packaging.tags import Tag, compatible_tags, cpython_tags, platform_tags, sy
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from archguard._http import opened
 from archguard.core.arch import parse_targets
 from archguard.core.coverage import Device, Tier, device_coverage
 from archguard.core.cuda import CudaVersion
@@ -139,7 +140,7 @@ def read_site(where: str) -> tuple[Site, str]:
         base = where if where.endswith("/") else where + "/"
         url = urllib.parse.urljoin(base, SITE_JSON)
         try:
-            with urllib.request.urlopen(url, timeout=FETCH_TIMEOUT_S) as response:
+            with opened(url, FETCH_TIMEOUT_S) as response:
                 text = response.read().decode("utf-8")
         except (urllib.error.URLError, OSError, UnicodeDecodeError) as exc:
             reason = getattr(exc, "reason", exc)
