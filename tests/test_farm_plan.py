@@ -516,25 +516,29 @@ def test_a_failure_is_said_by_whoever_said_it_last() -> None:
 
 
 @pytest.mark.parametrize(
-    ("jobs", "ahead", "env", "width", "said"),
+    ("jobs", "ahead", "env", "groups", "width", "said"),
     [
-        (2, None, {"ARCHGUARD_JOBSERVER": "fifo:/x"}, 3, "jobs: 2 at once and 1 ahead"),
-        (1, None, {"ARCHGUARD_JOBSERVER": "fifo:/x"}, 1, ""),  # --jobs 1: its log in order
-        (2, 0, {"ARCHGUARD_JOBSERVER": "fifo:/x"}, 2, ""),
-        (1, 2, {"ARCHGUARD_JOBSERVER": "fifo:/x"}, 3, "jobs: 1 at once and 2 ahead"),
-        (2, None, {}, 2, ""),  # static shares assume --jobs builds: none ahead
-        (2, 1, {}, 2, "--ahead 1 starts none: no jobserver bounds the compiles"),
+        (2, None, {"ARCHGUARD_JOBSERVER": "fifo:/x"}, 9, 3, "jobs: 2 at once and 1 ahead"),
+        (1, None, {"ARCHGUARD_JOBSERVER": "fifo:/x"}, 9, 1, ""),  # --jobs 1: its log in order
+        (2, 0, {"ARCHGUARD_JOBSERVER": "fifo:/x"}, 9, 2, ""),
+        (1, 2, {"ARCHGUARD_JOBSERVER": "fifo:/x"}, 9, 3, "jobs: 1 at once and 2 ahead"),
+        (2, 3, {"ARCHGUARD_JOBSERVER": "fifo:/x"}, 3, 3, "jobs: 2 at once and 1 ahead"),
+        (2, None, {"ARCHGUARD_JOBSERVER": "fifo:/x"}, 2, 2, ""),  # no job left to start
+        (2, None, {}, 9, 2, ""),  # static shares assume --jobs builds: none ahead
+        (2, 1, {}, 9, 2, "--ahead 1 starts none: no jobserver bounds the compiles"),
+        (2, 1, {}, 1, 2, "--ahead 1 starts none: no jobserver bounds the compiles"),
     ],
 )
 def test_jobs_started_ahead_only_where_a_jobserver_bounds_the_compiles(
-    jobs: int, ahead: int | None, env: dict[str, str], width: int, said: str
+    jobs: int, ahead: int | None, env: dict[str, str], groups: int, width: int, said: str
 ) -> None:
     """Issue 57's tail: ``--ahead`` (default 1 from ``--jobs 2``) starts more jobs than
-    ``--jobs`` only where the run's builds take their compiles from a jobserver; where it
-    starts none the log says why, never silently."""
+    ``--jobs`` only where the run's builds take their compiles from a jobserver, and never
+    more than the run has; where an asked ``--ahead`` starts none for want of a jobserver
+    the log says why, never silently."""
     from archguard.farm.jobserver import RunJobserver, at_once
 
-    got_width, line = at_once(jobs, ahead, RunJobserver(env))
+    got_width, line = at_once(jobs, ahead, RunJobserver(env), groups)
     assert got_width == width
     assert (said in line) if said else line == ""
 

@@ -7,6 +7,7 @@ nvcc processes running at once; the fallback on the real ninja 1.11 of this mach
 from __future__ import annotations
 
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -414,10 +415,12 @@ def test_a_compile_never_holds_a_token_it_does_not_run_on(tmp_path: Path) -> Non
     )
     started = time.monotonic()
     compile_.start()
+    while select.select([other.fd], [], [], 0)[0] and time.monotonic() - started < 1:
+        time.sleep(0.005)  # until the second chain has taken the free token
     got = _taken_within(other, started, 3)
     waited = time.monotonic() - started
     assert got, "the taken token stayed with the compile to its last chain's end"
-    assert waited < 2, waited
+    assert 0.25 < waited < 2, waited  # given back as the first chain ended (0.3 s)
     assert compile_.is_alive()  # the second chain still runs, on the compile's own token
     other.give(got)
     compile_.join()
@@ -461,10 +464,13 @@ def test_in_archguards_jobserver_a_chains_end_gives_a_waiting_build_its_turn(
     assert server.close() == 1
 
 
-def test_in_turn_a_compile_lets_a_waiting_build_run_before_its_host_side(tmp_path: Path) -> None:
+def test_in_turn_a_compile_lets_a_waiting_build_run_before_its_host_side(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Issue 57: after its device passes a compile lends its own token and takes it back in
     turn, so a build waiting for its first token (no pass done) runs first; the compile then
     goes on on a token taken back, and every token is where it was."""
+    monkeypatch.setattr(nvcc_steps, "TURN", 0.5)  # the turn, long enough on a loaded machine
     server = Server(tmp_path / "server", 0)  # every token held: the compile's own only
     client = Client(str(server.path))
     other = Client(str(server.path))
@@ -488,6 +494,35 @@ def test_in_turn_a_compile_lets_a_waiting_build_run_before_its_host_side(tmp_pat
 
 
 @needs_nvcc
+def test_a_compile_stopped_while_it_waits_its_turn_ends_within_the_stopped_wait(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A compile that lent its own token before its host side and is stopped while no token
+    comes back (another holds it) ends within STOPPED_WAIT of the stop, not whenever a token
+    comes: a stop seen while it waits counts, not only one before."""
+    monkeypatch.setattr(nvcc_steps, "STOPPED_WAIT", 0.5)
+    server = Server(tmp_path / "server", 0)
+    client = Client(str(server.path))
+    other = Client(str(server.path))
+    steps = nvcc_steps._Steps(dict(os.environ))
+    turns = nvcc_steps._Turns(True)
+    waiting = threading.Thread(target=turns.own_back, args=(client, 1, steps))
+    started = time.monotonic()
+    waiting.start()
+    got = other.wait_one()  # the lent token, held: none comes back to the compile
+    time.sleep(0.3)
+    assert waiting.is_alive()
+    stop = time.monotonic()
+    steps.stopped.append(signal.SIGTERM)
+    waiting.join(5)
+    assert not waiting.is_alive(), "a stop while waiting did not end the wait"
+    assert time.monotonic() - stop < 2, time.monotonic() - started
+    other.give(got)
+    client.close()
+    other.close()
+    server.close()
+
+
 def test_tokens_freed_after_a_compile_starts_are_used(tmp_path: Path) -> None:
     """Issue 57's tail: a compile that starts while the others hold every token runs its
     first pass on its own token, and its other passes on the tokens given back while it

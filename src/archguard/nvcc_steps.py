@@ -440,23 +440,41 @@ class _Turns:
         self.seen = None
         return client.take(1)
 
-    def own_back(self, client: Client, done: int, stopped: bool = False) -> None:
+    def own_back(self, client: Client, done: int, steps: _Steps) -> None:
         """After the chains, the compile's own token for its host side: with turns, lent
         and taken back in turn like a chain's (a compile about to run its host compile lets
         one with fewer passes done run first); a lent one is taken back in any case, by a
-        stopped compile within :data:`STOPPED_WAIT` seconds (after that it is lost to the
-        jobserver's user that served it, whose count of what it owes the machine stands)."""
+        compile stopped (before or while it waits) within :data:`STOPPED_WAIT` seconds of
+        the stop. One stopped that cannot leaves the token it lent in the FIFO, one more than
+        its jobserver's user served, which that user keeps (the machine's jobserver takes
+        back no more than it lent)."""
         if self.on and not self.lent and done:
             client.give(TOKEN)
             self.lent = True
             self.gave()
-        end = time.monotonic() + STOPPED_WAIT
-        while self.lent and not (stopped and time.monotonic() > end):
+        end: float | None = None
+        while self.lent:
+            if steps.stopped:
+                end = end or time.monotonic() + STOPPED_WAIT
+                if time.monotonic() > end:
+                    return
             got = self.token([], client, done) if done else client.take(1)
             if got:
                 self.lent = False
             else:
-                time.sleep(0.02)
+                self.pause(client)
+
+    def pause(self, client: Client) -> None:
+        """Wait for the next try: while a given token is left to the others, until then (at
+        most 20 ms at a time); while the FIFO is empty, until a token comes (at most 0.5 s,
+        to see a stop); while a free token waits its turn, 20 ms."""
+        now = time.monotonic()
+        if now < self.until:
+            time.sleep(min(self.until - now, 0.02))
+        elif self.seen is None:
+            select.select([client.fd], [], [], 0.5)
+        else:
+            time.sleep(0.02)
 
 
 def _chains(chains: list[list[str]], client: Client, steps: _Steps, lend: bool = False) -> int:
@@ -473,6 +491,8 @@ def _chains(chains: list[list[str]], client: Client, steps: _Steps, lend: bool =
             failed = _reaped(running, client, steps, failed, turns)
             if steps.stopped or failed:
                 pending.clear()
+            if not pending:
+                _moved(running, client, turns)
             if pending:
                 done = len(chains) - len(pending) - len(running)
                 token = turns.token(running, client, done)
@@ -495,7 +515,7 @@ def _chains(chains: list[list[str]], client: Client, steps: _Steps, lend: bool =
                 client.give(token)
         # the own token, to go on with: in turn, as every chain's; a stopped compile takes a
         # lent one back as it can (its chains' tokens were just given back), never waiting long
-        turns.own_back(client, 0 if failed or steps.stopped else len(chains), bool(steps.stopped))
+        turns.own_back(client, 0 if failed or steps.stopped else len(chains), steps)
     if steps.stopped:
         return 128 + steps.stopped[0]
     return failed
@@ -503,11 +523,7 @@ def _chains(chains: list[list[str]], client: Client, steps: _Steps, lend: bool =
 
 def _reaped(running: _Running, client: Client, steps: _Steps, failed: int, turns: _Turns) -> int:
     """The chains that ended taken out of ``running``, their tokens given back; the first
-    failure cancels the others and is the result. Where no chain runs on the compile's own
-    token while one runs on a taken one, that one goes on on the own token: its token goes
-    back at once, or, where the own token was lent, is kept as the own one. A compile never
-    holds a token it does not run on (measured: a build waiting for its first token sat 12 s
-    beside one cicc, a core idle)."""
+    failure cancels the others and is the result."""
     for item in [r for r in running if not r[0].is_alive()]:
         running.remove(item)
         if item[1] is not None:
@@ -516,6 +532,16 @@ def _reaped(running: _Running, client: Client, steps: _Steps, failed: int, turns
         if item[2][0] and not failed:
             failed = item[2][0]
             steps.cancel()
+    return failed
+
+
+def _moved(running: _Running, client: Client, turns: _Turns) -> None:
+    """With no chain left to start: where none runs on the compile's own token while one runs
+    on a taken one, that one goes on on the own token: its token goes back at once, or, where
+    the own token was lent, is kept as the own one. A compile never holds a token it does not
+    run on (measured: a build waiting for its first token sat 12 s beside one cicc, a core
+    idle). While a chain is still to start, the free own token is that chain's (or, with
+    turns, lent), not given back and taken again."""
     if running and all(r[1] is not None for r in running):
         thread, token, result = running[0]
         running[0] = (thread, None, result)
@@ -524,7 +550,6 @@ def _reaped(running: _Running, client: Client, steps: _Steps, failed: int, turns
         else:
             client.give(token or b"")
             turns.gave()
-    return failed
 
 
 def _started(chain: list[str], token: bytes | None, running: _Running, steps: _Steps) -> bool:

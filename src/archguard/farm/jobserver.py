@@ -78,8 +78,9 @@ def run_jobserver(site: Path, assemble: bool = False) -> Iterator[RunJobserver]:
         yield RunJobserver({ENV_JOBSERVER: f"fifo:{joined.path}"})
 
 
-def at_once(jobs: int, ahead: int | None, joined: RunJobserver) -> tuple[int, str]:
-    """How many jobs a run keeps started (``--jobs`` and ``--ahead``), and the log's line.
+def at_once(jobs: int, ahead: int | None, joined: RunJobserver, groups: int) -> tuple[int, str]:
+    """How many jobs a run of ``groups`` jobs keeps started (``--jobs`` and ``--ahead``, never
+    more than there are jobs), and the log's line ("" where none starts ahead unasked).
 
     A job started ahead prepares (archguard's start, pip's metadata step, the build's own
     start: each imports torch) while the others compile, and its compiles take tokens as they
@@ -98,6 +99,7 @@ def at_once(jobs: int, ahead: int | None, joined: RunJobserver) -> tuple[int, st
             )
         return jobs, ""
     extra = ahead if ahead is not None else (1 if jobs > 1 else 0)
+    extra = min(extra, max(0, groups - jobs))
     if not extra:
         return jobs, ""
     return jobs + extra, (

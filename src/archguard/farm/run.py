@@ -389,8 +389,8 @@ def run_farm(manifest_path: Path, options: RunOptions) -> tuple[int, str]:
         # the longest first (the duration its ledger holds, else its CUDA code's size): a run
         # does not end on one long job alone
         groups = longest_first(list(by_source.values()), all_ledgers(site))
-        width, started = at_once(options.jobs, options.ahead, joined)
-        if started and len(groups) > options.jobs:  # one does start ahead
+        width, started = at_once(options.jobs, options.ahead, joined, len(groups))
+        if started:
             say(started)
         if width == 1:
             done = [pair for group in groups for pair in farm.group(group)]
