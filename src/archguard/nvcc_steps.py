@@ -492,8 +492,10 @@ def _chains(chains: list[list[str]], client: Client, steps: _Steps, lend: bool =
             if steps.stopped or failed:
                 pending.clear()
             if not pending:
+                if not running:
+                    break
                 _moved(running, client, turns)
-            if pending:
+            else:
                 done = len(chains) - len(pending) - len(running)
                 token = turns.token(running, client, done)
                 if token is None or token:
@@ -504,8 +506,6 @@ def _chains(chains: list[list[str]], client: Client, steps: _Steps, lend: bool =
                     failed = failed or 1
                     steps.cancel()
                     continue
-            if not pending and not running:
-                break
             taking = pending and not turns.waiting()
             select.select([client.fd] if taking else [], [], [], 0.02)
     finally:  # whatever ended the loop: every token a chain holds goes back
